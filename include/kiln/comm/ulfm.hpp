@@ -1,0 +1,30 @@
+// ULFM (MPI fault tolerance) behind plain functions. Compiled without ULFM,
+// `ulfmCompiled()` is false and the repair functions throw.
+#pragma once
+
+#include <mpi.h>
+#if KILN_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
+
+#include <vector>
+
+namespace kiln::comm {
+
+// The MPI library has the ULFM extension.
+bool ulfmCompiled();
+// ... and this job was launched with fault tolerance on (mpirun --with-ft ulfm).
+bool ulfmActive();
+
+// Interrupts every pending and future operation on `comm` on every rank.
+void revoke(MPI_Comm comm);
+// A new communicator of the survivors of `comm`, in the same rank order.
+MPI_Comm shrink(MPI_Comm comm);
+// Fault-tolerant agreement: the bitwise AND of `flag` over the survivors;
+// every survivor gets the same answer even if more ranks fail meanwhile.
+int agree(MPI_Comm comm, int flag);
+// The ranks of `before` (ascending) that are not in `after`: after a shrink,
+// the failed set every survivor agrees on.
+std::vector<int> ranksMissingFrom(MPI_Comm before, MPI_Comm after);
+
+}  // namespace kiln::comm

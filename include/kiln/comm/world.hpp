@@ -1,0 +1,53 @@
+// The MPI world of one kiln process: start-up, identity, nodes, and the
+// control communicator that recovery repairs (every other communicator is
+// rebuilt from it).
+#pragma once
+
+#include "kiln/comm/node_map.hpp"
+
+#include <mpi.h>
+
+#include <string>
+
+namespace kiln::comm {
+
+// Owns MPI_Init/MPI_Finalize. One per process.
+class MpiSession {
+public:
+    MpiSession(int* argc, char*** argv);
+    ~MpiSession();
+    MpiSession(const MpiSession&) = delete;
+    MpiSession& operator=(const MpiSession&) = delete;
+};
+
+class World {
+public:
+    // Collective over MPI_COMM_WORLD. ranksPerNode 0 groups ranks by host.
+    explicit World(int ranksPerNode);
+    ~World();
+    World(const World&) = delete;
+    World& operator=(const World&) = delete;
+
+    MPI_Comm control() const { return control_; }
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    const std::string& host() const { return host_; }
+    const NodeMap& nodes() const { return nodes_; }
+    int node() const { return nodes_.nodeOfRank[rank_]; }
+    bool nodesEmulated() const { return nodesEmulated_; }
+    bool faultTolerant() const { return faultTolerant_; }
+
+private:
+    MPI_Comm control_ = MPI_COMM_NULL;
+    int rank_ = 0;
+    int size_ = 1;
+    std::string host_;
+    NodeMap nodes_;
+    bool nodesEmulated_ = false;
+    bool faultTolerant_ = false;
+};
+
+// The MPI library's own version string (one line).
+std::string mpiLibraryVersion();
+
+}  // namespace kiln::comm

@@ -1,0 +1,83 @@
+// kiln deck: the deck reference and a deck checker.
+#include "cli_options.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/config/deck_schema.hpp"
+#include "subcommands.hpp"
+
+#include <fmt/core.h>
+
+#include <sstream>
+
+namespace kiln::apps {
+namespace {
+
+// Help text wrapped at `width` columns, indented.
+std::string wrap(const std::string& text, std::size_t width, const std::string& indent) {
+    std::string out = indent, word;
+    std::size_t column = indent.size();
+    std::istringstream in(text);
+    while (in >> word) {
+        if (column + word.size() + 1 > width && column > indent.size()) {
+            out += "\n" + indent;
+            column = indent.size();
+        } else if (column > indent.size()) {
+            out += ' ';
+            ++column;
+        }
+        out += word;
+        column += word.size();
+    }
+    return out;
+}
+
+void listKeys(bool markdown) {
+    std::string section;
+    for (const auto& key : config::deckSchema()) {
+        const auto dot = key.name.find('.');
+        if (key.name.substr(0, dot) != section) {
+            section = key.name.substr(0, dot);
+            if (markdown)
+                fmt::print("\n#### [{}]\n\n| key | type | default | meaning |\n|---|---|---|---|\n", section);
+            else
+                fmt::print("\n[{}]\n", section);
+        }
+        if (markdown) {
+            fmt::print("| `{}` | {} | `{}` | {} |\n", key.name, config::typeName(key.type), key.defaultValue, key.help);
+        } else {
+            fmt::print("  {:<24} {:<8} default: {}\n{}\n", key.name, config::typeName(key.type),
+                       key.defaultValue.empty() ? "(empty)" : key.defaultValue, wrap(key.help, 100, "      "));
+        }
+    }
+}
+
+}  // namespace
+
+int deckMain(int argc, char** argv) {
+    po::options_description options("kiln deck");
+    std::string check;
+    std::vector<std::string> overrides;
+    options.add_options()
+        ("list", "print every deck key with its type, default and meaning")
+        ("markdown", "with --list: print a Markdown table (the README's deck reference)")
+        ("check", po::value<std::string>(&check), "read DECK, report every problem, print it resolved")
+        ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
+    po::positional_options_description positional;
+    positional.add("check", 1);
+    po::variables_map values;
+    if (!parseCommandLine(argc, argv, "kiln deck --list | kiln deck --check DECK [--set k=v ...]", options, positional,
+                          values))
+        return 0;
+    if (values.count("list")) {
+        listKeys(values.count("markdown") > 0);
+        return 0;
+    }
+    if (!check.empty()) {
+        const auto deck = config::Deck::fromFile(check, overrides);
+        fmt::print("{}", deck.resolvedText());
+        return 0;
+    }
+    fmt::print(stderr, "kiln deck: say --list or --check DECK (kiln deck --help)\n");
+    return 2;
+}
+
+}  // namespace kiln::apps

@@ -1,0 +1,49 @@
+// kiln: one executable, a table of subcommands.
+#include "kiln/base/error.hpp"
+#include "report_error.hpp"
+#include "subcommands.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+namespace {
+
+struct Subcommand {
+    const char* name;
+    const char* summary;
+    int (*main)(int argc, char** argv);
+};
+
+const Subcommand kSubcommands[] = {
+    {"run", "train from an input deck (MPI; fault tolerant under mpirun --with-ft ulfm)", kiln::apps::runMain},
+    {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
+    {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
+};
+
+void printUsage(std::FILE* out) {
+    std::fprintf(out, "usage: kiln <command> [options]    (kiln <command> --help for its options)\n\ncommands:\n");
+    for (const auto& s : kSubcommands) std::fprintf(out, "  %-8s %s\n", s.name, s.summary);
+    std::fprintf(out, "\n  --version  same as 'kiln version'\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+        printUsage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char* name = !std::strcmp(argv[1], "--version") ? "version" : argv[1];
+    for (const auto& s : kSubcommands) {
+        if (std::strcmp(s.name, name) != 0) continue;
+        try {
+            return s.main(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            return kiln::apps::reportError(e);
+        }
+    }
+    std::fprintf(stderr, "kiln: unknown command '%s'\n\n", argv[1]);
+    printUsage(stderr);
+    return 2;
+}

@@ -1,0 +1,32 @@
+#include "report_error.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+
+namespace kiln::apps {
+
+int reportError(const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const bool allRanks = error && error->scope() == ErrorScope::AllRanks;
+    int initialized = 0, finalized = 0, size = 1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    const bool mpiUp = initialized && !finalized;
+    if (mpiUp) MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    if (allRanks) {
+        if (log::rank() == 0) std::fprintf(stderr, "kiln: error: %s\n", e.what());
+        if (mpiUp) MPI_Finalize();
+        return 1;
+    }
+    std::fprintf(stderr, "kiln: error on rank %d (%s): %s\n", log::rank(), log::host().c_str(), e.what());
+    std::fflush(stderr);
+    if (mpiUp && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+}
+
+}  // namespace kiln::apps

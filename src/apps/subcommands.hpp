@@ -1,0 +1,11 @@
+// The kiln subcommands. Each takes the arguments after its name and returns
+// the process exit code; errors are thrown and reported by main.
+#pragma once
+
+namespace kiln::apps {
+
+int runMain(int argc, char** argv);
+int deckMain(int argc, char** argv);
+int versionMain(int argc, char** argv);
+
+}  // namespace kiln::apps

@@ -1,0 +1,29 @@
+#include "kiln/base/log.hpp"
+
+#include <cstdio>
+
+namespace kiln::log {
+namespace {
+int rank_ = 0;
+std::string host_ = "localhost";
+}  // namespace
+
+void setIdentity(int rank, std::string host) {
+    rank_ = rank;
+    host_ = std::move(host);
+}
+int rank() { return rank_; }
+const std::string& host() { return host_; }
+
+void writeInfo(const std::string& line) {
+    std::fputs(line.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+}
+
+void writeWarn(const std::string& line) {
+    std::fprintf(stderr, "kiln: warning [rank %d on %s]: %s\n", rank_, host_.c_str(), line.c_str());
+    std::fflush(stderr);
+}
+
+}  // namespace kiln::log

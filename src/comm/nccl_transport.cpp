@@ -1,0 +1,114 @@
+// NCCL transport. Built only when CMake found NCCL and CUDA (KILN_HAVE_NCCL);
+// nccl_transport_none.cpp stands in otherwise.
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/transport.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <thread>
+
+namespace kiln::comm {
+namespace {
+
+void checkCuda(cudaError_t rc, const char* call, const char* file, int line) {
+    if (rc == cudaSuccess) return;
+    throw LibraryError(fmt::format("{} failed on rank {} ({}) at {}:{}: {}", call, log::rank(), log::host(), file, line,
+                                   cudaGetErrorString(rc)));
+}
+
+void checkNccl(ncclResult_t rc, const char* call, const char* file, int line) {
+    if (rc == ncclSuccess || rc == ncclInProgress) return;
+    throw LibraryError(fmt::format("{} failed on rank {} ({}) at {}:{}: {}", call, log::rank(), log::host(), file, line,
+                                   ncclGetErrorString(rc)));
+}
+
+#define KILN_CUDA(call) checkCuda((call), #call, __FILE__, __LINE__)
+#define KILN_NCCL(call) checkNccl((call), #call, __FILE__, __LINE__)
+
+class NcclTransport final : public Transport {
+public:
+    NcclTransport(MPI_Comm comm, int device, std::chrono::milliseconds deadline) : deadline_(deadline) {
+        KILN_MPI(MPI_Comm_rank(comm, &rank_));
+        KILN_MPI(MPI_Comm_size(comm, &size_));
+        KILN_CUDA(cudaSetDevice(device));
+        ncclUniqueId id;
+        if (rank_ == 0) KILN_NCCL(ncclGetUniqueId(&id));
+        KILN_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
+        KILN_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
+        KILN_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    }
+
+    ~NcclTransport() override {
+        if (comm_) ncclCommDestroy(comm_);
+        if (stream_) cudaStreamDestroy(stream_);
+    }
+
+    std::string name() const override { return "nccl"; }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+
+    void send(const void* data, std::size_t bytes, int peer) override {
+        KILN_NCCL(ncclSend(data, bytes, ncclChar, peer, comm_, stream_));
+        waitOrAbort("send");
+    }
+
+    void recv(void* data, std::size_t bytes, int peer) override {
+        KILN_NCCL(ncclRecv(data, bytes, ncclChar, peer, comm_, stream_));
+        waitOrAbort("recv");
+    }
+
+    void allReduceSum(float* data, std::size_t count) override {
+        KILN_NCCL(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_));
+        waitOrAbort("all-reduce");
+    }
+
+private:
+    // NCCL never returns on a dead peer: poll the stream and the communicator's
+    // asynchronous error, and abort the communicator once the deadline passes,
+    // so the failure surfaces as an error that fault handling can act on.
+    void waitOrAbort(const char* what) {
+        const auto start = std::chrono::steady_clock::now();
+        for (;;) {
+            const cudaError_t state = cudaStreamQuery(stream_);
+            if (state == cudaSuccess) return;
+            if (state != cudaErrorNotReady) KILN_CUDA(state);
+            ncclResult_t async = ncclSuccess;
+            KILN_NCCL(ncclCommGetAsyncError(comm_, &async));
+            KILN_NCCL(async);
+            if (std::chrono::steady_clock::now() - start > deadline_) {
+                ncclCommAbort(comm_);
+                comm_ = nullptr;
+                throw LibraryError(fmt::format("NCCL {} on rank {} ({}) did not finish within {} ms; communicator aborted",
+                                               what, rank_, log::host(), deadline_.count()));
+            }
+            std::this_thread::yield();
+        }
+    }
+
+    ncclComm_t comm_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    std::chrono::milliseconds deadline_;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeNcclTransport(MPI_Comm comm, int device, std::chrono::milliseconds deadline) {
+    return std::make_unique<NcclTransport>(comm, device, deadline);
+}
+
+bool ncclBuiltIn() { return true; }
+
+std::string ncclVersion() {
+    int code = 0;
+    if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+    return fmt::format("{}.{}.{}", code / 10000, (code / 100) % 100, code % 100);
+}
+
+}  // namespace kiln::comm

@@ -1,0 +1,75 @@
+#include "kiln/comm/world.hpp"
+
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
+
+#include <unistd.h>
+
+#include <exception>
+#include <vector>
+
+namespace kiln::comm {
+namespace {
+
+std::string hostName() {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return name;
+}
+
+std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int size) {
+    constexpr int kWidth = 256;
+    std::vector<char> mine(kWidth, '\0');
+    host.copy(mine.data(), kWidth - 1);
+    std::vector<char> all(static_cast<std::size_t>(kWidth) * size);
+    KILN_MPI(MPI_Allgather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, comm));
+    std::vector<std::string> hosts;
+    for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * kWidth]);
+    return hosts;
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+    int provided = 0;
+    // Funneled: only the training thread calls MPI; the prefetch thread reads files.
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiSession::~MpiSession() {
+    // Unwinding from an error: leave MPI up, so that main can abort the job for
+    // an error of one rank instead of hanging in a collective MPI_Finalize.
+    if (std::uncaught_exceptions() > 0) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+World::World(int ranksPerNode) {
+    KILN_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
+    KILN_MPI(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
+    KILN_MPI(MPI_Comm_rank(control_, &rank_));
+    KILN_MPI(MPI_Comm_size(control_, &size_));
+    host_ = hostName();
+    log::setIdentity(rank_, host_);
+    nodesEmulated_ = ranksPerNode > 0;
+    nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(gatherHosts(control_, host_, size_));
+    faultTolerant_ = ulfmActive();
+}
+
+World::~World() {
+    if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+}
+
+std::string mpiLibraryVersion() {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(text, &length);
+    std::string version(text, static_cast<std::size_t>(length));
+    if (const auto nl = version.find_first_of("\n,"); nl != std::string::npos) version.resize(nl);
+    return version;
+}
+
+}  // namespace kiln::comm

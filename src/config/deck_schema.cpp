@@ -1,0 +1,80 @@
+#include "kiln/config/deck_schema.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::config {
+
+const std::vector<KeySpec>& deckSchema() {
+    static const std::vector<KeySpec> schema = {
+        // [run]
+        {"run.name", KeyType::Text, "kiln", "Name of the run; outputs go to <run.out_dir>/<run.name>/.", identifier()},
+        {"run.out_dir", KeyType::Text, "runs", "Directory that holds the runs' outputs (resolved deck, diagnostics, checkpoints).", {}},
+        {"run.steps", KeyType::Integer, "100", "Number of optimizer steps (global batches) to train.", atLeast(0)},
+        {"run.seed", KeyType::Integer, "1234", "Seed of everything random: weights, data order. Same deck + same seed = same run.", atLeast(0)},
+
+        // [cluster]
+        {"cluster.ranks_per_node", KeyType::Integer, "0",
+         "Ranks per node, the failure unit. 0 groups ranks by host name (what a real cluster wants); "
+         "a positive value groups consecutive ranks, to emulate several nodes on one machine.",
+         atLeast(0)},
+
+        // [fault]
+        {"fault.f", KeyType::Integer, "0",
+         "Fault tolerance: the number of simultaneous node failures the run survives without restarting. "
+         "kiln runs at least f+1 pipeline replicas, so it needs at least f+1 nodes, and f > 0 needs ULFM "
+         "(mpirun --with-ft ulfm).",
+         atLeast(0)},
+
+        // [data]
+        {"data.dir", KeyType::Text, "data", "Directory holding one prepared source per sub-directory (see kiln prep).", {}},
+        {"data.mix", KeyType::Mix, "demo:1",
+         "Sources and their mix weights, as SOURCE:WEIGHT ... (e.g. 'wiki:0.7 books:0.3'). Weights are relative: "
+         "they need not sum to 1. Each global batch meets them to within one sequence per source.",
+         validMix()},
+        {"data.seq_len", KeyType::Integer, "256", "Tokens per training sequence (each sample holds seq_len+1 tokens).", atLeast(1)},
+        {"data.global_batch", KeyType::Integer, "32", "Sequences per global batch (per optimizer step), whatever the number of ranks.", atLeast(1)},
+    };
+    return schema;
+}
+
+const KeySpec* findKey(const std::string& name) {
+    const auto& schema = deckSchema();
+    const auto it = std::find_if(schema.begin(), schema.end(), [&](const KeySpec& k) { return k.name == name; });
+    return it == schema.end() ? nullptr : &*it;
+}
+
+std::size_t editDistance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    std::iota(row.begin(), row.end(), 0);
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string nearestKey(const std::string& name) {
+    std::string best;
+    std::size_t bestDistance = std::string::npos;
+    for (const auto& key : deckSchema()) {
+        // Compare the whole name and the part after the section, so that a key
+        // put in the wrong section ("[data] f = 1") still finds "fault.f".
+        const std::string shortKey = key.name.substr(key.name.find('.') + 1);
+        const std::string shortName = name.substr(name.find('.') + 1);
+        const std::size_t d = std::min(editDistance(name, key.name), editDistance(shortName, shortKey) + 1);
+        if (d < bestDistance) {
+            bestDistance = d;
+            best = key.name;
+        }
+    }
+    // A suggestion further than a third of the name away is noise.
+    return bestDistance <= std::max<std::size_t>(2, name.size() / 3) ? best : "";
+}
+
+}  // namespace kiln::config

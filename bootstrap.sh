@@ -23,6 +23,7 @@ apt_packages=(
   libtorch-dev libboost-program-options-dev libgtest-dev
   libsentencepiece-dev sentencepiece
   libfmt-dev nlohmann-json3-dev gnuplot-nox
+  fortunes vim-runtime   # text for the demo corpora
 )
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
@@ -62,6 +63,25 @@ configure_and_build() {
   cmake --build "$build" -j "$jobs"
 }
 
+# Two demo sources of different character, from text Debian packages ship:
+# the Vim reference manuals (long technical prose, one document per file) and
+# fortune cookies (short quotes, JSON Lines). One SentencePiece tokenizer,
+# trained on the manuals, serves both.
+prepare_demo_data() {
+  local data=$root/data kiln=$build/kiln
+  if [ -f "$data/manuals/manifest.json" ] && [ -f "$data/quotes/manifest.json" ]; then
+    say "demo data: present in data/"; return
+  fi
+  say "demo data: preparing data/manuals and data/quotes"
+  python3 "$root/tools/demo_corpora.py" --out "$data/raw"
+  mpirun -n 2 --oversubscribe "$kiln" prep --source manuals --out "$data" --overwrite \
+    --input /usr/share/vim/vim90/doc --format file \
+    --train-tokenizer --tokenizer "$data/tokenizer.model" --vocab 4000
+  mpirun -n 2 --oversubscribe "$kiln" prep --source quotes --out "$data" --overwrite \
+    --input "$data/raw/quotes.jsonl" --format jsonl --field text --tokenizer "$data/tokenizer.model"
+  "$kiln" inspect "$data/quotes" --tokenizer "$data/tokenizer.model" --decode 5
+}
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PATH=$deps/ompi/bin:$PATH
 
@@ -71,6 +91,7 @@ case $cmd in
   build) install_debian_packages; install_openmpi5; configure_and_build ;;
   demo)
     install_debian_packages; install_openmpi5; configure_and_build
+    prepare_demo_data
     say "demo: kiln run input/tiny-cpu.ini on 4 ranks (2 nodes of 2), ULFM on"
     cd "$root"
     mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini

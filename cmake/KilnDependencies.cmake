@@ -36,7 +36,7 @@ if(NOT HDF5_IS_PARALLEL)
 endif()
 add_library(kiln_hdf5 INTERFACE)
 target_include_directories(kiln_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
-target_link_libraries(kiln_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
+target_link_libraries(kiln_hdf5 INTERFACE ${HDF5_C_LIBRARIES} MPI::MPI_CXX)
 target_compile_definitions(kiln_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
 
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)

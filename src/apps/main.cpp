@@ -17,6 +17,8 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"run", "train from an input deck (MPI; fault tolerant under mpirun --with-ft ulfm)", kiln::apps::runMain},
+    {"prep", "tokenize text or JSON Lines into the HDF5 shards of one source (MPI-parallel)", kiln::apps::prepMain},
+    {"inspect", "verify a prepared source, print its statistics, decode a document", kiln::apps::inspectMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

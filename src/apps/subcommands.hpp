@@ -7,5 +7,7 @@ namespace kiln::apps {
 int runMain(int argc, char** argv);
 int deckMain(int argc, char** argv);
 int versionMain(int argc, char** argv);
+int prepMain(int argc, char** argv);
+int inspectMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -1,0 +1,49 @@
+// The token shard format (documented in the README, "HDF5 files").
+//
+//   /tokens        uint16 (vocabulary <= 65536) or uint32, 1-D, chunked
+//   /doc_offsets   uint64, n_docs+1, chunked; document d is tokens[off[d], off[d+1])
+//   attributes on the root group:
+//     format ("kiln-token-shard"), format_version, source, tokenizer_id,
+//     vocab_size, eos_id, token_bits (16|32), n_tokens, n_docs,
+//     tokens_crc32, offsets_crc32 (zlib CRC-32 of the little-endian bytes)
+//
+// Documents are stored without EOS; the packer joins them with eos_id.
+#pragma once
+
+#include "kiln/data/tokenizer.hpp"
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::data {
+
+inline constexpr const char* kShardFormat = "kiln-token-shard";
+inline constexpr std::int64_t kShardFormatVersion = 1;
+
+// 64 Ki tokens per chunk: 128 KiB (uint16) or 256 KiB (uint32). A 2049-token
+// sequence touches at most two chunks, so random reads stay cheap, and a
+// sequential scan moves large blocks. No compression: token ids barely compress
+// and random access must stay one read away.
+inline constexpr std::uint64_t kTokenChunk = 64 * 1024;
+inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets
+
+struct ShardHeader {
+    std::string source;
+    TokenizerInfo tokenizer;
+    int tokenBits = 16;
+    std::uint64_t numTokens = 0;
+    std::uint64_t numDocs = 0;
+    std::uint32_t tokensCrc = 0;
+    std::uint32_t offsetsCrc = 0;
+};
+
+// 16 when every id of the vocabulary fits in uint16, else 32.
+int tokenBitsFor(std::uint32_t vocabSize);
+
+void writeShardHeader(hid_t file, const ShardHeader& header);
+// Reads and checks the format name and version; `context` names the file.
+ShardHeader readShardHeader(hid_t file, const std::string& context);
+
+}  // namespace kiln::data

@@ -1,0 +1,42 @@
+// Tokenizers: raw bytes, or a SentencePiece model. A tokenizer's identity is
+// derived from its content (not its path), so a shard can tell whether it was
+// prepared with the tokenizer a run names.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::data {
+
+struct TokenizerInfo {
+    std::string id;  // "bytes-v1" or "sentencepiece-<crc32 of the model>"
+    std::uint32_t vocabSize = 0;
+    std::uint32_t eosId = 0;
+};
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+    virtual const TokenizerInfo& info() const = 0;
+    // Appends the tokens of `text` (no EOS) to `out`.
+    virtual void encode(std::string_view text, std::vector<std::uint32_t>& out) const = 0;
+    virtual std::string decode(const std::vector<std::uint32_t>& tokens) const = 0;
+    // Whether encode() accepts text that is not valid UTF-8 without loss.
+    virtual bool acceptsAnyBytes() const = 0;
+};
+
+// "bytes" for the byte tokenizer, else the path of a SentencePiece .model file.
+std::unique_ptr<Tokenizer> openTokenizer(const std::string& spec);
+
+// Trains a SentencePiece (unigram) model of `vocabSize` pieces on the text
+// file `sampleFile` (one sentence per line); writes `<prefix>.model` and
+// `<prefix>.vocab` and returns the .model path.
+std::string trainSentencePiece(const std::string& sampleFile, std::uint32_t vocabSize, const std::string& prefix);
+
+// True when `text` is valid UTF-8.
+bool isValidUtf8(std::string_view text);
+
+}  // namespace kiln::data

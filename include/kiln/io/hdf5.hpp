@@ -1,0 +1,61 @@
+// Checked HDF5: every call goes through KILN_H5, which turns a negative
+// return into an error naming the call, the file it concerns, the rank and
+// HDF5's own message; handles close themselves.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::io::h5 {
+
+// Owns one HDF5 identifier and closes it with the matching H5?close.
+class Handle {
+public:
+    Handle() = default;
+    explicit Handle(hid_t id) : id_(id) {}
+    ~Handle() { reset(); }
+    Handle(Handle&& other) noexcept : id_(other.id_) { other.id_ = H5I_INVALID_HID; }
+    Handle& operator=(Handle&& other) noexcept {
+        if (this != &other) {
+            reset();
+            id_ = other.id_;
+            other.id_ = H5I_INVALID_HID;
+        }
+        return *this;
+    }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+
+    hid_t id() const { return id_; }
+    operator hid_t() const { return id_; }
+    bool valid() const { return id_ >= 0; }
+    void reset();
+
+private:
+    hid_t id_ = H5I_INVALID_HID;
+};
+
+// Silences HDF5's own error printing (kiln reports errors itself). Idempotent.
+void quietErrors();
+
+// Throws LibraryError (this rank) unless `rc >= 0`. `context` names the file or object.
+std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line);
+
+// Attributes on a file, group or dataset.
+void writeAttribute(hid_t object, const std::string& name, const std::string& value);
+void writeAttribute(hid_t object, const std::string& name, std::int64_t value);
+void writeAttribute(hid_t object, const std::string& name, std::uint64_t value);
+bool hasAttribute(hid_t object, const std::string& name);
+std::string readStringAttribute(hid_t object, const std::string& name, const std::string& context);
+std::int64_t readIntAttribute(hid_t object, const std::string& name, const std::string& context);
+std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std::string& context);
+
+// Length of a 1-D dataset.
+std::uint64_t extent1d(hid_t dataset, const std::string& context);
+
+}  // namespace kiln::io::h5
+
+#define KILN_H5(call, context) ::kiln::io::h5::check((call), #call, (context), __FILE__, __LINE__)

@@ -1,0 +1,277 @@
+#include "kiln/data/prep.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/data/source_manifest.hpp"
+#include "kiln/data/tokenizer.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace kiln::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kExamplesKept = 5;
+
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+void checkOptions(const PrepOptions& o, const fs::path& target) {
+    if (o.source.empty() || o.source.find_first_of("/\\ \t") != std::string::npos || o.source[0] == '.')
+        throw InputError(fmt::format("--source '{}': a source name is a plain directory name (letters, digits, '_', '-')", o.source));
+    if (o.tokenBits != 0 && o.tokenBits != 16 && o.tokenBits != 32)
+        throw InputError(fmt::format("--token-bits {}: expected 16 or 32 (or 0 to choose from the vocabulary)", o.tokenBits));
+    if (o.shardTokens < 1024) throw InputError(fmt::format("--shard-tokens {}: must be at least 1024", o.shardTokens));
+    if (o.trainTokenizer && o.tokenizer == "bytes")
+        throw InputError("--train-tokenizer needs --tokenizer PATH.model: where to write the trained model");
+    if (o.trainTokenizer && o.vocabSize < 300)
+        throw InputError(fmt::format("--vocab {}: a SentencePiece vocabulary with byte fallback needs at least 300 pieces", o.vocabSize));
+    if (fs::exists(target) && !o.overwrite)
+        throw InputError(fmt::format("source {} exists already; pass --overwrite to replace it (the old one stays readable "
+                                     "until the new one is complete)",
+                                     target.string()));
+}
+
+// Rank 0 writes the first `budget` bytes of documents, one line each, for SentencePiece.
+std::string writeTokenizerSample(const std::vector<WorkUnit>& units, const PrepOptions& o, const fs::path& staging) {
+    const fs::path sample = staging / "tokenizer-sample.txt";
+    std::ofstream out(sample);
+    std::uint64_t written = 0;
+    for (const auto& unit : units) {
+        DocumentReader reader(unit, o.format, o.jsonField);
+        for (Record r; written < o.tokenizerSampleBytes && reader.next(r);) {
+            if (!r.problem.empty() || !isValidUtf8(r.text)) continue;
+            std::istringstream lines(r.text);
+            for (std::string line; std::getline(lines, line);) {
+                if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+                out << line << '\n';
+                written += line.size() + 1;
+            }
+        }
+        if (written >= o.tokenizerSampleBytes) break;
+    }
+    if (written == 0) throw InputError("--train-tokenizer: the inputs hold no usable text to train on");
+    return sample.string();
+}
+
+struct RankResult {
+    std::vector<ShardSummary> shards;
+    std::uint64_t documents = 0, tokens = 0, bytes = 0;
+    std::map<std::string, SkipCount> skipped;
+};
+
+class Progress {
+public:
+    Progress(std::string source, std::uint64_t totalBytes, bool enabled)
+        : source_(std::move(source)), total_(totalBytes), enabled_(enabled && log::rank() == 0) {}
+
+    void update(std::uint64_t bytes, std::uint64_t docs, std::uint64_t tokens, bool final = false) {
+        if (!enabled_) return;
+        const double elapsed = secondsSince(start_);
+        if (!final && elapsed - lastPrint_ < 2.0) return;
+        lastPrint_ = elapsed;
+        const double rate = elapsed > 0 ? bytes / elapsed : 0.0;
+        const double eta = rate > 0 ? (total_ - std::min(bytes, total_)) / rate : 0.0;
+        log::info("  prep {}: {:.1f}/{:.1f} MB ({:.0f}%)  {} docs  {} tokens  {:.1f} MB/s  ETA {:.0f}s  (rank 0's share)",
+                  source_, bytes / 1e6, total_ / 1e6, total_ ? 100.0 * bytes / total_ : 100.0, docs, tokens, rate / 1e6, eta);
+    }
+
+private:
+    std::string source_;
+    std::uint64_t total_;
+    bool enabled_;
+    Clock::time_point start_ = Clock::now();
+    double lastPrint_ = 0.0;
+};
+
+RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int size, const PrepOptions& o,
+                           const Tokenizer& tokenizer, int tokenBits, const fs::path& staging) {
+    RankResult result;
+    std::uint64_t myBytes = 0;
+    for (std::size_t u = rank; u < units.size(); u += size) myBytes += units[u].bytes();
+    Progress progress(o.source, myBytes, o.progress);
+
+    ShardHeader header{o.source, tokenizer.info(), tokenBits};
+    std::unique_ptr<ShardWriter> writer;
+    const auto finishShard = [&] {
+        if (writer && writer->numDocs() > 0) result.shards.push_back(writer->finish());
+        writer.reset();
+    };
+    std::vector<std::uint32_t> tokens;
+    for (std::size_t u = rank; u < units.size(); u += size) {
+        DocumentReader reader(units[u], o.format, o.jsonField);
+        for (Record record; reader.next(record);) {
+            std::string problem = record.problem;
+            if (problem.empty() && !tokenizer.acceptsAnyBytes() && !isValidUtf8(record.text)) problem = "invalid UTF-8";
+            if (!problem.empty()) {
+                auto& skip = result.skipped[problem];
+                if (skip.count++ < kExamplesKept) skip.examples.push_back(record.where);
+                if (o.strict)
+                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error)", record.where, problem),
+                                     ErrorScope::ThisRank);
+                continue;
+            }
+            tokens.clear();
+            tokenizer.encode(record.text, tokens);
+            if (!writer)
+                writer = std::make_unique<ShardWriter>(staging / fmt::format("r{:05}-{:05}.h5", rank, result.shards.size()), header);
+            writer->addDocument(tokens);
+            result.documents += 1;
+            result.tokens += tokens.size();
+            if (writer->numTokens() >= o.shardTokens) finishShard();
+            progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
+        }
+        result.bytes += units[u].bytes();
+    }
+    finishShard();
+    progress.update(result.bytes, result.documents, result.tokens, /*final=*/true);
+    return result;
+}
+
+std::string resultToJson(const RankResult& r) {
+    nlohmann::json skipped = nlohmann::json::object();
+    for (const auto& [reason, s] : r.skipped) skipped[reason] = {{"count", s.count}, {"examples", s.examples}};
+    return nlohmann::json{{"shards", nlohmann::json::parse(shardsToJson(r.shards))},
+                          {"documents", r.documents},
+                          {"tokens", r.tokens},
+                          {"bytes", r.bytes},
+                          {"skipped", skipped}}
+        .dump();
+}
+
+// Every rank's result, in rank order, on rank 0 (empty elsewhere).
+std::vector<RankResult> gatherResults(MPI_Comm comm, const RankResult& mine, int rank, int size) {
+    const std::string text = resultToJson(mine);
+    int length = static_cast<int>(text.size());
+    std::vector<int> lengths(size), displs(size);
+    KILN_MPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm));
+    std::vector<char> all;
+    if (rank == 0) {
+        for (int r = 1; r < size; ++r) displs[r] = displs[r - 1] + lengths[r - 1];
+        all.resize(static_cast<std::size_t>(displs[size - 1] + lengths[size - 1]));
+    }
+    KILN_MPI(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0, comm));
+    std::vector<RankResult> results;
+    if (rank != 0) return results;
+    for (int r = 0; r < size; ++r) {
+        const auto j = nlohmann::json::parse(std::string(all.data() + displs[r], lengths[r]));
+        RankResult result;
+        result.shards = shardsFromJson(j.at("shards").dump());
+        result.documents = j.at("documents");
+        result.tokens = j.at("tokens");
+        result.bytes = j.at("bytes");
+        for (const auto& [reason, s] : j.at("skipped").items())
+            result.skipped[reason] = {s.at("count"), s.at("examples").get<std::vector<std::string>>()};
+        results.push_back(std::move(result));
+    }
+    return results;
+}
+
+// Rank 0: number the shards, write the manifest, swap the new source into place.
+void publish(const std::vector<RankResult>& results, const PrepOptions& o, const TokenizerInfo& tokenizer, int tokenBits,
+             const fs::path& staging, const fs::path& target) {
+    SourceManifest manifest{o.source, tokenizer, tokenBits, {}};
+    for (const auto& result : results) {
+        for (auto shard : result.shards) {
+            const std::string name = fmt::format("shard-{:05}.h5", manifest.shards.size());
+            fs::rename(staging / shard.file, staging / name);
+            shard.file = name;
+            manifest.shards.push_back(shard);
+        }
+    }
+    fs::remove(staging / "tokenizer-sample.txt");
+    writeManifest(staging, manifest);
+    const fs::path old = target.parent_path() / fmt::format(".{}.old", o.source);
+    if (fs::exists(target)) {
+        fs::remove_all(old);
+        fs::rename(target, old);
+    }
+    fs::rename(staging, target);
+    fs::remove_all(old);
+}
+
+}  // namespace
+
+std::string describeSkipped(const std::map<std::string, SkipCount>& skipped) {
+    std::string text;
+    for (const auto& [reason, s] : skipped)
+        text += fmt::format("  skipped {} record{}: {} (first at {})\n", s.count, s.count == 1 ? "" : "s", reason,
+                            fmt::join(s.examples, ", "));
+    return text.empty() ? "  (no records at all)\n" : text;
+}
+
+PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
+    const auto start = Clock::now();
+    int rank = 0, size = 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    const fs::path target = fs::path(o.outDir) / o.source;
+    const fs::path staging = fs::path(o.outDir) / fmt::format(".{}.staging", o.source);
+    checkOptions(o, target);
+    const auto units = planWorkUnits(o.inputs, o.format, o.splitBytes);
+
+    // A staging directory left by a killed prep is never a complete source: start afresh.
+    if (rank == 0) {
+        fs::remove_all(staging);
+        fs::create_directories(staging);
+        if (o.trainTokenizer) {
+            const std::string sample = writeTokenizerSample(units, o, staging);
+            const std::string prefix = (fs::path(o.tokenizer).parent_path() / fs::path(o.tokenizer).stem()).string();
+            log::info("  prep {}: training a SentencePiece model of {} pieces on {:.1f} MB of its text", o.source, o.vocabSize,
+                      fs::file_size(sample) / 1e6);
+            const std::string model = trainSentencePiece(sample, o.vocabSize, prefix);
+            if (fs::path(model) != fs::path(o.tokenizer)) fs::rename(model, o.tokenizer);
+            log::info("  prep {}: tokenizer written to {}", o.source, o.tokenizer);
+        }
+    }
+    KILN_MPI(MPI_Barrier(comm));
+
+    const auto tokenizer = openTokenizer(o.tokenizer);
+    const auto& info = tokenizer->info();
+    const int tokenBits = o.tokenBits == 0 ? tokenBitsFor(info.vocabSize) : o.tokenBits;
+    if (tokenBits < tokenBitsFor(info.vocabSize))
+        throw InputError(fmt::format("--token-bits {}: tokenizer {} has a vocabulary of {} ids, which does not fit in "
+                                     "uint{}; use --token-bits 32 (or 0 to choose)",
+                                     tokenBits, o.tokenizer, info.vocabSize, tokenBits));
+
+    const RankResult mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging);
+    const auto results = gatherResults(comm, mine, rank, size);
+
+    PrepSummary summary;
+    summary.tokenizerId = info.id;
+    if (rank == 0) {
+        for (const auto& r : results) {
+            summary.documents += r.documents;
+            summary.tokens += r.tokens;
+            summary.inputBytes += r.bytes;
+            summary.shards += r.shards.size();
+            for (const auto& [reason, s] : r.skipped) {
+                auto& total = summary.skipped[reason];
+                total.count += s.count;
+                for (const auto& e : s.examples)
+                    if (total.examples.size() < kExamplesKept) total.examples.push_back(e);
+            }
+        }
+    }
+    // Decided together, so that every rank raises the same error or none.
+    std::uint64_t documents = summary.documents;
+    KILN_MPI(MPI_Bcast(&documents, 1, MPI_UINT64_T, 0, comm));
+    if (documents == 0) {
+        if (rank == 0) fs::remove_all(staging);
+        throw InputError(fmt::format("kiln prep {}: no documents in the inputs; every record was skipped:\n{}", o.source,
+                                     describeSkipped(summary.skipped)));
+    }
+    if (rank == 0) publish(results, o, info, tokenBits, staging, target);
+    KILN_MPI(MPI_Barrier(comm));
+    summary.seconds = secondsSince(start);
+    return summary;
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,116 @@
+#include "kiln/data/shard_writer.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/io/atomic_file.hpp"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+namespace kiln::data {
+
+namespace h5 = io::h5;
+
+namespace {
+
+std::uint32_t crcUpdate(std::uint32_t crc, const void* data, std::size_t bytes) {
+    // zlib's crc32 takes uInt lengths: feed it in pieces below 4 GiB.
+    const auto* p = static_cast<const Bytef*>(data);
+    while (bytes > 0) {
+        const auto n = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
+        crc = static_cast<std::uint32_t>(crc32(crc, p, n));
+        p += n;
+        bytes -= n;
+    }
+    return crc;
+}
+
+h5::Handle createChunked1d(hid_t file, const char* name, hid_t type, std::uint64_t chunk, const std::string& context) {
+    hsize_t dims[1] = {0}, maxDims[1] = {H5S_UNLIMITED}, chunkDims[1] = {chunk};
+    h5::Handle space(KILN_H5(H5Screate_simple(1, dims, maxDims), context));
+    h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
+    KILN_H5(H5Pset_chunk(props, 1, chunkDims), context);
+    return h5::Handle(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
+}
+
+// Appends `count` elements of `memType` at the end of a 1-D extendible dataset.
+void append1d(hid_t dataset, hid_t memType, const void* data, std::uint64_t at, std::uint64_t count,
+              const std::string& context) {
+    hsize_t newSize[1] = {at + count}, start[1] = {at}, n[1] = {count};
+    KILN_H5(H5Dset_extent(dataset, newSize), context);
+    h5::Handle fileSpace(KILN_H5(H5Dget_space(dataset), context));
+    KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start, nullptr, n, nullptr), context);
+    h5::Handle memSpace(KILN_H5(H5Screate_simple(1, n, nullptr), context));
+    KILN_H5(H5Dwrite(dataset, memType, memSpace, fileSpace, H5P_DEFAULT, data), context);
+}
+
+}  // namespace
+
+ShardWriter::ShardWriter(std::filesystem::path path, ShardHeader header)
+    : path_(std::move(path)), partial_(path_.string() + ".partial"), header_(std::move(header)) {
+    h5::quietErrors();
+    header_.numTokens = header_.numDocs = 0;
+    header_.tokensCrc = header_.offsetsCrc = 0;
+    const std::string context = partial_.string();
+    file_ = h5::Handle(KILN_H5(H5Fcreate(context.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), context));
+    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? H5T_STD_U16LE : H5T_STD_U32LE, kTokenChunk, context);
+}
+
+ShardWriter::~ShardWriter() {
+    if (finished_) return;
+    tokens_.reset();
+    file_.reset();
+    std::error_code ignored;
+    std::filesystem::remove(partial_, ignored);
+}
+
+void ShardWriter::addDocument(std::span<const std::uint32_t> tokens) {
+    const std::uint32_t vocab = header_.tokenizer.vocabSize;
+    for (const auto t : tokens) {
+        if (t >= vocab)
+            throw Error(fmt::format("{}: token id {} is not below the vocabulary size {} of tokenizer {}", partial_.string(),
+                                    t, vocab, header_.tokenizer.id),
+                        ErrorScope::ThisRank);
+        if (header_.tokenBits == 16) {
+            buffer16_.push_back(static_cast<std::uint16_t>(t));
+        } else {
+            buffer32_.push_back(t);
+        }
+        if (buffer16_.size() + buffer32_.size() == kTokenChunk) flushTokens();
+    }
+    header_.numTokens += tokens.size();
+    header_.numDocs += 1;
+    offsets_.push_back(header_.numTokens);
+}
+
+void ShardWriter::flushTokens() {
+    const std::string context = partial_.string();
+    if (header_.tokenBits == 16 && !buffer16_.empty()) {
+        append1d(tokens_, H5T_NATIVE_UINT16, buffer16_.data(), written_, buffer16_.size(), context);
+        header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer16_.data(), buffer16_.size() * 2);
+        written_ += buffer16_.size();
+        buffer16_.clear();
+    } else if (header_.tokenBits == 32 && !buffer32_.empty()) {
+        append1d(tokens_, H5T_NATIVE_UINT32, buffer32_.data(), written_, buffer32_.size(), context);
+        header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer32_.data(), buffer32_.size() * 4);
+        written_ += buffer32_.size();
+        buffer32_.clear();
+    }
+}
+
+ShardSummary ShardWriter::finish() {
+    const std::string context = partial_.string();
+    flushTokens();
+    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, kOffsetChunk, context);
+    append1d(offsets, H5T_NATIVE_UINT64, offsets_.data(), 0, offsets_.size(), context);
+    header_.offsetsCrc = crcUpdate(0, offsets_.data(), offsets_.size() * sizeof(std::uint64_t));
+    writeShardHeader(file_, header_);
+    offsets.reset();
+    tokens_.reset();
+    KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), context);
+    file_.reset();
+    io::commitTemporary(partial_, path_);
+    finished_ = true;
+    return {path_.filename().string(), header_.numDocs, header_.numTokens, header_.tokensCrc, header_.offsetsCrc};
+}
+
+}  // namespace kiln::data

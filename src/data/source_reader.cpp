@@ -1,0 +1,142 @@
+#include "kiln/data/source_reader.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::data {
+
+namespace h5 = io::h5;
+
+struct SourceReader::OpenShard {
+    h5::Handle file, tokens, offsets;
+};
+
+namespace {
+
+h5::Handle openCached(hid_t file, const char* name, std::size_t cacheBytes, const std::string& context) {
+    h5::Handle access(KILN_H5(H5Pcreate(H5P_DATASET_ACCESS), context));
+    // 521 slots (a prime, as HDF5 advises); w0 = 1: evict fully read chunks first.
+    KILN_H5(H5Pset_chunk_cache(access, 521, cacheBytes, 1.0), context);
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+        throw InputError(fmt::format("{}: dataset /{} is missing", context, name), ErrorScope::ThisRank);
+    return h5::Handle(KILN_H5(H5Dopen2(file, name, access), context));
+}
+
+void readRange(hid_t dataset, hid_t memType, std::uint64_t at, std::uint64_t count, void* out, const std::string& context) {
+    if (count == 0) return;
+    hsize_t start[1] = {at}, n[1] = {count};
+    h5::Handle fileSpace(KILN_H5(H5Dget_space(dataset), context));
+    KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start, nullptr, n, nullptr), context);
+    h5::Handle memSpace(KILN_H5(H5Screate_simple(1, n, nullptr), context));
+    KILN_H5(H5Dread(dataset, memType, memSpace, fileSpace, H5P_DEFAULT, out), context);
+}
+
+}  // namespace
+
+SourceReader::SourceReader(std::filesystem::path sourceDir, ReaderOptions options)
+    : dir_(std::move(sourceDir)), options_(options), manifest_(readManifest(dir_)) {
+    h5::quietErrors();
+    docStart_.push_back(0);
+    for (const auto& s : manifest_.shards) docStart_.push_back(docStart_.back() + s.numDocs);
+    shards_.resize(manifest_.shards.size());
+}
+
+SourceReader::~SourceReader() = default;
+
+SourceReader::OpenShard& SourceReader::open(std::size_t index) {
+    if (shards_[index]) return *shards_[index];
+    if (openOrder_.size() >= options_.maxOpenShards) {
+        shards_[openOrder_.front()].reset();
+        openOrder_.pop_front();
+    }
+    const auto& entry = manifest_.shards[index];
+    const std::string context = shardPath(index).string();
+    if (!std::filesystem::exists(shardPath(index)))
+        throw InputError(fmt::format("{}: shard listed in the manifest is missing", context), ErrorScope::ThisRank);
+    auto shard = std::make_unique<OpenShard>();
+    shard->file = h5::Handle(H5Fopen(context.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (!shard->file.valid())
+        throw InputError(fmt::format("{}: cannot open the shard: the file is truncated or is not HDF5 ({} bytes on disk)",
+                                     context, std::filesystem::file_size(shardPath(index))),
+                         ErrorScope::ThisRank);
+    const ShardHeader header = readShardHeader(shard->file, context);
+    const auto mismatch = [&](const char* what, auto inFile, auto inManifest) {
+        return InputError(fmt::format("{}: {} is {} in the shard but {} in {}; the source is inconsistent, prepare it again",
+                                      context, what, inFile, inManifest, (dir_ / kManifestName).string()),
+                          ErrorScope::ThisRank);
+    };
+    if (header.numDocs != entry.numDocs) throw mismatch("n_docs", header.numDocs, entry.numDocs);
+    if (header.numTokens != entry.numTokens) throw mismatch("n_tokens", header.numTokens, entry.numTokens);
+    if (header.tokensCrc != entry.tokensCrc) throw mismatch("tokens_crc32", header.tokensCrc, entry.tokensCrc);
+    if (header.tokenizer.id != manifest_.tokenizer.id) throw mismatch("tokenizer_id", header.tokenizer.id, manifest_.tokenizer.id);
+    if (header.tokenBits != manifest_.tokenBits) throw mismatch("token_bits", header.tokenBits, manifest_.tokenBits);
+    shard->tokens = openCached(shard->file, "tokens", options_.tokenCacheBytes, context);
+    shard->offsets = openCached(shard->file, "doc_offsets", options_.offsetCacheBytes, context);
+    if (h5::extent1d(shard->tokens, context) != entry.numTokens)
+        throw mismatch("the length of /tokens", h5::extent1d(shard->tokens, context), entry.numTokens);
+    if (h5::extent1d(shard->offsets, context) != entry.numDocs + 1)
+        throw mismatch("the length of /doc_offsets", h5::extent1d(shard->offsets, context), entry.numDocs + 1);
+    shards_[index] = std::move(shard);
+    openOrder_.push_back(index);
+    return *shards_[index];
+}
+
+DocumentSpan SourceReader::locate(std::uint64_t doc) {
+    if (doc >= numDocuments())
+        throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
+    const std::size_t shard =
+        static_cast<std::size_t>(std::upper_bound(docStart_.begin(), docStart_.end(), doc) - docStart_.begin() - 1);
+    std::uint64_t bounds[2];
+    readShardOffsets(shard, doc - docStart_[shard], 2, bounds);
+    if (bounds[1] < bounds[0] || bounds[1] > manifest_.shards[shard].numTokens)
+        throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})", shardPath(shard).string(),
+                                     doc - docStart_[shard], bounds[0], bounds[1]),
+                         ErrorScope::ThisRank);
+    return {shard, bounds[0], bounds[1]};
+}
+
+void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint64_t count, std::uint32_t* out) {
+    const DocumentSpan span = locate(doc);
+    if (begin + count > span.length())
+        throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
+                                            span.length()));
+    readShardTokens(span.shard, span.begin + begin, count, out);
+}
+
+std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
+    const DocumentSpan span = locate(doc);
+    std::vector<std::uint32_t> tokens(span.length());
+    readShardTokens(span.shard, span.begin, span.length(), tokens.data());
+    return tokens;
+}
+
+void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out) {
+    OpenShard& s = open(shard);
+    const std::string context = shardPath(shard).string();
+    if (manifest_.tokenBits == 32) {
+        readRange(s.tokens, H5T_NATIVE_UINT32, at, count, out, context);
+        return;
+    }
+    // Read at the stored width and widen here: cheaper than HDF5's type conversion.
+    narrow_.resize(count);
+    readRange(s.tokens, H5T_NATIVE_UINT16, at, count, narrow_.data(), context);
+    std::copy(narrow_.begin(), narrow_.end(), out);
+}
+
+void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
+    readRange(open(shard).offsets, H5T_NATIVE_UINT64, at, count, out, shardPath(shard).string());
+}
+
+void SourceReader::requireTokenizer(const TokenizerInfo& expected) const {
+    const auto& actual = manifest_.tokenizer;
+    if (actual.id == expected.id && actual.vocabSize == expected.vocabSize && actual.eosId == expected.eosId) return;
+    throw InputError(fmt::format(
+        "source {} was prepared with tokenizer {} (vocabulary {}, EOS {}), but this run uses tokenizer {} (vocabulary {}, "
+        "EOS {}).\n  Prepare the source again with the run's tokenizer, or name the tokenizer it was prepared with.",
+        dir_.string(), actual.id, actual.vocabSize, actual.eosId, expected.id, expected.vocabSize, expected.eosId));
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,155 @@
+#include "kiln/data/tokenizer.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::data {
+namespace {
+
+// Bytes 0..255 are their own ids; 256 is EOS.
+class ByteTokenizer final : public Tokenizer {
+public:
+    const TokenizerInfo& info() const override { return info_; }
+    void encode(std::string_view text, std::vector<std::uint32_t>& out) const override {
+        for (unsigned char c : text) out.push_back(c);
+    }
+    std::string decode(const std::vector<std::uint32_t>& tokens) const override {
+        std::string text;
+        for (auto t : tokens) text += t < 256 ? std::string(1, static_cast<char>(t)) : std::string("\n<|eos|>\n");
+        return text;
+    }
+    bool acceptsAnyBytes() const override { return true; }
+
+private:
+    TokenizerInfo info_{"bytes-v1", 257, 256};
+};
+
+class SentencePieceTokenizer final : public Tokenizer {
+public:
+    explicit SentencePieceTokenizer(const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) throw InputError(fmt::format("tokenizer '{}': no such file (give a SentencePiece .model or 'bytes')", path));
+        std::stringstream bytes;
+        bytes << in.rdbuf();
+        const std::string proto = bytes.str();
+        const auto status = processor_.LoadFromSerializedProto(proto);
+        if (!status.ok())
+            throw InputError(fmt::format("tokenizer '{}' is not a SentencePiece model: {}", path, status.ToString()));
+        if (processor_.eos_id() < 0)
+            throw InputError(fmt::format("tokenizer '{}' has no end-of-sequence piece; kiln joins documents with EOS "
+                                         "(train it with --eos_id >= 0)",
+                                         path));
+        const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(proto.data()), static_cast<uInt>(proto.size()));
+        info_ = {fmt::format("sentencepiece-{:08x}", crc), static_cast<std::uint32_t>(processor_.GetPieceSize()),
+                 static_cast<std::uint32_t>(processor_.eos_id())};
+    }
+
+    const TokenizerInfo& info() const override { return info_; }
+
+    void encode(std::string_view text, std::vector<std::uint32_t>& out) const override {
+        std::vector<int> ids;
+        const auto status = processor_.Encode(text, &ids);
+        if (!status.ok()) throw Error("SentencePiece encode failed: " + status.ToString(), ErrorScope::ThisRank);
+        out.insert(out.end(), ids.begin(), ids.end());
+    }
+
+    std::string decode(const std::vector<std::uint32_t>& tokens) const override {
+        std::string text, piece;
+        std::vector<int> run;
+        // Decode document by document, showing EOS where it stands.
+        auto flush = [&] {
+            processor_.Decode(run, &piece);
+            text += piece;
+            run.clear();
+        };
+        for (auto t : tokens) {
+            if (t == info_.eosId) {
+                flush();
+                text += "\n<|eos|>\n";
+            } else {
+                run.push_back(static_cast<int>(t));
+            }
+        }
+        flush();
+        return text;
+    }
+
+    bool acceptsAnyBytes() const override { return false; }
+
+private:
+    sentencepiece::SentencePieceProcessor processor_;
+    TokenizerInfo info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> openTokenizer(const std::string& spec) {
+    if (spec == "bytes") return std::make_unique<ByteTokenizer>();
+    return std::make_unique<SentencePieceTokenizer>(spec);
+}
+
+std::string trainSentencePiece(const std::string& sampleFile, std::uint32_t vocabSize, const std::string& prefix) {
+    if (!std::filesystem::path(prefix).parent_path().empty())
+        std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
+    // Unigram with byte fallback and identity normalisation: every input byte is
+    // representable and decoding gives back exactly the text (newlines, runs of
+    // spaces) that went in.
+    const std::string args = fmt::format(
+        "--input={} --model_prefix={} --vocab_size={} --model_type=unigram --character_coverage=0.9995 "
+        "--byte_fallback=true --input_sentence_size=2000000 --shuffle_input_sentence=true "
+        "--normalization_rule_name=identity --remove_extra_whitespaces=false --allow_whitespace_only_pieces=true "
+        "--unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --minloglevel=2",
+        sampleFile, prefix, vocabSize);
+    const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+    if (!status.ok())
+        throw InputError(fmt::format("training a SentencePiece model of {} pieces on {} failed: {}", vocabSize, sampleFile,
+                                     status.ToString()));
+    return prefix + ".model";
+}
+
+bool isValidUtf8(std::string_view text) {
+    std::size_t i = 0;
+    const std::size_t n = text.size();
+    while (i < n) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        std::size_t extra = 0;
+        std::uint32_t cp = 0;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            extra = 1;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            extra = 2;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            extra = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        for (std::size_t k = 1; k <= extra; ++k) {
+            if (i + k >= n) return false;
+            const auto cc = static_cast<unsigned char>(text[i + k]);
+            if ((cc & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        // Overlong forms, surrogates and code points past U+10FFFF are invalid.
+        if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += extra + 1;
+    }
+    return true;
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,112 @@
+#include "kiln/io/hdf5.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+
+#include <fmt/format.h>
+
+namespace kiln::io::h5 {
+namespace {
+
+// The innermost message of HDF5's error stack: the most specific cause.
+std::string hdf5Message() {
+    std::string message;
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_UPWARD,
+        [](unsigned n, const H5E_error2_t* e, void* data) -> herr_t {
+            if (n == 0 && e->desc) *static_cast<std::string*>(data) = e->desc;
+            return 0;
+        },
+        &message);
+    H5Eclear2(H5E_DEFAULT);
+    return message.empty() ? "no detail from HDF5" : message;
+}
+
+}  // namespace
+
+void Handle::reset() {
+    if (id_ < 0) return;
+    switch (H5Iget_type(id_)) {
+        case H5I_FILE: H5Fclose(id_); break;
+        case H5I_GROUP: H5Gclose(id_); break;
+        case H5I_DATASET: H5Dclose(id_); break;
+        case H5I_DATASPACE: H5Sclose(id_); break;
+        case H5I_DATATYPE: H5Tclose(id_); break;
+        case H5I_ATTR: H5Aclose(id_); break;
+        case H5I_GENPROP_LST: H5Pclose(id_); break;
+        default: break;
+    }
+    id_ = H5I_INVALID_HID;
+}
+
+void quietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line) {
+    if (rc >= 0) return rc;
+    throw LibraryError(fmt::format("{}: {} failed on rank {} ({}) at {}:{}: {}", context, call, log::rank(), log::host(),
+                                   file, line, hdf5Message()));
+}
+
+void writeAttribute(hid_t object, const std::string& name, const std::string& value) {
+    Handle type(KILN_H5(H5Tcopy(H5T_C_S1), name));
+    KILN_H5(H5Tset_size(type, value.empty() ? 1 : value.size()), name);
+    Handle space(KILN_H5(H5Screate(H5S_SCALAR), name));
+    Handle attr(KILN_H5(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), name));
+    KILN_H5(H5Awrite(attr, type, value.empty() ? "" : value.c_str()), name);
+}
+
+void writeAttribute(hid_t object, const std::string& name, std::int64_t value) {
+    Handle space(KILN_H5(H5Screate(H5S_SCALAR), name));
+    Handle attr(KILN_H5(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), name));
+    KILN_H5(H5Awrite(attr, H5T_NATIVE_INT64, &value), name);
+}
+
+void writeAttribute(hid_t object, const std::string& name, std::uint64_t value) {
+    Handle space(KILN_H5(H5Screate(H5S_SCALAR), name));
+    Handle attr(KILN_H5(H5Acreate2(object, name.c_str(), H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT), name));
+    KILN_H5(H5Awrite(attr, H5T_NATIVE_UINT64, &value), name);
+}
+
+bool hasAttribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
+
+std::string readStringAttribute(hid_t object, const std::string& name, const std::string& context) {
+    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
+    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
+    Handle type(KILN_H5(H5Aget_type(attr), context));
+    if (H5Tget_class(type) != H5T_STRING)
+        throw InputError(fmt::format("{}: attribute '{}' is not a string", context, name), ErrorScope::ThisRank);
+    const std::size_t size = H5Tget_size(type);
+    std::string value(size, '\0');
+    Handle memType(KILN_H5(H5Tcopy(H5T_C_S1), context));
+    KILN_H5(H5Tset_size(memType, size), context);
+    KILN_H5(H5Aread(attr, memType, value.data()), context);
+    value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
+    return value;
+}
+
+std::int64_t readIntAttribute(hid_t object, const std::string& name, const std::string& context) {
+    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
+    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
+    std::int64_t value = 0;
+    KILN_H5(H5Aread(attr, H5T_NATIVE_INT64, &value), context);
+    return value;
+}
+
+std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std::string& context) {
+    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
+    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
+    std::uint64_t value = 0;
+    KILN_H5(H5Aread(attr, H5T_NATIVE_UINT64, &value), context);
+    return value;
+}
+
+std::uint64_t extent1d(hid_t dataset, const std::string& context) {
+    Handle space(KILN_H5(H5Dget_space(dataset), context));
+    if (H5Sget_simple_extent_ndims(space) != 1)
+        throw InputError(fmt::format("{}: expected a 1-D dataset", context), ErrorScope::ThisRank);
+    hsize_t dims[1] = {0};
+    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), context);
+    return dims[0];
+}
+
+}  // namespace kiln::io::h5

@@ -67,6 +67,24 @@ DocumentReader::DocumentReader(const WorkUnit& unit, InputFormat format, std::st
     }
 }
 
+std::string DocumentReader::location(const Record& record) const {
+    if (format_ == InputFormat::FilePerDocument) return unit_.path;
+    std::uint64_t line = record.line;
+    if (line == 0) {
+        std::ifstream in(unit_.path, std::ios::binary);
+        std::vector<char> block(1 << 16);
+        line = 1;
+        for (std::uint64_t at = 0; at < record.offset;) {
+            const auto want = static_cast<std::streamsize>(std::min<std::uint64_t>(block.size(), record.offset - at));
+            in.read(block.data(), want);
+            if (in.gcount() <= 0) break;
+            line += static_cast<std::uint64_t>(std::count(block.data(), block.data() + in.gcount(), '\n'));
+            at += static_cast<std::uint64_t>(in.gcount());
+        }
+    }
+    return fmt::format("{}:{}", unit_.path, line);
+}
+
 bool DocumentReader::nextLine(std::string& line) {
     if (position_ >= unit_.end && format_ == InputFormat::JsonLines) return false;
     if (!std::getline(in_, line)) return false;
@@ -79,16 +97,15 @@ bool DocumentReader::nextLine(std::string& line) {
 bool DocumentReader::next(Record& record) {
     if (done_) return false;
     record = Record{};
-    const auto where = [&] {
-        return unit_.begin == 0 ? fmt::format("{}:{}", unit_.path, lineNo_)
-                                : fmt::format("{}:byte {}", unit_.path, position_);
+    const auto mark = [&](std::uint64_t offset) {
+        record.offset = offset;
+        record.line = unit_.begin == 0 ? lineNo_ : 0;
     };
     switch (format_) {
         case InputFormat::FilePerDocument: {
             std::ostringstream text;
             text << in_.rdbuf();
             record.text = text.str();
-            record.where = unit_.path;
             position_ = unit_.end;
             done_ = true;
             if (record.text.find_first_not_of(" \t\r\n") == std::string::npos) record.problem = "empty document";
@@ -98,12 +115,17 @@ bool DocumentReader::next(Record& record) {
             const auto blank = [](const std::string& l) { return l.find_first_not_of(" \t") == std::string::npos; };
             std::string line;
             bool found = false;
-            while (!found && nextLine(line)) found = !blank(line);
+            std::uint64_t lineStart = position_;
+            while (!found) {
+                lineStart = position_;
+                if (!nextLine(line)) break;
+                found = !blank(line);
+            }
             if (!found) {
                 done_ = true;
                 return false;
             }
-            record.where = where();
+            mark(lineStart);
             record.text = line;
             while (nextLine(line) && !blank(line)) record.text += "\n" + line;
             return true;
@@ -115,8 +137,7 @@ bool DocumentReader::next(Record& record) {
                 done_ = true;
                 return false;
             }
-            record.where = unit_.begin == 0 ? fmt::format("{}:{}", unit_.path, lineNo_)
-                                            : fmt::format("{}:byte {}", unit_.path, lineStart);
+            mark(lineStart);
             if (line.find_first_not_of(" \t") == std::string::npos) {
                 record.problem = "empty line";
                 return true;

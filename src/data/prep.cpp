@@ -112,9 +112,9 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
             if (problem.empty() && !tokenizer.acceptsAnyBytes() && !isValidUtf8(record.text)) problem = "invalid UTF-8";
             if (!problem.empty()) {
                 auto& skip = result.skipped[problem];
-                if (skip.count++ < kExamplesKept) skip.examples.push_back(record.where);
+                if (skip.count++ < kExamplesKept) skip.examples.push_back(reader.location(record));
                 if (o.strict)
-                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error)", record.where, problem),
+                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error)", reader.location(record), problem),
                                      ErrorScope::ThisRank);
                 continue;
             }
@@ -228,7 +228,8 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
                       fs::file_size(sample) / 1e6);
             const std::string model = trainSentencePiece(sample, o.vocabSize, prefix);
             if (fs::path(model) != fs::path(o.tokenizer)) fs::rename(model, o.tokenizer);
-            log::info("  prep {}: tokenizer written to {}", o.source, o.tokenizer);
+            log::info("  prep {}: tokenizer written to {} (vocabulary {}, asked for {})", o.source, o.tokenizer,
+                      openTokenizer(o.tokenizer)->info().vocabSize, o.vocabSize);
         }
     }
     KILN_MPI(MPI_Barrier(comm));

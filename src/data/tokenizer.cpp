@@ -101,11 +101,13 @@ std::string trainSentencePiece(const std::string& sampleFile, std::uint32_t voca
         std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
     // Unigram with byte fallback and identity normalisation: every input byte is
     // representable and decoding gives back exactly the text (newlines, runs of
-    // spaces) that went in.
+    // spaces) that went in. A soft vocabulary limit: a small sample yields a
+    // smaller vocabulary instead of failing (prep reports the size it got).
     const std::string args = fmt::format(
         "--input={} --model_prefix={} --vocab_size={} --model_type=unigram --character_coverage=0.9995 "
         "--byte_fallback=true --input_sentence_size=2000000 --shuffle_input_sentence=true "
         "--normalization_rule_name=identity --remove_extra_whitespaces=false --allow_whitespace_only_pieces=true "
+        "--hard_vocab_limit=false "
         "--unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --minloglevel=2",
         sampleFile, prefix, vocabSize);
     const auto status = sentencepiece::SentencePieceTrainer::Train(args);

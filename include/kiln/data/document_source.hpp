@@ -32,8 +32,9 @@ std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, Inpu
 
 struct Record {
     std::string text;
-    std::string where;    // "file:line"
-    std::string problem;  // empty, or why this record has no usable text
+    std::uint64_t offset = 0;  // byte offset of the record in its file
+    std::uint64_t line = 0;    // 1-based line, or 0 when the unit starts mid-file
+    std::string problem;       // empty, or why this record has no usable text
 };
 
 class DocumentReader {
@@ -41,6 +42,10 @@ public:
     DocumentReader(const WorkUnit& unit, InputFormat format, std::string jsonField);
     // The next record, or false at the end of the unit.
     bool next(Record& record);
+    // "file:line" of a record (or "file" for whole-file documents). For a unit
+    // that starts mid-file the line is counted from the file's start: costly,
+    // so only for records that are reported.
+    std::string location(const Record& record) const;
     // Bytes of the unit consumed so far.
     std::uint64_t consumed() const { return position_ - unit_.begin; }
 

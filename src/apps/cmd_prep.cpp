@@ -26,7 +26,8 @@ int prepMain(int argc, char** argv) {
         ("vocab", po::value<std::uint32_t>(&o.vocabSize)->default_value(o.vocabSize), "with --train-tokenizer: vocabulary size")
         ("sample-mb", po::value<std::uint64_t>()->default_value(64), "with --train-tokenizer: MB of text to train on")
         ("token-bits", po::value<int>(&o.tokenBits)->default_value(0), "16 or 32; 0 chooses 16 when the vocabulary fits")
-        ("shard-tokens", po::value<std::uint64_t>(&o.shardTokens)->default_value(o.shardTokens), "tokens per shard (at most; documents are not split)")
+        ("shard-tokens", po::value<std::uint64_t>(&o.shardTokens)->default_value(o.shardTokens), "a shard is closed once it holds this many tokens (documents are never split)")
+        ("split-mb", po::value<std::uint64_t>()->default_value(64), "with --format jsonl: ranks share big files in pieces of this many MB")
         ("overwrite", po::bool_switch(&o.overwrite), "replace an existing source (atomically, at the end)")
         ("strict", po::bool_switch(&o.strict), "make every skipped record (empty, invalid UTF-8, bad JSON) an error")
         ("quiet", "no progress lines");
@@ -37,6 +38,7 @@ int prepMain(int argc, char** argv) {
         return 0;
     o.format = data::parseInputFormat(format);
     o.tokenizerSampleBytes = values["sample-mb"].as<std::uint64_t>() << 20;
+    o.splitBytes = values["split-mb"].as<std::uint64_t>() << 20;
     o.progress = values.count("quiet") == 0;
 
     comm::MpiSession mpi(&argc, &argv);
@@ -44,7 +46,7 @@ int prepMain(int argc, char** argv) {
     log::info("kiln prep: source '{}' into {}/{} on {} rank{}, tokenizer {}", o.source, o.outDir, o.source, world.size(),
               world.size() == 1 ? "" : "s", o.tokenizer);
     const auto s = data::prepareSource(world.control(), o);
-    log::info("kiln prep: {} documents, {} tokens in {} shard{} from {:.1f} MB in {:.1f} s ({:.1f} MB/s, {:.2f} M tokens/s)",
+    log::info("kiln prep: {} documents, {} tokens in {} shard{} from {:.1f} MB in {:.2f} s ({:.1f} MB/s, {:.2f} M tokens/s)",
               s.documents, s.tokens, s.shards, s.shards == 1 ? "" : "s", s.inputBytes / 1e6, s.seconds,
               s.inputBytes / 1e6 / s.seconds, s.tokens / 1e6 / s.seconds);
     if (!s.skipped.empty()) log::info("{}", data::describeSkipped(s.skipped));

@@ -19,6 +19,7 @@ const Subcommand kSubcommands[] = {
     {"run", "train from an input deck (MPI; fault tolerant under mpirun --with-ft ulfm)", kiln::apps::runMain},
     {"prep", "tokenize text or JSON Lines into the HDF5 shards of one source (MPI-parallel)", kiln::apps::prepMain},
     {"inspect", "verify a prepared source, print its statistics, decode a document", kiln::apps::inspectMain},
+    {"data", "print the next global batches of a deck, their fingerprints and the realised mix", kiln::apps::dataMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

@@ -9,5 +9,6 @@ int deckMain(int argc, char** argv);
 int versionMain(int argc, char** argv);
 int prepMain(int argc, char** argv);
 int inspectMain(int argc, char** argv);
+int dataMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -34,6 +34,18 @@ const std::vector<KeySpec>& deckSchema() {
          validMix()},
         {"data.seq_len", KeyType::Integer, "256", "Tokens per training sequence (each sample holds seq_len+1 tokens).", atLeast(1)},
         {"data.global_batch", KeyType::Integer, "32", "Sequences per global batch (per optimizer step), whatever the number of ranks.", atLeast(1)},
+        {"data.tokenizer", KeyType::Text, "",
+         "The tokenizer every source must have been prepared with: 'bytes' or a SentencePiece .model. Empty: the "
+         "sources must agree among themselves.",
+         {}},
+        {"data.shuffle_block", KeyType::Integer, "64",
+         "Documents per shuffle block. Blocks are visited in a keyed random order, a new one each epoch.", atLeast(1)},
+        {"data.shuffle_window", KeyType::Integer, "64",
+         "Blocks whose documents are interleaved together. Larger: better shuffling; smaller: more read locality. "
+         "Memory does not depend on it.",
+         atLeast(1)},
+        {"data.prefetch_steps", KeyType::Integer, "2", "Global batches the loader reads ahead in a background thread.",
+         atLeast(1)},
     };
     return schema;
 }

@@ -46,13 +46,17 @@ void readRange(hid_t dataset, hid_t fileSpace, hid_t memSpace, hid_t memType, st
 
 SourceReader::SourceReader(std::filesystem::path sourceDir, ReaderOptions options)
     : dir_(std::move(sourceDir)), options_(options), manifest_(readManifest(dir_)) {
+    h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     docStart_.push_back(0);
     for (const auto& s : manifest_.shards) docStart_.push_back(docStart_.back() + s.numDocs);
     shards_.resize(manifest_.shards.size());
 }
 
-SourceReader::~SourceReader() = default;
+SourceReader::~SourceReader() {
+    h5::LibraryLock lock(h5::libraryMutex());
+    shards_.clear();
+}
 
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
     if (shards_[index]) return *shards_[index];
@@ -97,6 +101,7 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {
+    h5::LibraryLock lock(h5::libraryMutex());
     if (doc >= numDocuments())
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
     const std::size_t shard =
@@ -132,6 +137,7 @@ std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
 }
 
 void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out) {
+    h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     const std::string context = shardPath(shard).string();
     if (manifest_.tokenBits == 32) {
@@ -145,6 +151,7 @@ void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uin
 }
 
 void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
+    h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, at, count, out, shardPath(shard).string());
 }

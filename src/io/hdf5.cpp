@@ -39,6 +39,11 @@ void Handle::reset() {
     id_ = H5I_INVALID_HID;
 }
 
+std::recursive_mutex& libraryMutex() {
+    static std::recursive_mutex mutex;
+    return mutex;
+}
+
 void quietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line) {

@@ -149,7 +149,9 @@ TEST(Prep, FilePerDocumentSkipsAndCountsEmptyFiles) {
     const auto summary = prepareSource(MPI_COMM_WORLD, options(dir, "files", InputFormat::FilePerDocument));
     const auto docs = readBack(dir / "out" / "files");
     EXPECT_EQ(docs, (std::vector<std::string>{"first document\nwith two lines\n", "third"}));
-    if (worldRank() == 0) EXPECT_EQ(summary.skipped.at("empty document").examples.at(0), (dir / "in" / "b.txt").string());
+    if (worldRank() == 0) {
+        EXPECT_EQ(summary.skipped.at("empty document").examples.at(0), (dir / "in" / "b.txt").string());
+    }
 }
 
 TEST(Prep, ExistingSourceNeedsOverwriteAndIsReplacedWhole) {

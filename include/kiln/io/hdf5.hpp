@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ public:
 private:
     hid_t id_ = H5I_INVALID_HID;
 };
+
+// Debian's parallel HDF5 is not built thread-safe: every thread that calls
+// HDF5 (the loader's prefetch thread, the training thread writing checkpoints
+// and diagnostics) holds this lock around its calls.
+std::recursive_mutex& libraryMutex();
+using LibraryLock = std::lock_guard<std::recursive_mutex>;
 
 // Silences HDF5's own error printing (kiln reports errors itself). Idempotent.
 void quietErrors();

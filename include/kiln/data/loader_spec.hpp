@@ -1,0 +1,37 @@
+// What the loader needs from the deck, in one value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::data {
+
+struct SourceSpec {
+    std::string name;
+    std::filesystem::path dir;
+    double weight = 0.0;
+};
+
+struct LoaderSpec {
+    std::vector<SourceSpec> sources;  // deck order; order breaks ties in the mix schedule
+    std::uint64_t seqLen = 256;       // a sample holds seqLen + 1 tokens; consecutive samples overlap by one
+    std::uint64_t globalBatch = 32;   // samples per step
+    std::uint64_t seed = 1234;
+    std::uint64_t blockDocs = 64;     // documents per shuffle block
+    std::uint64_t windowBlocks = 64;  // blocks interleaved together
+    std::uint64_t prefetchSteps = 2;
+    std::string tokenizer;            // "", "bytes" or a SentencePiece .model: what the sources must match
+
+    // Identifies the mix (names and weights): a change starts a new weight segment.
+    std::uint64_t weightsHash() const;
+};
+
+LoaderSpec loaderSpecFromDeck(const config::Deck& deck);
+
+}  // namespace kiln::data

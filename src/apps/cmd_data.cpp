@@ -1,0 +1,114 @@
+// kiln data DECK: what the model will be fed. Prints the next global batches
+// (source, epoch, document, decoded text), each batch's fingerprint (equal on
+// any rank count), and the realised mix against the target.
+#include "cli_options.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/world.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/data/batch_fingerprint.hpp"
+#include "kiln/data/cursor_io.hpp"
+#include "kiln/data/loader.hpp"
+#include "kiln/data/tokenizer.hpp"
+#include "subcommands.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace kiln::apps {
+namespace {
+
+// A tokenizer that can decode the sources, if one is known.
+std::unique_ptr<data::Tokenizer> decoderFor(const data::LoaderSpec& spec, const data::TokenizerInfo& info) {
+    if (!spec.tokenizer.empty()) return data::openTokenizer(spec.tokenizer);
+    if (info.id == "bytes-v1") return data::openTokenizer("bytes");
+    return nullptr;
+}
+
+std::string snippet(const data::Tokenizer* tokenizer, const std::uint32_t* tokens, std::size_t n, std::size_t width) {
+    std::string text;
+    if (tokenizer) {
+        text = tokenizer->decode(std::vector<std::uint32_t>(tokens, tokens + n));
+        for (auto& c : text)
+            if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+    } else {
+        for (std::size_t i = 0; i < n && text.size() < width; ++i) text += fmt::format("{} ", tokens[i]);
+    }
+    if (text.size() > width) text = text.substr(0, width) + "...";
+    return text;
+}
+
+}  // namespace
+
+int dataMain(int argc, char** argv) {
+    std::string deckPath, cursorIn, cursorOut;
+    std::vector<std::string> overrides;
+    std::uint64_t steps = 3, show = 4;
+    po::options_description options("kiln data");
+    options.add_options()
+        ("deck", po::value<std::string>(&deckPath)->required(), "the input deck")
+        ("steps", po::value<std::uint64_t>(&steps)->default_value(steps), "global batches to produce")
+        ("show", po::value<std::uint64_t>(&show)->default_value(show), "samples to print per batch (0: none)")
+        ("cursor-in", po::value<std::string>(&cursorIn), "continue from a saved loader cursor (any rank count)")
+        ("cursor-out", po::value<std::string>(&cursorOut), "save the loader cursor at the end (collective write)")
+        ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
+    po::positional_options_description positional;
+    positional.add("deck", 1);
+    po::variables_map values;
+    if (!parseCommandLine(argc, argv, "[mpirun -n N] kiln data DECK [--steps N] [--show K] [--cursor-in F] [--cursor-out F]",
+                          options, positional, values))
+        return 0;
+
+    comm::MpiSession mpi(&argc, &argv);
+    const auto deck = config::Deck::fromFile(deckPath, overrides);
+    comm::World world(0);
+    const data::LoaderSpec spec = data::loaderSpecFromDeck(deck);
+
+    const auto startUp = std::chrono::steady_clock::now();
+    data::Corpus probe(spec);  // checks the sources before anything else; gives the tokenizer
+    const auto context = data::cursorContext(spec, probe.tokenizer().id);
+    data::Cursor start;
+    {
+        data::BatchPlanner planner(spec, probe);
+        start = cursorIn.empty() ? planner.initial() : planner.resume(data::loadCursorFile(world.control(), cursorIn, context));
+    }
+    data::DataLoader loader(spec, start);
+    const std::uint64_t G = spec.globalBatch, n = static_cast<std::uint64_t>(world.size());
+    const std::uint64_t first = G * world.rank() / n, last = G * (world.rank() + 1) / n;
+    loader.setSlice(first, last - first);
+    const double startSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - startUp).count();
+    log::info("kiln data: {} from step {}; {} rank{}, global batch {} x {} tokens; start-up {:.3f} s", deck.name(),
+              start.step, world.size(), world.size() == 1 ? "" : "s", G, spec.seqLen + 1, startSeconds);
+
+    const auto decoder = decoderFor(spec, loader.tokenizer());
+    for (std::uint64_t s = 0; s < steps; ++s) {
+        const data::Batch& batch = loader.current();
+        std::uint64_t part = data::sliceFingerprint(batch), fingerprint = 0;
+        KILN_MPI(MPI_Reduce(&part, &fingerprint, 1, MPI_UINT64_T, MPI_SUM, 0, world.control()));
+        log::info("step {}  fingerprint {:016x}  data wait {:.1f} ms", batch.step, fingerprint, 1e3 * loader.lastWaitSeconds());
+        for (std::uint64_t i = 0; i < std::min(show, batch.count); ++i)
+            log::info("  [{:>3}] {:<10} {}", batch.first + i, spec.sources[batch.sourceOfSample[i]].name,
+                      snippet(decoder.get(), &batch.tokens[i * batch.sampleLength], std::min<std::size_t>(batch.sampleLength, 48), 90));
+        loader.commit();
+    }
+
+    log::info("\nrealised mix of the current weight segment after step {} ({} samples):", loader.cursor().step,
+              loader.cursor().samples - loader.cursor().segmentStart);
+    log::info("  {:<12} {:>8} {:>9} {:>9} {:>12} {:>10} {:>7} {:>9}", "source", "target", "realised", "samples", "tokens",
+              "documents", "epochs", "dropped");
+    for (const auto& a : loader.accounts())
+        log::info("  {:<12} {:>7.2f}% {:>8.2f}% {:>9} {:>12} {:>10} {:>7} {:>9}", a.name, 100 * a.targetShare,
+                  100 * a.realisedShare, a.samples, a.tokens, a.documents, a.epochs, a.tokensDropped);
+    log::info("  data wait {:.3f} s in total", loader.waitSeconds());
+    if (!cursorOut.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        data::saveCursorFile(world.control(), cursorOut, loader.cursor(), context);
+        log::info("  cursor at step {} saved to {} by {} rank{} in {:.1f} ms", loader.cursor().step, cursorOut, world.size(),
+                  world.size() == 1 ? "" : "s",
+                  1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return 0;
+}
+
+}  // namespace kiln::apps

@@ -1,0 +1,149 @@
+#include "kiln/data/cursor_io.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <sstream>
+
+namespace kiln::data {
+
+namespace h5 = io::h5;
+
+namespace {
+
+std::string joinNames(const Cursor& c) {
+    std::string names;
+    for (const auto& s : c.sources) names += (names.empty() ? "" : "\n") + s.name;
+    return names;
+}
+
+std::vector<std::string> splitNames(const std::string& text) {
+    std::vector<std::string> names;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) names.push_back(line);
+    return names;
+}
+
+template <typename T>
+void expectSame(const std::string& where, const char* key, const T& saved, const T& now) {
+    if (saved == now) return;
+    throw InputError(fmt::format("{}: the loader cursor was saved with {} = {}, but this run has {} = {}; a cursor only "
+                                 "continues a run with the same {} (start a new run, or restore the old value)",
+                                 where, key, saved, key, now, key));
+}
+
+h5::Handle openMpiFile(MPI_Comm comm, const std::string& path, bool create) {
+    h5::quietErrors();
+    h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
+    KILN_H5(H5Pset_fapl_mpio(access, comm, MPI_INFO_NULL), path);
+    const hid_t id = create ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access)
+                            : H5Fopen(path.c_str(), H5F_ACC_RDONLY, access);
+    if (id < 0) {
+        if (!create && !std::filesystem::exists(path))
+            throw InputError(fmt::format("loader cursor file {}: no such file", path));
+        KILN_H5(id, path);
+    }
+    return h5::Handle(id);
+}
+
+}  // namespace
+
+CursorContext cursorContext(const LoaderSpec& spec, const std::string& tokenizerId) {
+    return {spec.seqLen, spec.seed, spec.blockDocs, spec.windowBlocks, tokenizerId};
+}
+
+void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const Cursor& cursor, const CursorContext& ctx) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    int rank = 0, size = 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    const std::vector<std::uint64_t> row = cursorToRow(cursor);
+    h5::Handle group(KILN_H5(H5Gcreate2(file, groupName.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
+    // Attributes and dataset creation are collective metadata: every rank, same values.
+    h5::writeAttribute(group, "format", std::string("kiln-loader-cursor"));
+    h5::writeAttribute(group, "format_version", std::int64_t{1});
+    h5::writeAttribute(group, "sources", joinNames(cursor));
+    h5::writeAttribute(group, "seq_len", ctx.seqLen);
+    h5::writeAttribute(group, "seed", ctx.seed);
+    h5::writeAttribute(group, "shuffle_block", ctx.blockDocs);
+    h5::writeAttribute(group, "shuffle_window", ctx.windowBlocks);
+    h5::writeAttribute(group, "tokenizer_id", ctx.tokenizerId);
+    hsize_t dims[2] = {static_cast<hsize_t>(size), row.size()};
+    h5::Handle space(KILN_H5(H5Screate_simple(2, dims, nullptr), groupName));
+    h5::Handle rows(KILN_H5(H5Dcreate2(group, "rows", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
+    hsize_t start[2] = {static_cast<hsize_t>(rank), 0}, count[2] = {1, row.size()};
+    KILN_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), groupName);
+    h5::Handle memSpace(KILN_H5(H5Screate_simple(2, count, nullptr), groupName));
+    h5::Handle transfer(KILN_H5(H5Pcreate(H5P_DATASET_XFER), groupName));
+    KILN_H5(H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE), groupName);
+    KILN_H5(H5Dwrite(rows, H5T_NATIVE_UINT64, memSpace, space, transfer, row.data()), groupName);
+}
+
+Cursor readCursor(hid_t file, const std::string& groupName, const CursorContext& expected, const std::string& where) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    if (H5Lexists(file, groupName.c_str(), H5P_DEFAULT) <= 0)
+        throw InputError(fmt::format("{}: no loader cursor (group {})", where, groupName));
+    h5::Handle group(KILN_H5(H5Gopen2(file, groupName.c_str(), H5P_DEFAULT), where));
+    CursorContext saved;
+    saved.seqLen = h5::readUintAttribute(group, "seq_len", where);
+    saved.seed = h5::readUintAttribute(group, "seed", where);
+    saved.blockDocs = h5::readUintAttribute(group, "shuffle_block", where);
+    saved.windowBlocks = h5::readUintAttribute(group, "shuffle_window", where);
+    saved.tokenizerId = h5::readStringAttribute(group, "tokenizer_id", where);
+    expectSame(where, "data.seq_len", saved.seqLen, expected.seqLen);
+    expectSame(where, "the tokenizer", saved.tokenizerId, expected.tokenizerId);
+    expectSame(where, "run.seed", saved.seed, expected.seed);
+    expectSame(where, "data.shuffle_block", saved.blockDocs, expected.blockDocs);
+    expectSame(where, "data.shuffle_window", saved.windowBlocks, expected.windowBlocks);
+    const auto names = splitNames(h5::readStringAttribute(group, "sources", where));
+
+    h5::Handle rows(KILN_H5(H5Dopen2(group, "rows", H5P_DEFAULT), where));
+    h5::Handle space(KILN_H5(H5Dget_space(rows), where));
+    hsize_t dims[2] = {0, 0};
+    if (H5Sget_simple_extent_ndims(space) != 2) throw InputError(fmt::format("{}: cursor rows are not 2-D", where));
+    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), where);
+    std::vector<std::uint64_t> all(dims[0] * dims[1]);
+    KILN_H5(H5Dread(rows, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()), where);
+    for (hsize_t r = 1; r < dims[0]; ++r)
+        if (!std::equal(all.begin(), all.begin() + dims[1], all.begin() + r * dims[1]))
+            throw InputError(fmt::format("{}: the loader cursor rows of rank 0 and rank {} disagree; the ranks that wrote "
+                                         "it were not in step, so this cursor cannot be trusted",
+                                         where, r));
+    try {
+        return cursorFromRow(std::vector<std::uint64_t>(all.begin(), all.begin() + dims[1]), names);
+    } catch (const std::invalid_argument& e) {
+        throw InputError(fmt::format("{}: malformed loader cursor: {}", where, e.what()));
+    }
+}
+
+void saveCursorFile(MPI_Comm comm, const std::string& path, const Cursor& cursor, const CursorContext& context) {
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    std::string temporary = io::temporarySibling(path).string();
+    // Every rank must name the same temporary file: take rank 0's.
+    int length = static_cast<int>(temporary.size());
+    KILN_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
+    temporary.resize(static_cast<std::size_t>(length));
+    KILN_MPI(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm));
+    {
+        h5::LibraryLock lock(h5::libraryMutex());
+        h5::Handle file = openMpiFile(comm, temporary, /*create=*/true);
+        writeCursor(file, "loader", comm, cursor, context);
+    }
+    KILN_MPI(MPI_Barrier(comm));
+    if (rank == 0) io::commitTemporary(temporary, path);
+    KILN_MPI(MPI_Barrier(comm));
+}
+
+Cursor loadCursorFile(MPI_Comm comm, const std::string& path, const CursorContext& expected) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::Handle file = openMpiFile(comm, path, /*create=*/false);
+    return readCursor(file, "loader", expected, path);
+}
+
+}  // namespace kiln::data

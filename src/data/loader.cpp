@@ -1,0 +1,123 @@
+#include "kiln/data/loader.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace kiln::data {
+
+DataLoader::DataLoader(LoaderSpec spec, const Cursor& start)
+    : corpus_(spec), planner_(std::move(spec), corpus_), cursor_(start), count_(planner_.spec().globalBatch) {
+    startThread();
+}
+
+DataLoader::~DataLoader() { stopThread(); }
+
+void DataLoader::setSlice(std::uint64_t first, std::uint64_t count) {
+    if (first + count > planner_.spec().globalBatch)
+        throw std::invalid_argument(fmt::format("slice [{}, {}) is outside the global batch of {}", first, first + count,
+                                                planner_.spec().globalBatch));
+    stopThread();
+    first_ = first;
+    count_ = count;
+    startThread();
+}
+
+void DataLoader::startThread() {
+    std::lock_guard lock(mutex_);
+    ready_.clear();
+    failure_ = nullptr;
+    stop_ = false;
+    thread_ = std::thread(&DataLoader::run, this, cursor_, first_, count_);
+}
+
+void DataLoader::stopThread() {
+    {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+// The read-ahead thread: plans step after step from `from` (planning is
+// deterministic, so its plans are the ones the committed cursor would give)
+// and reads this rank's slice of each, at most prefetchSteps ahead.
+void DataLoader::run(Cursor from, std::uint64_t first, std::uint64_t count) {
+    try {
+        const std::uint64_t length = planner_.spec().seqLen + 1;
+        for (;;) {
+            {
+                std::unique_lock lock(mutex_);
+                changed_.wait(lock, [&] { return stop_ || ready_.size() < planner_.spec().prefetchSteps; });
+                if (stop_) return;
+            }
+            Ready next;
+            next.plan = planner_.plan(from);
+            from = next.plan.next;
+            Batch& b = next.batch;
+            b.step = next.plan.step;
+            b.first = first;
+            b.count = count;
+            b.sampleLength = length;
+            b.tokens.resize(count * length);
+            for (std::uint64_t i = 0; i < count; ++i) {
+                const SampleStart& sample = next.plan.samples[first + i];
+                planner_.readSample(sample, b.tokens.data() + i * length);
+                b.sourceOfSample.push_back(sample.source);
+            }
+            {
+                std::lock_guard lock(mutex_);
+                if (stop_) return;
+                ready_.push_back(std::move(next));
+            }
+            changed_.notify_all();
+        }
+    } catch (...) {
+        std::lock_guard lock(mutex_);
+        failure_ = std::current_exception();
+        changed_.notify_all();
+    }
+}
+
+const Batch& DataLoader::current() {
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !ready_.empty() || failure_; });
+    if (ready_.empty() && failure_) std::rethrow_exception(failure_);
+    waitLast_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    waitTotal_ += waitLast_;
+    return ready_.front().batch;
+}
+
+void DataLoader::commit() {
+    current();  // the step being committed must have been planned
+    {
+        std::lock_guard lock(mutex_);
+        cursor_ = ready_.front().plan.next;
+        ready_.pop_front();
+    }
+    changed_.notify_all();
+}
+
+std::vector<SourceAccount> DataLoader::accounts() const {
+    std::vector<SourceAccount> out;
+    const std::uint64_t segmentSamples = cursor_.samples - cursor_.segmentStart;
+    for (std::size_t s = 0; s < cursor_.sources.size(); ++s) {
+        const auto& c = cursor_.sources[s];
+        SourceAccount a;
+        a.name = c.name;
+        a.targetShare = s < planner_.spec().sources.size() ? planner_.targetShare(s) : 0.0;
+        a.realisedShare = segmentSamples ? double(c.samples - c.segmentBase) / double(segmentSamples) : 0.0;
+        a.samples = c.samples;
+        a.tokens = c.samples * planner_.spec().seqLen;
+        a.documents = c.docsDone;
+        a.epochs = c.epoch;
+        a.tokensDropped = c.tokensDropped;
+        out.push_back(a);
+    }
+    return out;
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,35 @@
+#include "kiln/data/loader_spec.hpp"
+
+#include "kiln/config/deck.hpp"
+#include "kiln/data/keyed_permutation.hpp"
+
+#include <bit>
+
+namespace kiln::data {
+
+std::uint64_t LoaderSpec::weightsHash() const {
+    double total = 0.0;
+    for (const auto& s : sources) total += s.weight;
+    std::uint64_t h = 0x6d6978ull;  // "mix"
+    for (const auto& s : sources) {
+        for (char c : s.name) h = mix64(h ^ static_cast<unsigned char>(c));
+        h = mix64(h ^ std::bit_cast<std::uint64_t>(s.weight / total));
+    }
+    return h;
+}
+
+LoaderSpec loaderSpecFromDeck(const config::Deck& deck) {
+    LoaderSpec spec;
+    const std::filesystem::path dir = deck.text("data.dir");
+    for (const auto& entry : deck.mix("data.mix")) spec.sources.push_back({entry.source, dir / entry.source, entry.weight});
+    spec.seqLen = static_cast<std::uint64_t>(deck.integer("data.seq_len"));
+    spec.globalBatch = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
+    spec.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
+    spec.blockDocs = static_cast<std::uint64_t>(deck.integer("data.shuffle_block"));
+    spec.windowBlocks = static_cast<std::uint64_t>(deck.integer("data.shuffle_window"));
+    spec.prefetchSteps = static_cast<std::uint64_t>(deck.integer("data.prefetch_steps"));
+    spec.tokenizer = deck.text("data.tokenizer");
+    return spec;
+}
+
+}  // namespace kiln::data

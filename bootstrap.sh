@@ -92,6 +92,8 @@ case $cmd in
   demo)
     install_debian_packages; install_openmpi5; configure_and_build
     prepare_demo_data
+    say "demo: the first global batches of input/tiny-cpu.ini (2 ranks, each reads its slice)"
+    (cd "$root" && mpirun -n 2 --oversubscribe "$build/kiln" data input/tiny-cpu.ini --steps 2 --show 4)
     say "demo: kiln run input/tiny-cpu.ini on 4 ranks (2 nodes of 2), ULFM on"
     cd "$root"
     mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini

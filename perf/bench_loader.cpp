@@ -1,0 +1,195 @@
+// Loader benchmarks (issue 4). Modes, each printing JSON lines:
+//
+//   bench_loader throughput SRC1 SRC2 [--steps N]     (under mpirun -n 1|2)
+//     tokens/s delivered per rank, two sources mixed 0.7/0.3, shuffle and
+//     packing on, seq_len 2048, global batch 64, each rank its slice; against
+//     reading the same number of tokens straight from the sources
+//     (SourceReader, documents in file order) in the same run.
+//   bench_loader startup SRC [--baseline]
+//     wall time from nothing to the first batch and peak resident memory,
+//     from a cursor in the middle of the epoch (a restore). --baseline does
+//     what Megatron-style loaders do first instead: read every document
+//     length, shuffle the documents, build and shuffle the sample index.
+//   bench_loader cursor-save [--repeat N]             (under mpirun -n k)
+//     seconds per collective cursor save.
+#include "kiln/data/cursor_io.hpp"
+#include "kiln/data/loader.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+using namespace kiln::data;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double peakRssMb() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024.0;
+}
+
+std::string option(int argc, char** argv, const char* name, const std::string& fallback) {
+    for (int i = 1; i + 1 < argc; ++i)
+        if (!std::strcmp(argv[i], name)) return argv[i + 1];
+    return fallback;
+}
+
+bool flag(int argc, char** argv, const char* name) {
+    for (int i = 1; i < argc; ++i)
+        if (!std::strcmp(argv[i], name)) return true;
+    return false;
+}
+
+LoaderSpec specFor(const std::vector<std::pair<std::string, double>>& sources, std::uint64_t seqLen, std::uint64_t batch) {
+    LoaderSpec s;
+    for (const auto& [dir, weight] : sources) s.sources.push_back({std::filesystem::path(dir).filename().string(), dir, weight});
+    s.seqLen = seqLen;
+    s.globalBatch = batch;
+    s.prefetchSteps = 2;
+    return s;
+}
+
+int throughput(int argc, char** argv) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int steps = std::stoi(option(argc, argv, "--steps", "60"));
+    const auto spec = specFor({{argv[2], 0.7}, {argv[3], 0.3}}, 2048, 64);
+    Corpus probe(spec);
+    DataLoader loader(spec, BatchPlanner(spec, probe).initial());
+    const std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
+    loader.setSlice(first, last - first);
+    loader.current();  // start-up is measured elsewhere
+    loader.commit();
+    MPI_Barrier(MPI_COMM_WORLD);  // ranks measure the same interval: they share the cores
+    // Training consumes a batch, then asks for the next; here nothing else runs,
+    // so the loop measures the loader's own delivery rate with read-ahead on.
+    std::uint64_t tokens = 0, checksum = 0;
+    const auto t0 = Clock::now();
+    for (int s = 0; s < steps; ++s) {
+        const Batch& b = loader.current();
+        tokens += b.tokens.size();
+        checksum += b.tokens[b.tokens.size() / 2];
+        loader.commit();
+    }
+    const double seconds = since(t0);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    // Baseline: the same number of tokens straight from the first source.
+    SourceReader reader(argv[2]);
+    std::vector<std::uint32_t> buffer;
+    std::uint64_t raw = 0;
+    const auto t1 = Clock::now();
+    for (std::uint64_t d = 0; raw < tokens; d = (d + 1) % reader.numDocuments()) {
+        buffer.resize(reader.documentLength(d));
+        reader.readTokens(d, 0, buffer.size(), buffer.data());
+        raw += buffer.size();
+    }
+    const double rawSeconds = since(t1);
+    fmt::print("{{\"bench\":\"loader-throughput\",\"ranks\":{},\"rank\":{},\"steps\":{},\"tokens\":{},"
+               "\"tokens_per_s\":{:.0f},\"raw_read_tokens_per_s\":{:.0f},\"loader_over_raw\":{:.3f},\"wait_s\":{:.4f},"
+               "\"checksum\":{}}}\n",
+               size, rank, steps, tokens, tokens / seconds, raw / rawSeconds, (tokens / seconds) / (raw / rawSeconds),
+               loader.waitSeconds(), checksum % 1000);
+    return 0;
+}
+
+// Megatron-style: every document length, a shuffled document order, the
+// sample index of the whole epoch (document and offset of each sample's
+// start), shuffled. Memory and time grow with the corpus.
+std::uint64_t buildFullIndex(SourceReader& reader, std::uint64_t seqLen) {
+    const std::uint64_t docs = reader.numDocuments();
+    std::vector<std::uint64_t> lengths(docs);
+    for (std::uint64_t d = 0; d < docs; ++d) lengths[d] = reader.documentLength(d) + 1;
+    std::vector<std::uint64_t> order(docs);
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(1);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> samples;
+    std::uint64_t offset = 0;
+    for (std::uint64_t i = 0; i < docs; ++i) {
+        while (offset < lengths[order[i]]) {
+            samples.emplace_back(i, offset);
+            offset += seqLen;
+        }
+        offset -= lengths[order[i]];
+    }
+    std::shuffle(samples.begin(), samples.end(), rng);
+    return samples.size();
+}
+
+int startup(int argc, char** argv) {
+    const bool baseline = flag(argc, argv, "--baseline");
+    const auto t0 = Clock::now();
+    const auto spec = specFor({{argv[2], 1.0}}, 2048, 8);
+    std::uint64_t tokens = 0, indexSamples = 0;
+    if (baseline) {
+        SourceReader reader(argv[2]);
+        tokens = reader.numTokens();
+        indexSamples = buildFullIndex(reader, spec.seqLen);
+    } else {
+        Corpus probe(spec);
+        tokens = probe.reader(0).numTokens();
+        BatchPlanner planner(spec, probe);
+        Cursor cursor = planner.initial();
+        cursor.sources[0].docPos = probe.reader(0).numDocuments() / 2;  // restore into the middle of the epoch
+        DataLoader loader(spec, cursor);
+        loader.current();
+    }
+    const double seconds = since(t0);
+    fmt::print("{{\"bench\":\"loader-startup\",\"impl\":\"{}\",\"corpus_tokens\":{},\"seconds_to_first_batch\":{:.4f},"
+               "\"peak_rss_mb\":{:.1f},\"index_samples\":{}}}\n",
+               baseline ? "full-shuffle-index" : "kiln", tokens, seconds, peakRssMb(), indexSamples);
+    return 0;
+}
+
+int cursorSave(int argc, char** argv) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int repeat = std::stoi(option(argc, argv, "--repeat", "20"));
+    Cursor cursor;
+    for (int s = 0; s < 4; ++s) cursor.sources.push_back({"source" + std::to_string(s), 3, 12345, 17, 999, 0, 42, 7});
+    const CursorContext context{2048, 1, 64, 64, "bytes-v1"};
+    int pid = getpid();
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const std::string path = (std::filesystem::temp_directory_path() / fmt::format("kiln-bench-cursor-{}.h5", pid)).string();
+    saveCursorFile(MPI_COMM_WORLD, path, cursor, context);  // warm-up
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < repeat; ++i) saveCursorFile(MPI_COMM_WORLD, path, cursor, context);
+    const double seconds = since(t0) / repeat;
+    const Cursor back = loadCursorFile(MPI_COMM_WORLD, path, context);
+    if (rank == 0) {
+        fmt::print("{{\"bench\":\"cursor-save\",\"ranks\":{},\"seconds_per_save\":{:.5f},\"restored_equal\":{}}}\n", size,
+                   seconds, back == cursor);
+        std::filesystem::remove(path);
+    }
+    return back == cursor ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    int status = 2;
+    if (mode == "throughput" && argc > 3) status = throughput(argc, argv);
+    else if (mode == "startup" && argc > 2) status = startup(argc, argv);
+    else if (mode == "cursor-save") status = cursorSave(argc, argv);
+    else std::fprintf(stderr, "usage: bench_loader throughput SRC1 SRC2 | startup SRC [--baseline] | cursor-save\n");
+    MPI_Finalize();
+    return status;
+}

@@ -92,7 +92,7 @@ int runMain(int argc, char** argv) {
     log::info("  world      control communicator answers: {} ranks, sum of ranks {} (expected {})", check.ranks,
               check.sumOfRanks, check.expectedSum);
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
-    log::info("kiln run: world ready. Training is not built yet: the loader, model and planner land with issues 4-6.");
+    log::info("kiln run: world ready. Training is not built yet: the model and the planner land with issues 5 and 6 (see the data with kiln data).");
     return 0;
 }
 

@@ -74,9 +74,27 @@ void writeAttribute(hid_t object, const std::string& name, std::uint64_t value) 
 
 bool hasAttribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
 
+namespace {
+
+// Opens attribute `name`, or says it is missing.
+Handle openAttribute(hid_t object, const std::string& name, const std::string& context) {
+    if (!hasAttribute(object, name))
+        throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
+    return Handle(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
+}
+
+template <typename T>
+T readScalarAttribute(hid_t object, const std::string& name, hid_t memType, const std::string& context) {
+    Handle attr = openAttribute(object, name, context);
+    T value{};
+    KILN_H5(H5Aread(attr, memType, &value), context);
+    return value;
+}
+
+}  // namespace
+
 std::string readStringAttribute(hid_t object, const std::string& name, const std::string& context) {
-    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
-    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
+    Handle attr = openAttribute(object, name, context);
     Handle type(KILN_H5(H5Aget_type(attr), context));
     if (H5Tget_class(type) != H5T_STRING)
         throw InputError(fmt::format("{}: attribute '{}' is not a string", context, name), ErrorScope::ThisRank);
@@ -90,19 +108,11 @@ std::string readStringAttribute(hid_t object, const std::string& name, const std
 }
 
 std::int64_t readIntAttribute(hid_t object, const std::string& name, const std::string& context) {
-    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
-    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
-    std::int64_t value = 0;
-    KILN_H5(H5Aread(attr, H5T_NATIVE_INT64, &value), context);
-    return value;
+    return readScalarAttribute<std::int64_t>(object, name, H5T_NATIVE_INT64, context);
 }
 
 std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std::string& context) {
-    if (!hasAttribute(object, name)) throw InputError(fmt::format("{}: attribute '{}' is missing", context, name), ErrorScope::ThisRank);
-    Handle attr(KILN_H5(H5Aopen(object, name.c_str(), H5P_DEFAULT), context));
-    std::uint64_t value = 0;
-    KILN_H5(H5Aread(attr, H5T_NATIVE_UINT64, &value), context);
-    return value;
+    return readScalarAttribute<std::uint64_t>(object, name, H5T_NATIVE_UINT64, context);
 }
 
 std::uint64_t extent1d(hid_t dataset, const std::string& context) {

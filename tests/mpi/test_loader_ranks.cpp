@@ -9,6 +9,8 @@
 #include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_manifest.hpp"
 
+#include "../support/error_text.hpp"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -18,6 +20,8 @@
 
 namespace fs = std::filesystem;
 using namespace kiln::data;
+
+using kiln::test::errorOf;
 
 namespace {
 
@@ -89,15 +93,6 @@ Cursor initialCursor() {
     const auto spec = testSpec();
     Corpus corpus(spec);
     return BatchPlanner(spec, corpus).initial();
-}
-
-std::string errorOf(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
 }
 
 class LoaderRanks : public ::testing::Test {

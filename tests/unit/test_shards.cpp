@@ -7,6 +7,8 @@
 #include "kiln/data/source_reader.hpp"
 #include "kiln/data/source_verify.hpp"
 
+#include "../support/error_text.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +17,8 @@
 
 namespace fs = std::filesystem;
 using namespace kiln::data;
+
+using kiln::test::errorOf;
 
 namespace {
 
@@ -74,15 +78,6 @@ void flipToken(const fs::path& shard, std::uint64_t at) {
     H5Sclose(space);
     H5Dclose(dset);
     H5Fclose(file);
-}
-
-std::string errorOf(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

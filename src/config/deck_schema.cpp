@@ -44,6 +44,38 @@ const std::vector<KeySpec>& deckSchema() {
          "Blocks whose documents are interleaved together. Larger: better shuffling; smaller: more read locality. "
          "Memory does not depend on it.",
          atLeast(1)},
+        // [model]
+        {"model.blocks", KeyType::Integer, "2", "Transformer blocks. The model's layers are: embedding, the blocks, output.", atLeast(1)},
+        {"model.d_model", KeyType::Integer, "64", "Width of the residual stream.", atLeast(8)},
+        {"model.heads", KeyType::Integer, "4", "Attention heads; must divide model.d_model.", atLeast(1)},
+        {"model.mlp_ratio", KeyType::Integer, "4", "Hidden width of the MLP as a multiple of model.d_model.", atLeast(1)},
+
+        // [train]
+        {"train.micro_batch", KeyType::Integer, "4",
+         "Samples per microbatch (per forward/backward). Gradients accumulate over the microbatches of a global batch; "
+         "the loss is the mean over all its tokens, so the choice does not change the maths.",
+         atLeast(1)},
+        {"train.lr", KeyType::Real, "0.003", "Peak learning rate (after warm-up).", realInRange(0.0, 10.0)},
+        {"train.min_lr", KeyType::Real, "0.0003", "Learning rate at the end of the cosine decay.", realInRange(0.0, 10.0)},
+        {"train.warmup_steps", KeyType::Integer, "10", "Linear warm-up steps from 0 to train.lr.", atLeast(0)},
+        {"train.decay_steps", KeyType::Integer, "0", "Steps of the cosine decay after warm-up; 0 = until run.steps.", atLeast(0)},
+        {"train.beta1", KeyType::Real, "0.9", "AdamW beta1.", realInRange(0.0, 0.999999)},
+        {"train.beta2", KeyType::Real, "0.95", "AdamW beta2.", realInRange(0.0, 0.999999)},
+        {"train.eps", KeyType::Real, "1e-8", "AdamW epsilon.", realInRange(0.0, 1.0)},
+        {"train.weight_decay", KeyType::Real, "0.1", "AdamW decoupled weight decay (not applied to norms and biases).",
+         realInRange(0.0, 1.0)},
+        {"train.grad_clip", KeyType::Real, "1.0", "Clip gradients to this global L2 norm; 0 = no clipping.", realInRange(0.0, 1e9)},
+        {"train.threads", KeyType::Integer, "0", "CPU threads per rank for libtorch; 0 = libtorch's default.", atLeast(0)},
+        {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
+
+        // [checkpoint]
+        {"checkpoint.every", KeyType::Integer, "0", "Write a checkpoint every this many steps (and at the end); 0 = only at the end.", atLeast(0)},
+        {"checkpoint.keep", KeyType::Integer, "3", "Checkpoints kept; older ones are deleted once a newer one is complete.", atLeast(1)},
+        {"checkpoint.resume", KeyType::Flag, "true",
+         "Resume from <run dir>/ckpt/latest when it exists. New data.mix weights and more run.steps are fine; a "
+         "different model or seq_len is refused with what differs.",
+         {}},
+
         {"data.prefetch_steps", KeyType::Integer, "2", "Global batches the loader reads ahead in a background thread.",
          atLeast(1)},
     };

@@ -2,8 +2,8 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
-#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
 
@@ -35,20 +35,6 @@ void expectSame(const std::string& where, const char* key, const T& saved, const
     throw InputError(fmt::format("{}: the loader cursor was saved with {} = {}, but this run has {} = {}; a cursor only "
                                  "continues a run with the same {} (start a new run, or restore the old value)",
                                  where, key, saved, key, now, key));
-}
-
-h5::Handle openMpiFile(MPI_Comm comm, const std::string& path, bool create) {
-    h5::quietErrors();
-    h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
-    KILN_H5(H5Pset_fapl_mpio(access, comm, MPI_INFO_NULL), path);
-    const hid_t id = create ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access)
-                            : H5Fopen(path.c_str(), H5F_ACC_RDONLY, access);
-    if (id < 0) {
-        if (!create && !std::filesystem::exists(path))
-            throw InputError(fmt::format("loader cursor file {}: no such file", path));
-        KILN_H5(id, path);
-    }
-    return h5::Handle(id);
 }
 
 }  // namespace
@@ -122,27 +108,14 @@ Cursor readCursor(hid_t file, const std::string& groupName, const CursorContext&
 }
 
 void saveCursorFile(MPI_Comm comm, const std::string& path, const Cursor& cursor, const CursorContext& context) {
-    int rank = 0;
-    KILN_MPI(MPI_Comm_rank(comm, &rank));
-    std::string temporary = io::temporarySibling(path).string();
-    // Every rank must name the same temporary file: take rank 0's.
-    int length = static_cast<int>(temporary.size());
-    KILN_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
-    temporary.resize(static_cast<std::size_t>(length));
-    KILN_MPI(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm));
-    {
-        h5::LibraryLock lock(h5::libraryMutex());
-        h5::Handle file = openMpiFile(comm, temporary, /*create=*/true);
-        writeCursor(file, "loader", comm, cursor, context);
-    }
-    KILN_MPI(MPI_Barrier(comm));
-    if (rank == 0) io::commitTemporary(temporary, path);
-    KILN_MPI(MPI_Barrier(comm));
+    io::ParallelFileWriter writer(comm, path);
+    writeCursor(writer.file(), "loader", comm, cursor, context);
+    writer.commit();
 }
 
 Cursor loadCursorFile(MPI_Comm comm, const std::string& path, const CursorContext& expected) {
-    h5::LibraryLock lock(h5::libraryMutex());
-    h5::Handle file = openMpiFile(comm, path, /*create=*/false);
+    (void)comm;  // every rank reads all rows itself
+    h5::Handle file = io::openForReading(path, "loader cursor file");
     return readCursor(file, "loader", expected, path);
 }
 

@@ -1,0 +1,56 @@
+// The GPT as an ordered list of layers, so that a pipeline stage is a
+// contiguous range of them:
+//   layer 0            embedding: token + learned position       (B, T) ids -> (B, T, C)
+//   layers 1..blocks   pre-norm transformer block                (B, T, C) -> (B, T, C)
+//   layer blocks+1     output: final LayerNorm, head to vocab    (B, T, C) -> (B, T, V)
+// Embeddings are untied from the head: tying them would couple the first and
+// the last pipeline stage (a gradient exchange every step and a copy of the
+// embedding on the last stage) for a small saving in parameters.
+#pragma once
+
+#include "kiln/model/model_config.hpp"
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::model {
+
+class LayerImpl : public torch::nn::Module {
+public:
+    virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+    virtual const char* kind() const = 0;
+};
+using Layer = std::shared_ptr<LayerImpl>;
+
+// Builds layer `index`. Its initial weights depend only on (config.seed, index):
+// any rank that builds layer i gets the same tensors.
+Layer buildLayer(const ModelConfig& config, std::uint32_t index);
+
+class Gpt {
+public:
+    // Builds layers [first, last) of the model (all by default).
+    explicit Gpt(const ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u);
+
+    const ModelConfig& config() const { return config_; }
+    std::uint32_t firstLayer() const { return first_; }
+    std::uint32_t numLayers() const { return static_cast<std::uint32_t>(layers_.size()); }
+    LayerImpl& layer(std::uint32_t local) { return *layers_[local]; }
+    // Runs all built layers in order.
+    torch::Tensor forward(torch::Tensor x);
+    void to(torch::Device device, torch::Dtype dtype = torch::kFloat32);
+    std::vector<torch::Tensor> parameters();
+
+private:
+    ModelConfig config_;
+    std::uint32_t first_ = 0;
+    std::vector<Layer> layers_;
+};
+
+// Mean cross-entropy would depend on how a batch is split; this is the sum.
+// logits (B, T, V), targets (B, T) -> scalar
+torch::Tensor crossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets);
+
+}  // namespace kiln::model

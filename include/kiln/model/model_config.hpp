@@ -1,0 +1,34 @@
+// The shape of the GPT, from the deck (no torch here: the planner and the
+// deck checks use it too).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::model {
+
+struct ModelConfig {
+    std::uint32_t vocabSize = 0;  // from the tokenizer of the data
+    std::uint32_t blocks = 2;     // transformer blocks
+    std::uint32_t dModel = 64;
+    std::uint32_t heads = 4;
+    std::uint32_t mlpRatio = 4;
+    std::uint32_t seqLen = 64;
+    std::uint64_t seed = 1234;
+
+    // Layers of the ordered list: embedding, the blocks, the output (final norm + head).
+    std::uint32_t numLayers() const { return blocks + 2; }
+    // Parameters of layer i (for planning and reports).
+    std::uint64_t parametersOf(std::uint32_t layer) const;
+    std::uint64_t parameters() const;
+    // Forward FLOPs of one token through layer i (matmuls, 2 per multiply-add; attention included).
+    double forwardFlopsPerToken(std::uint32_t layer) const;
+};
+
+// vocabSize is not in the deck: the data's tokenizer decides it.
+ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t vocabSize);
+
+}  // namespace kiln::model

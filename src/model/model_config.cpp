@@ -1,0 +1,47 @@
+#include "kiln/model/model_config.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+
+#include <fmt/format.h>
+
+namespace kiln::model {
+
+std::uint64_t ModelConfig::parametersOf(std::uint32_t layer) const {
+    const std::uint64_t C = dModel, V = vocabSize, T = seqLen, H = static_cast<std::uint64_t>(mlpRatio) * dModel;
+    if (layer == 0) return V * C + T * C;                       // token and position embeddings
+    if (layer == numLayers() - 1) return 2 * C + C * V;         // final norm, head (no bias)
+    return 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * H + H) + (H * C + C);  // LN, QKV, proj, LN, MLP
+}
+
+std::uint64_t ModelConfig::parameters() const {
+    std::uint64_t n = 0;
+    for (std::uint32_t i = 0; i < numLayers(); ++i) n += parametersOf(i);
+    return n;
+}
+
+double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
+    const double C = dModel, V = vocabSize, T = seqLen, H = double(mlpRatio) * dModel;
+    if (layer == 0) return 0.0;
+    if (layer == numLayers() - 1) return 2.0 * C * V;
+    // QKV, attention scores and weighted sum (causal: half of T on average, counted whole as is customary), proj, MLP.
+    return 2.0 * (3 * C * C + C * C + 2 * C * H) + 2.0 * 2.0 * T * C;
+}
+
+ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t vocabSize) {
+    ModelConfig m;
+    m.vocabSize = vocabSize;
+    m.blocks = static_cast<std::uint32_t>(deck.integer("model.blocks"));
+    m.dModel = static_cast<std::uint32_t>(deck.integer("model.d_model"));
+    m.heads = static_cast<std::uint32_t>(deck.integer("model.heads"));
+    m.mlpRatio = static_cast<std::uint32_t>(deck.integer("model.mlp_ratio"));
+    m.seqLen = static_cast<std::uint32_t>(deck.integer("data.seq_len"));
+    m.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
+    if (m.dModel % m.heads != 0)
+        throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "
+                                     "heads that divides the width",
+                                     deck.setting("model.heads").origin, m.dModel, m.heads));
+    return m;
+}
+
+}  // namespace kiln::model

@@ -6,6 +6,7 @@
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/train/trainer.hpp"
 #include "subcommands.hpp"
 #include "versions.hpp"
 #include "world_check.hpp"
@@ -92,7 +93,11 @@ int runMain(int argc, char** argv) {
     log::info("  world      control communicator answers: {} ranks, sum of ranks {} (expected {})", check.ranks,
               check.sumOfRanks, check.expectedSum);
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
-    log::info("kiln run: world ready. Training is not built yet: the model and the planner land with issues 5 and 6 (see the data with kiln data).");
+    train::Trainer trainer(deck, world);
+    const auto summary = trainer.run();
+    log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
+              summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
+              summary.lastLoss, (runDir / "diag.h5").string());
     return 0;
 }
 

@@ -2,10 +2,11 @@
 
 #include "kiln/base/error.hpp"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 #include <zlib.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -32,42 +33,90 @@ private:
     TokenizerInfo info_{"bytes-v1", 257, 256};
 };
 
+// The SentencePiece module (sentencepiece_plugin.cpp), loaded once, locally
+// and with deep binding; see that file for why.
+class SentencePieceModule {
+public:
+    static const SentencePieceModule& get() {
+        static const SentencePieceModule module;
+        return module;
+    }
+
+    void* (*load)(const char*, std::size_t, char*, std::size_t) = nullptr;
+    void (*free)(void*) = nullptr;
+    int (*pieceSize)(void*) = nullptr;
+    int (*eosId)(void*) = nullptr;
+    int (*encode)(void*, const char*, std::size_t, void (*)(void*, const int*, std::size_t), void*, char*, std::size_t) = nullptr;
+    int (*decode)(void*, const int*, std::size_t, void (*)(void*, const char*, std::size_t), void*) = nullptr;
+    int (*train)(const char*, char*, std::size_t) = nullptr;
+
+private:
+    SentencePieceModule() {
+        const char* override = std::getenv("KILN_SENTENCEPIECE_MODULE");
+        const std::string path = override ? override : KILN_SENTENCEPIECE_MODULE;
+        void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+        if (!handle)
+            throw Error(fmt::format("cannot load the SentencePiece module {}: {} (set KILN_SENTENCEPIECE_MODULE to its path)",
+                                    path, dlerror()),
+                        ErrorScope::ThisRank);
+        bind(handle, "kiln_spm_load", load);
+        bind(handle, "kiln_spm_free", free);
+        bind(handle, "kiln_spm_piece_size", pieceSize);
+        bind(handle, "kiln_spm_eos_id", eosId);
+        bind(handle, "kiln_spm_encode", encode);
+        bind(handle, "kiln_spm_decode", decode);
+        bind(handle, "kiln_spm_train", train);
+    }
+
+    template <typename F>
+    static void bind(void* handle, const char* name, F& function) {
+        function = reinterpret_cast<F>(dlsym(handle, name));
+        if (!function) throw Error(fmt::format("SentencePiece module lacks {}", name), ErrorScope::ThisRank);
+    }
+};
+
 class SentencePieceTokenizer final : public Tokenizer {
 public:
-    explicit SentencePieceTokenizer(const std::string& path) {
+    explicit SentencePieceTokenizer(const std::string& path) : module_(SentencePieceModule::get()) {
         std::ifstream in(path, std::ios::binary);
         if (!in) throw InputError(fmt::format("tokenizer '{}': no such file (give a SentencePiece .model or 'bytes')", path));
         std::stringstream bytes;
         bytes << in.rdbuf();
         const std::string proto = bytes.str();
-        const auto status = processor_.LoadFromSerializedProto(proto);
-        if (!status.ok())
-            throw InputError(fmt::format("tokenizer '{}' is not a SentencePiece model: {}", path, status.ToString()));
-        if (processor_.eos_id() < 0)
+        char error[512] = {};
+        processor_ = module_.load(proto.data(), proto.size(), error, sizeof(error));
+        if (!processor_) throw InputError(fmt::format("tokenizer '{}' is not a SentencePiece model: {}", path, error));
+        if (module_.eosId(processor_) < 0)
             throw InputError(fmt::format("tokenizer '{}' has no end-of-sequence piece; kiln joins documents with EOS "
                                          "(train it with --eos_id >= 0)",
                                          path));
         const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(proto.data()), static_cast<uInt>(proto.size()));
-        info_ = {fmt::format("sentencepiece-{:08x}", crc), static_cast<std::uint32_t>(processor_.GetPieceSize()),
-                 static_cast<std::uint32_t>(processor_.eos_id())};
+        info_ = {fmt::format("sentencepiece-{:08x}", crc), static_cast<std::uint32_t>(module_.pieceSize(processor_)),
+                 static_cast<std::uint32_t>(module_.eosId(processor_))};
     }
+    ~SentencePieceTokenizer() override { module_.free(processor_); }
+    SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
+    SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
     const TokenizerInfo& info() const override { return info_; }
 
     void encode(std::string_view text, std::vector<std::uint32_t>& out) const override {
-        std::vector<int> ids;
-        const auto status = processor_.Encode(text, &ids);
-        if (!status.ok()) throw Error("SentencePiece encode failed: " + status.ToString(), ErrorScope::ThisRank);
-        out.insert(out.end(), ids.begin(), ids.end());
+        char error[512] = {};
+        const auto sink = [](void* context, const int* ids, std::size_t n) {
+            static_cast<std::vector<std::uint32_t>*>(context)->insert(static_cast<std::vector<std::uint32_t>*>(context)->end(),
+                                                                      ids, ids + n);
+        };
+        if (module_.encode(processor_, text.data(), text.size(), sink, &out, error, sizeof(error)) != 0)
+            throw Error(std::string("SentencePiece encode failed: ") + error, ErrorScope::ThisRank);
     }
 
     std::string decode(const std::vector<std::uint32_t>& tokens) const override {
-        std::string text, piece;
+        std::string text;
         std::vector<int> run;
         // Decode document by document, showing EOS where it stands.
         auto flush = [&] {
-            processor_.Decode(run, &piece);
-            text += piece;
+            const auto sink = [](void* context, const char* t, std::size_t n) { static_cast<std::string*>(context)->append(t, n); };
+            module_.decode(processor_, run.data(), run.size(), sink, &text);
             run.clear();
         };
         for (auto t : tokens) {
@@ -85,7 +134,8 @@ public:
     bool acceptsAnyBytes() const override { return false; }
 
 private:
-    sentencepiece::SentencePieceProcessor processor_;
+    const SentencePieceModule& module_;
+    void* processor_ = nullptr;
     TokenizerInfo info_;
 };
 
@@ -110,10 +160,10 @@ std::string trainSentencePiece(const std::string& sampleFile, std::uint32_t voca
         "--hard_vocab_limit=false "
         "--unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --minloglevel=2",
         sampleFile, prefix, vocabSize);
-    const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-    if (!status.ok())
+    char error[512] = {};
+    if (SentencePieceModule::get().train(args.c_str(), error, sizeof(error)) != 0)
         throw InputError(fmt::format("training a SentencePiece model of {} pieces on {} failed: {}", vocabSize, sampleFile,
-                                     status.ToString()));
+                                     error));
     return prefix + ".model";
 }
 

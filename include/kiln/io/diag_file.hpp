@@ -1,0 +1,62 @@
+// diag.h5, the run's diagnostics, written by rank 0 in HDF5's single-writer /
+// multiple-reader mode: readable with h5dump or h5py while the run goes on,
+// and consistent after a crash at any instant (everything up to the last
+// flush, which happens after every step).
+//
+//   /config         the resolved deck (string)
+//   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait (one record per step)
+//   /source_tokens  (steps, sources) target tokens per source; attribute `sources`
+//   /events         time, step, kind, detail (start, resume, checkpoint, failure, recovery, end)
+#pragma once
+
+#include "kiln/io/hdf5.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::io {
+
+struct StepRecord {
+    std::uint64_t step = 0;
+    double loss = 0.0;
+    double lr = 0.0;
+    double gradNorm = 0.0;
+    std::uint64_t tokens = 0;
+    double stepTime = 0.0;
+    double dataWait = 0.0;
+};
+
+struct EventRecord {
+    double time = 0.0;  // seconds since the Unix epoch
+    std::uint64_t step = 0;
+    char kind[32] = {};
+    char detail[224] = {};
+};
+
+class DiagFile {
+public:
+    // Creates `path`, or appends to it when `append` and it exists. A fresh run
+    // never overwrites an old diag.h5: it is moved aside first.
+    DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool append);
+    ~DiagFile();
+    DiagFile(const DiagFile&) = delete;
+    DiagFile& operator=(const DiagFile&) = delete;
+
+    void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens);
+    void event(std::uint64_t step, const std::string& kind, const std::string& detail);
+
+    static std::vector<StepRecord> readSteps(hid_t file);
+    static std::vector<EventRecord> readEvents(hid_t file);
+    static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
+
+private:
+    void append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns = 1);
+
+    std::string path_;
+    std::size_t sources_ = 0;
+    h5::Handle file_, steps_, sourceTokens_, events_, stepType_, eventType_;
+};
+
+}  // namespace kiln::io

@@ -1,0 +1,50 @@
+// Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5, written by all ranks into a
+// temporary file and renamed when complete; `latest` (a one-line text file,
+// replaced atomically) names the last complete one; the last `keep` are kept.
+//
+//   attributes  format "kiln-checkpoint", format_version, step, optimizer_steps,
+//               model_blocks, model_d_model, model_heads, model_mlp_ratio, model_vocab, model_seq_len
+//   /deck                     the resolved deck of the run that wrote it
+//   /layers/NNNNN/params/*    each parameter of layer N (float32)
+//   /layers/NNNNN/adam_m/*    AdamW first moments
+//   /layers/NNNNN/adam_v/*    AdamW second moments
+//   /loader                   the loader cursor, one row per rank (data/cursor_io.hpp)
+#pragma once
+
+#include "kiln/data/cursor_io.hpp"
+#include "kiln/model/gpt.hpp"
+#include "kiln/train/adamw.hpp"
+
+#include <mpi.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kiln::train {
+
+class CheckpointStore {
+public:
+    CheckpointStore(std::filesystem::path dir, std::uint64_t keep);
+
+    const std::filesystem::path& directory() const { return dir_; }
+    // The checkpoint `latest` names, if there is one.
+    std::optional<std::filesystem::path> latest() const;
+
+    // Collective over `comm`: every rank holds the same model (replicas).
+    // Returns the path written.
+    std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
+                               const data::Cursor& cursor, const data::CursorContext& context, const std::string& deck);
+
+    // Reads `path` into `model` and `optimizer`; returns the step to continue
+    // from and sets `cursor`. Refuses a checkpoint of another model shape,
+    // naming each key that differs.
+    static std::uint64_t load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
+                              const data::CursorContext& context, data::Cursor& cursor);
+
+private:
+    std::filesystem::path dir_;
+    std::uint64_t keep_;
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,32 @@
+// Optimisation settings from the deck, and the learning-rate schedule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::train {
+
+struct TrainConfig {
+    std::uint64_t steps = 100;
+    std::uint64_t microBatch = 4;
+    double lr = 3e-3, minLr = 3e-4;
+    std::uint64_t warmupSteps = 10, decaySteps = 0;  // 0: decay until `steps`
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1, gradClip = 1.0;
+    int threads = 0;
+    std::uint64_t logEvery = 1;
+    std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
+    bool resume = true;
+};
+
+TrainConfig trainConfigFromDeck(const config::Deck& deck);
+
+// Linear warm-up to `lr` over warmupSteps, then cosine decay to `minLr` over
+// decaySteps, then `minLr`. A pure function of the step: a resumed run
+// continues the schedule without any saved state.
+double learningRate(const TrainConfig& config, std::uint64_t step);
+
+}  // namespace kiln::train

@@ -1,0 +1,175 @@
+#include "kiln/io/diag_file.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+namespace kiln::io {
+namespace {
+
+h5::Handle stepType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StepRecord)), "diag"));
+    H5Tinsert(t, "step", HOFFSET(StepRecord, step), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "loss", HOFFSET(StepRecord, loss), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "lr", HOFFSET(StepRecord, lr), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "grad_norm", HOFFSET(StepRecord, gradNorm), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "tokens", HOFFSET(StepRecord, tokens), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "step_time", HOFFSET(StepRecord, stepTime), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "data_wait", HOFFSET(StepRecord, dataWait), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Handle eventType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EventRecord)), "diag"));
+    h5::Handle kind(H5Tcopy(H5T_C_S1)), detail(H5Tcopy(H5T_C_S1));
+    H5Tset_size(kind, sizeof(EventRecord::kind));
+    H5Tset_size(detail, sizeof(EventRecord::detail));
+    H5Tinsert(t, "time", HOFFSET(EventRecord, time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "step", HOFFSET(EventRecord, step), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "kind", HOFFSET(EventRecord, kind), kind);
+    H5Tinsert(t, "detail", HOFFSET(EventRecord, detail), detail);
+    return t;
+}
+
+h5::Handle createTable(hid_t file, const char* name, hid_t type, hsize_t columns, const std::string& context) {
+    const int rank = columns > 1 ? 2 : 1;
+    hsize_t dims[2] = {0, columns}, maxDims[2] = {H5S_UNLIMITED, columns}, chunk[2] = {256, columns};
+    h5::Handle space(KILN_H5(H5Screate_simple(rank, dims, maxDims), context));
+    h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
+    KILN_H5(H5Pset_chunk(props, rank, chunk), context);
+    return h5::Handle(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
+}
+
+template <typename T>
+std::vector<T> readTable(hid_t file, const char* name, hid_t type) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) return {};
+    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), name));
+    h5::Handle space(KILN_H5(H5Dget_space(set), name));
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    std::vector<T> rows(dims[0]);
+    if (!rows.empty()) KILN_H5(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
+    return rows;
+}
+
+}  // namespace
+
+DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool append)
+    : path_(path), sources_(sources.size()) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::quietErrors();
+    stepType_ = stepType();
+    eventType_ = eventType();
+    h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
+    KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
+    if (append && std::filesystem::exists(path)) {
+        file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, access));
+        if (!file_.valid())
+            throw InputError(fmt::format("diagnostics {}: cannot be opened to append (truncated or not HDF5); move it "
+                                         "aside to start a new one",
+                                         path),
+                             ErrorScope::ThisRank);
+        steps_ = h5::Handle(KILN_H5(H5Dopen2(file_, "steps", H5P_DEFAULT), path));
+        sourceTokens_ = h5::Handle(KILN_H5(H5Dopen2(file_, "source_tokens", H5P_DEFAULT), path));
+        events_ = h5::Handle(KILN_H5(H5Dopen2(file_, "events", H5P_DEFAULT), path));
+        hsize_t dims[2] = {0, 0};
+        h5::Handle space(KILN_H5(H5Dget_space(sourceTokens_), path));
+        H5Sget_simple_extent_dims(space, dims, nullptr);
+        if (dims[1] != sources_)
+            throw InputError(fmt::format("diagnostics {}: it records {} sources, this run has {}; a different data.mix "
+                                         "source list needs a new diag.h5 (move it aside)",
+                                         path, dims[1], sources_),
+                             ErrorScope::ThisRank);
+    } else {
+        if (std::filesystem::exists(path)) {
+            // Nothing lost: an earlier run's diagnostics are kept beside it.
+            const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::seconds(1);
+            std::filesystem::rename(path, fmt::format("{}.{}", path, stamp));
+        }
+        std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+        file_ = h5::Handle(KILN_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), path));
+        h5::writeAttribute(file_, "format", std::string("kiln-diagnostics"));
+        h5::writeAttribute(file_, "format_version", std::int64_t{1});
+        h5::Handle text(KILN_H5(H5Tcopy(H5T_C_S1), path));
+        KILN_H5(H5Tset_size(text, deckText.empty() ? 1 : deckText.size()), path);
+        h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
+        h5::Handle config(KILN_H5(H5Dcreate2(file_, "config", text, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
+        KILN_H5(H5Dwrite(config, text, H5S_ALL, H5S_ALL, H5P_DEFAULT, deckText.c_str()), path);
+        steps_ = createTable(file_, "steps", stepType_, 1, path);
+        sourceTokens_ = createTable(file_, "source_tokens", H5T_STD_U64LE, std::max<std::size_t>(sources_, 1), path);
+        std::string names;
+        for (const auto& s : sources) names += (names.empty() ? "" : "\n") + s;
+        h5::writeAttribute(sourceTokens_, "sources", names);
+        events_ = createTable(file_, "events", eventType_, 1, path);
+    }
+    KILN_H5(H5Fstart_swmr_write(file_), path);
+}
+
+DiagFile::~DiagFile() {
+    h5::LibraryLock lock(h5::libraryMutex());
+    steps_.reset();
+    sourceTokens_.reset();
+    events_.reset();
+    file_.reset();
+}
+
+void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns) {
+    const int rank = columns > 1 ? 2 : 1;
+    hsize_t dims[2] = {0, 0};
+    {
+        h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));
+        H5Sget_simple_extent_dims(space, dims, nullptr);
+    }
+    hsize_t newDims[2] = {dims[0] + 1, columns}, start[2] = {dims[0], 0}, count[2] = {1, columns};
+    KILN_H5(H5Dset_extent(dataset, newDims), path_);
+    h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));
+    KILN_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), path_);
+    h5::Handle memSpace(KILN_H5(H5Screate_simple(rank, count, nullptr), path_));
+    KILN_H5(H5Dwrite(dataset, memType, memSpace, space, H5P_DEFAULT, record), path_);
+    KILN_H5(H5Dflush(dataset), path_);
+}
+
+void DiagFile::step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    append(steps_, stepType_, &record);
+    std::vector<std::uint64_t> row(std::max<std::size_t>(sources_, 1), 0);
+    std::copy(sourceTokens.begin(), sourceTokens.begin() + std::min(sourceTokens.size(), row.size()), row.begin());
+    append(sourceTokens_, H5T_NATIVE_UINT64, row.data(), row.size());
+}
+
+void DiagFile::event(std::uint64_t step, const std::string& kind, const std::string& detail) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    EventRecord e;
+    e.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    e.step = step;
+    std::strncpy(e.kind, kind.c_str(), sizeof(e.kind) - 1);
+    std::strncpy(e.detail, detail.c_str(), sizeof(e.detail) - 1);
+    append(events_, eventType_, &e);
+}
+
+std::vector<StepRecord> DiagFile::readSteps(hid_t file) { return readTable<StepRecord>(file, "steps", stepType()); }
+
+std::vector<EventRecord> DiagFile::readEvents(hid_t file) { return readTable<EventRecord>(file, "events", eventType()); }
+
+std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, std::vector<std::string>& sources) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::Handle set(KILN_H5(H5Dopen2(file, "source_tokens", H5P_DEFAULT), "diag"));
+    std::istringstream names(h5::readStringAttribute(set, "sources", "diag"));
+    sources.clear();
+    for (std::string line; std::getline(names, line);) sources.push_back(line);
+    h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    std::vector<std::uint64_t> flat(dims[0] * dims[1]);
+    if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
+    std::vector<std::vector<std::uint64_t>> rows(dims[0]);
+    for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
+    return rows;
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,162 @@
+#include "kiln/train/checkpoint.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5.hpp"
+#include "kiln/io/parallel_file.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <regex>
+
+namespace kiln::train {
+
+namespace h5 = io::h5;
+
+namespace {
+
+constexpr const char* kFormat = "kiln-checkpoint";
+constexpr std::int64_t kVersion = 1;
+
+
+std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c) {
+    return {{"model.blocks", c.blocks},     {"model.d_model", c.dModel},     {"model.heads", c.heads},
+            {"model.mlp_ratio", c.mlpRatio}, {"the tokenizer's vocabulary", c.vocabSize}, {"data.seq_len", c.seqLen}};
+}
+
+std::string attributeName(const std::string& key) {
+    std::string name = "shape " + key;
+    for (auto& ch : name)
+        if (ch == ' ' || ch == '.' || ch == '\'') ch = '_';
+    return name;
+}
+
+std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}", layer); }
+
+// Creates (collectively) and, on rank 0, writes one float32 tensor.
+void writeTensor(hid_t group, const std::string& name, const torch::Tensor& tensor, bool writer, const std::string& context) {
+    const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::vector<hsize_t> dims(cpu.sizes().begin(), cpu.sizes().end());
+    h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
+    h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+    if (writer) KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+}
+
+void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const std::string& context) {
+    if (H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
+        throw InputError(fmt::format("{}: tensor {} is missing", context, name), ErrorScope::ThisRank);
+    h5::Handle set(KILN_H5(H5Dopen2(group, name.c_str(), H5P_DEFAULT), context));
+    h5::Handle space(KILN_H5(H5Dget_space(set), context));
+    std::vector<hsize_t> dims(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space)));
+    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    std::vector<std::int64_t> shape(dims.begin(), dims.end());
+    if (shape != into.sizes().vec())
+        throw InputError(fmt::format("{}: tensor {} has shape {}, the model expects {}", context, name,
+                                     fmt::join(shape, "x"), fmt::join(into.sizes().vec(), "x")),
+                         ErrorScope::ThisRank);
+    auto cpu = torch::empty(into.sizes(), torch::kFloat32);
+    KILN_H5(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+    torch::NoGradGuard noGrad;
+    into.copy_(cpu);
+}
+
+h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context) {
+    return h5::Handle(KILN_H5(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::filesystem::path dir, std::uint64_t keep) : dir_(std::move(dir)), keep_(keep) {}
+
+std::optional<std::filesystem::path> CheckpointStore::latest() const {
+    std::ifstream in(dir_ / "latest");
+    std::string name;
+    if (!in || !std::getline(in, name) || name.empty()) return std::nullopt;
+    return dir_ / name;
+}
+
+std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
+                                            const data::Cursor& cursor, const data::CursorContext& context,
+                                            const std::string& deck) {
+    const std::string name = fmt::format("step-{:08}.h5", step);
+    const std::filesystem::path path = dir_ / name;
+    io::ParallelFileWriter writer(comm, path.string());
+    const bool rank0 = writer.rank() == 0;
+    const std::string ctx = path.string();
+    {
+        h5::LibraryLock lock(h5::libraryMutex());
+        const hid_t file = writer.file();
+        h5::writeAttribute(file, "format", std::string(kFormat));
+        h5::writeAttribute(file, "format_version", kVersion);
+        h5::writeAttribute(file, "step", step);
+        h5::writeAttribute(file, "optimizer_steps", optimizer.steps());
+        for (const auto& [key, value] : shapeOf(model.config())) h5::writeAttribute(file, attributeName(key), value);
+        h5::writeAttribute(file, "deck", deck);
+        h5::Handle layers = makeGroup(file, "layers", ctx);
+        for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
+            h5::Handle group = makeGroup(file, layerGroup(model.firstLayer() + l), ctx);
+            h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
+                       v = makeGroup(group, "adam_v", ctx);
+            const auto named = model.layer(l).named_parameters();
+            for (std::size_t k = 0; k < named.size(); ++k) {
+                writeTensor(params, named[k].key(), named[k].value(), rank0, ctx);
+                writeTensor(m, named[k].key(), optimizer.firstMoments(l)[k], rank0, ctx);
+                writeTensor(v, named[k].key(), optimizer.secondMoments(l)[k], rank0, ctx);
+            }
+        }
+    }
+    data::writeCursor(writer.file(), "loader", comm, cursor, context);
+    writer.commit();
+    if (rank0) {
+        io::writeFileAtomically(dir_ / "latest", name + "\n");
+        // Prune only now that the new one is complete and named by `latest`.
+        std::vector<std::filesystem::path> all;
+        const std::regex pattern(R"(step-\d{8}\.h5)");
+        for (const auto& entry : std::filesystem::directory_iterator(dir_))
+            if (std::regex_match(entry.path().filename().string(), pattern)) all.push_back(entry.path());
+        std::sort(all.begin(), all.end());
+        for (std::size_t i = 0; i + keep_ < all.size(); ++i) std::filesystem::remove(all[i]);
+    }
+    return path;
+}
+
+std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
+                                    const data::CursorContext& context, data::Cursor& cursor) {
+    const std::string ctx = path.string();
+    h5::Handle file = io::openForReading(ctx, "checkpoint");
+    h5::LibraryLock lock(h5::libraryMutex());
+    const std::string format = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", ctx) : "";
+    if (format != kFormat) throw InputError(fmt::format("{}: not a kiln checkpoint (format '{}')", ctx, format));
+    if (h5::readIntAttribute(file, "format_version", ctx) != kVersion)
+        throw InputError(fmt::format("{}: checkpoint format version {}, this kiln reads {}", ctx,
+                                     h5::readIntAttribute(file, "format_version", ctx), kVersion));
+    std::vector<std::string> differences;
+    for (const auto& [key, value] : shapeOf(model.config())) {
+        const auto saved = h5::readUintAttribute(file, attributeName(key), ctx);
+        if (saved != value) differences.push_back(fmt::format("{} is {} in the checkpoint but {} in this run", key, saved, value));
+    }
+    if (!differences.empty())
+        throw InputError(fmt::format("{}: written by a different model; it cannot continue this run:\n  {}\n  Restore "
+                                     "those keys, or start a new run (another run.name, or checkpoint.resume = false)",
+                                     ctx, fmt::join(differences, "\n  ")));
+    for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
+        const std::string group = layerGroup(model.firstLayer() + l);
+        if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0 || H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0)
+            throw InputError(fmt::format("{}: layer group {} is missing", ctx, group));
+        h5::Handle g(KILN_H5(H5Gopen2(file, group.c_str(), H5P_DEFAULT), ctx));
+        h5::Handle params(KILN_H5(H5Gopen2(g, "params", H5P_DEFAULT), ctx)), m(KILN_H5(H5Gopen2(g, "adam_m", H5P_DEFAULT), ctx)),
+            v(KILN_H5(H5Gopen2(g, "adam_v", H5P_DEFAULT), ctx));
+        auto named = model.layer(l).named_parameters();
+        for (std::size_t k = 0; k < named.size(); ++k) {
+            readTensor(params, named[k].key(), named[k].value(), ctx);
+            readTensor(m, named[k].key(), optimizer.firstMoments(l)[k], ctx);
+            readTensor(v, named[k].key(), optimizer.secondMoments(l)[k], ctx);
+        }
+    }
+    optimizer.setSteps(h5::readUintAttribute(file, "optimizer_steps", ctx));
+    cursor = data::readCursor(file, "loader", context, ctx);
+    return h5::readUintAttribute(file, "step", ctx);
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,198 @@
+#include "kiln/train/trainer.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/transport.hpp"
+#include "kiln/data/loader.hpp"
+#include "kiln/io/diag_file.hpp"
+#include "kiln/model/gpt.hpp"
+#include "kiln/train/adamw.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/train_config.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace kiln::train {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string duration(double seconds) {
+    const auto s = static_cast<long long>(seconds + 0.5);
+    return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+}  // namespace
+
+struct Trainer::State {
+    const config::Deck& deck;
+    comm::World& world;
+    TrainConfig config;
+    data::LoaderSpec spec;
+    std::unique_ptr<data::Corpus> probe;
+    model::ModelConfig modelConfig;
+    std::unique_ptr<model::Gpt> model;
+    std::unique_ptr<AdamW> optimizer;
+    std::unique_ptr<data::DataLoader> loader;
+    std::unique_ptr<comm::Transport> transport;
+    std::unique_ptr<io::DiagFile> diag;
+    std::unique_ptr<CheckpointStore> checkpoints;
+    data::CursorContext context;
+    std::filesystem::path runDir;
+
+    State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
+
+    // Sums every layer's gradient over the replicas, one flat buffer per layer.
+    void allReduceGradients() {
+        for (std::uint32_t l = 0; l < model->numLayers(); ++l) {
+            auto params = model->layer(l).parameters();
+            std::vector<torch::Tensor> grads;
+            for (auto& p : params) grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}));
+            auto flat = torch::cat(grads).contiguous();
+            transport->allReduceSum(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
+            std::int64_t offset = 0;
+            for (auto& p : params) {
+                if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+                p.mutable_grad().copy_(flat.slice(0, offset, offset + p.numel()).view_as(p));
+                offset += p.numel();
+            }
+        }
+    }
+
+    double clipGradients() {
+        torch::NoGradGuard noGrad;
+        double squares = 0.0;
+        for (auto& p : model->parameters()) squares += p.grad().pow(2).sum().item<double>();
+        const double norm = std::sqrt(squares);
+        if (config.gradClip > 0.0 && norm > config.gradClip)
+            for (auto& p : model->parameters()) p.mutable_grad().mul_(config.gradClip / (norm + 1e-6));
+        return norm;
+    }
+
+    void checkpoint(std::uint64_t step) {
+        const auto t0 = Clock::now();
+        const auto path = checkpoints->save(world.control(), step, *model, *optimizer, loader->cursor(), context,
+                                            deck.resolvedText());
+        const double seconds = since(t0);
+        log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
+        if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));
+    }
+};
+
+Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
+    State& s = *state_;
+    s.config = trainConfigFromDeck(deck);
+    if (s.config.threads > 0) torch::set_num_threads(s.config.threads);
+    s.spec = data::loaderSpecFromDeck(deck);
+    s.probe = std::make_unique<data::Corpus>(s.spec);
+    s.context = data::cursorContext(s.spec, s.probe->tokenizer().id);
+    s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
+    s.model = std::make_unique<model::Gpt>(s.modelConfig);
+    s.optimizer = std::make_unique<AdamW>(*s.model, s.config);
+    s.runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
+    s.checkpoints = std::make_unique<CheckpointStore>(s.runDir / "ckpt", s.config.checkpointKeep);
+    s.transport = comm::makeMpiTransport(world.control());
+
+    data::Cursor cursor = data::BatchPlanner(s.spec, *s.probe).initial();
+    const auto latest = s.config.resume ? s.checkpoints->latest() : std::nullopt;
+    bool resumed = false;
+    if (latest) {
+        data::Cursor saved;
+        CheckpointStore::load(*latest, *s.model, *s.optimizer, s.context, saved);
+        cursor = data::BatchPlanner(s.spec, *s.probe).resume(saved);
+        resumed = true;
+        log::info("  resumed from {} at step {}", latest->string(), cursor.step);
+    }
+    s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
+    const std::uint64_t G = s.spec.globalBatch, n = static_cast<std::uint64_t>(world.size()), r = world.rank();
+    s.loader->setSlice(G * r / n, G * (r + 1) / n - G * r / n);
+    if (world.rank() == 0) {
+        std::vector<std::string> names;
+        for (const auto& src : s.spec.sources) names.push_back(src.name);
+        s.diag = std::make_unique<io::DiagFile>((s.runDir / "diag.h5").string(), deck.resolvedText(), names, resumed);
+        s.diag->event(cursor.step, resumed ? "resume" : "start",
+                      resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
+                              : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()));
+    }
+    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters",
+              s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
+              s.modelConfig.parameters() / 1e6);
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run(std::uint64_t untilStep) {
+    State& s = *state_;
+    const std::uint64_t end = std::min(untilStep, s.config.steps);
+    const std::uint64_t seqLen = s.spec.seqLen, L = seqLen + 1;
+    const double targetsPerStep = double(s.spec.globalBatch * seqLen);
+    TrainSummary summary;
+    summary.firstStep = s.loader->cursor().step;
+    const auto start = Clock::now();
+    std::uint64_t stepsDone = 0;
+
+    for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
+        const auto t0 = Clock::now();
+        const data::Batch& batch = s.loader->current();
+        const double wait = s.loader->lastWaitSeconds();
+        for (auto& p : s.model->parameters())
+            if (p.grad().defined()) p.mutable_grad().zero_();
+
+        double lossSum = 0.0;
+        for (std::uint64_t first = 0; first < batch.count; first += s.config.microBatch) {
+            const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
+            std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
+            auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
+                                           torch::kInt64);
+            auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
+            auto loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+            (loss / targetsPerStep).backward();
+            lossSum += loss.item<double>();
+        }
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
+        s.allReduceGradients();
+        const double gradNorm = s.clipGradients();
+        const double lr = learningRate(s.config, step);
+        s.optimizer->step(lr);
+
+        const data::Cursor before = s.loader->cursor();
+        s.loader->commit();
+        const data::Cursor& after = s.loader->cursor();
+        const double loss = lossSum / targetsPerStep, stepTime = since(t0);
+        if (stepsDone == 0) summary.firstLoss = loss;
+        summary.lastLoss = loss;
+        ++stepsDone;
+
+        if (s.diag) {
+            std::vector<std::uint64_t> perSource;
+            for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
+                perSource.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
+            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait}, perSource);
+        }
+        if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
+            const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;
+            log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}", step + 1,
+                      s.config.steps, loss, lr, gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
+                      duration(elapsed / stepsDone * double(end - step - 1)));
+        }
+        if (s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end)
+            s.checkpoint(step + 1);
+    }
+    if (stepsDone > 0) s.checkpoint(s.loader->cursor().step);
+    summary.lastStep = s.loader->cursor().step;
+    summary.seconds = since(start);
+    summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
+    if (s.diag)
+        s.diag->event(summary.lastStep, "end",
+                      fmt::format("{} steps in {:.1f} s, loss {:.4f}", stepsDone, summary.seconds, summary.lastLoss));
+    return summary;
+}
+
+}  // namespace kiln::train

@@ -10,5 +10,6 @@ int versionMain(int argc, char** argv);
 int prepMain(int argc, char** argv);
 int inspectMain(int argc, char** argv);
 int dataMain(int argc, char** argv);
+int diagMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -71,6 +71,8 @@ const std::vector<KeySpec>& deckSchema() {
         // [checkpoint]
         {"checkpoint.every", KeyType::Integer, "0", "Write a checkpoint every this many steps (and at the end); 0 = only at the end.", atLeast(0)},
         {"checkpoint.keep", KeyType::Integer, "3", "Checkpoints kept; older ones are deleted once a newer one is complete.", atLeast(1)},
+        {"checkpoint.from", KeyType::Text, "",
+         "Resume from this checkpoint file instead of the one <run dir>/ckpt/latest names (e.g. an older one).", {}},
         {"checkpoint.resume", KeyType::Flag, "true",
          "Resume from <run dir>/ckpt/latest when it exists. New data.mix weights and more run.steps are fine; a "
          "different model or seq_len is refused with what differs.",

@@ -35,8 +35,9 @@ h5::Handle eventType() {
     return t;
 }
 
+// A table that grows by rows: 1-D records (columns == 0) or a 2-D matrix of `columns`.
 h5::Handle createTable(hid_t file, const char* name, hid_t type, hsize_t columns, const std::string& context) {
-    const int rank = columns > 1 ? 2 : 1;
+    const int rank = columns > 0 ? 2 : 1;
     hsize_t dims[2] = {0, columns}, maxDims[2] = {H5S_UNLIMITED, columns}, chunk[2] = {256, columns};
     h5::Handle space(KILN_H5(H5Screate_simple(rank, dims, maxDims), context));
     h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
@@ -100,12 +101,12 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
         h5::Handle config(KILN_H5(H5Dcreate2(file_, "config", text, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
         KILN_H5(H5Dwrite(config, text, H5S_ALL, H5S_ALL, H5P_DEFAULT, deckText.c_str()), path);
-        steps_ = createTable(file_, "steps", stepType_, 1, path);
+        steps_ = createTable(file_, "steps", stepType_, 0, path);
         sourceTokens_ = createTable(file_, "source_tokens", H5T_STD_U64LE, std::max<std::size_t>(sources_, 1), path);
         std::string names;
         for (const auto& s : sources) names += (names.empty() ? "" : "\n") + s;
         h5::writeAttribute(sourceTokens_, "sources", names);
-        events_ = createTable(file_, "events", eventType_, 1, path);
+        events_ = createTable(file_, "events", eventType_, 0, path);
     }
     KILN_H5(H5Fstart_swmr_write(file_), path);
 }
@@ -119,7 +120,7 @@ DiagFile::~DiagFile() {
 }
 
 void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns) {
-    const int rank = columns > 1 ? 2 : 1;
+    const int rank = columns > 0 ? 2 : 1;
     hsize_t dims[2] = {0, 0};
     {
         h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));

@@ -76,6 +76,24 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
     return dir_ / name;
 }
 
+namespace {
+std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::path& dir) {
+    std::vector<std::filesystem::path> all;
+    const std::regex pattern(R"(step-\d{8}\.h5)");
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        if (std::regex_match(entry.path().filename().string(), pattern)) all.push_back(entry.path());
+    std::sort(all.begin(), all.end());
+    return all;
+}
+}  // namespace
+
+std::string CheckpointStore::listing() const {
+    std::string text;
+    for (const auto& p : completeCheckpoints(dir_)) text += (text.empty() ? "" : ", ") + p.filename().string();
+    return text.empty() ? "none" : text;
+}
+
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                             const data::Cursor& cursor, const data::CursorContext& context,
                                             const std::string& deck) {
@@ -111,11 +129,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     if (rank0) {
         io::writeFileAtomically(dir_ / "latest", name + "\n");
         // Prune only now that the new one is complete and named by `latest`.
-        std::vector<std::filesystem::path> all;
-        const std::regex pattern(R"(step-\d{8}\.h5)");
-        for (const auto& entry : std::filesystem::directory_iterator(dir_))
-            if (std::regex_match(entry.path().filename().string(), pattern)) all.push_back(entry.path());
-        std::sort(all.begin(), all.end());
+        const auto all = completeCheckpoints(dir_);
         for (std::size_t i = 0; i + keep_ < all.size(); ++i) std::filesystem::remove(all[i]);
     }
     return path;

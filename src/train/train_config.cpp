@@ -24,6 +24,7 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.checkpointEvery = static_cast<std::uint64_t>(deck.integer("checkpoint.every"));
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));
     c.resume = deck.flag("checkpoint.resume");
+    c.resumeFrom = deck.text("checkpoint.from");
     return c;
 }
 

@@ -101,11 +101,22 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.transport = comm::makeMpiTransport(world.control());
 
     data::Cursor cursor = data::BatchPlanner(s.spec, *s.probe).initial();
-    const auto latest = s.config.resume ? s.checkpoints->latest() : std::nullopt;
+    std::optional<std::filesystem::path> latest;
+    if (!s.config.resumeFrom.empty()) {
+        latest = s.config.resumeFrom;
+    } else if (s.config.resume) {
+        latest = s.checkpoints->latest();
+    }
     bool resumed = false;
     if (latest) {
         data::Cursor saved;
-        CheckpointStore::load(*latest, *s.model, *s.optimizer, s.context, saved);
+        try {
+            CheckpointStore::load(*latest, *s.model, *s.optimizer, s.context, saved);
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
+                                         "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
+                                         e.what(), s.checkpoints->directory().string(), s.checkpoints->listing()));
+        }
         cursor = data::BatchPlanner(s.spec, *s.probe).resume(saved);
         resumed = true;
         log::info("  resumed from {} at step {}", latest->string(), cursor.step);

@@ -52,7 +52,8 @@ public:
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
 
 private:
-    void append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns = 1);
+    // Appends one row: a record (columns == 0) or `columns` values.
+    void append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns = 0);
 
     std::string path_;
     std::size_t sources_ = 0;

@@ -30,6 +30,8 @@ public:
     const std::filesystem::path& directory() const { return dir_; }
     // The checkpoint `latest` names, if there is one.
     std::optional<std::filesystem::path> latest() const;
+    // The complete checkpoints present, oldest first, as "step-NNNNNNNN.h5, ..." (or "none").
+    std::string listing() const;
 
     // Collective over `comm`: every rank holds the same model (replicas).
     // Returns the path written.

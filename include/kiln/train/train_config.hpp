@@ -20,6 +20,7 @@ struct TrainConfig {
     std::uint64_t logEvery = 1;
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
     bool resume = true;
+    std::string resumeFrom;  // a checkpoint file; empty: the one `latest` names
 };
 
 TrainConfig trainConfigFromDeck(const config::Deck& deck);

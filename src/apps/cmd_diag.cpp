@@ -1,0 +1,116 @@
+// kiln diag FILE: what a run did, from its diag.h5 (also while it runs).
+// --plot DIR writes PNG plots with gnuplot: loss, throughput, per-source mix.
+#include "cli_options.hpp"
+#include "kiln/base/error.hpp"
+#include "kiln/io/diag_file.hpp"
+#include "kiln/io/parallel_file.hpp"
+#include "subcommands.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace kiln::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A resumed run re-records the steps after its checkpoint: the last record of a step wins.
+std::vector<io::StepRecord> latestPerStep(const std::vector<io::StepRecord>& records, std::vector<std::size_t>& rows) {
+    std::map<std::uint64_t, std::size_t> last;
+    for (std::size_t i = 0; i < records.size(); ++i) last[records[i].step] = i;
+    std::vector<io::StepRecord> out;
+    for (const auto& [step, i] : last) {
+        out.push_back(records[i]);
+        rows.push_back(i);
+    }
+    return out;
+}
+
+void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const std::vector<std::vector<std::uint64_t>>& mix,
+          const std::vector<std::string>& sources) {
+    fs::create_directories(dir);
+    const fs::path data = dir / "steps.dat";
+    {
+        std::ofstream out(data);
+        out << "# step loss lr grad_norm tokens_per_s data_wait_share";
+        for (const auto& s : sources) out << " share_" << s;
+        out << "\n";
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            const auto& r = steps[i];
+            out << r.step + 1 << ' ' << r.loss << ' ' << r.lr << ' ' << r.gradNorm << ' ' << r.tokens / r.stepTime << ' '
+                << r.dataWait / r.stepTime;
+            std::uint64_t total = 0;
+            for (auto t : mix[i]) total += t;
+            for (auto t : mix[i]) out << ' ' << (total ? double(t) / total : 0.0);
+            out << "\n";
+        }
+    }
+    std::string script = fmt::format(
+        "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n"
+        "set output '{0}/loss.png'\nset title 'training loss'\nset ylabel 'loss (nats/token)'\n"
+        "plot '{1}' using 1:2 with lines lw 2 title 'loss'\n"
+        "set output '{0}/throughput.png'\nset title 'throughput'\nset ylabel 'tokens/s'\n"
+        "plot '{1}' using 1:5 with lines lw 2 title 'tokens/s'\n"
+        "set output '{0}/mix.png'\nset title 'per-source share of each global batch'\nset ylabel 'share'\nset yrange [0:1]\nplot ",
+        dir.string(), data.string());
+    for (std::size_t s = 0; s < sources.size(); ++s)
+        script += fmt::format("{}'{}' using 1:{} with lines lw 2 title '{}'", s ? ", " : "", data.string(), 7 + s, sources[s]);
+    script += "\n";
+    FILE* gnuplot = popen("gnuplot", "w");
+    if (!gnuplot) throw Error("cannot start gnuplot (install gnuplot-nox)", ErrorScope::AllRanks);
+    std::fputs(script.c_str(), gnuplot);
+    if (pclose(gnuplot) != 0) throw Error("gnuplot failed; plots not written", ErrorScope::AllRanks);
+    fmt::print("plots: {0}/loss.png {0}/throughput.png {0}/mix.png (data: {1})\n", dir.string(), data.string());
+}
+
+}  // namespace
+
+int diagMain(int argc, char** argv) {
+    std::string path, plotDir;
+    po::options_description options("kiln diag");
+    options.add_options()
+        ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
+        ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory");
+    po::positional_options_description positional;
+    positional.add("file", 1);
+    po::variables_map values;
+    if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR]", options, positional, values)) return 0;
+
+    auto file = io::openForReading(path, "diagnostics");
+    std::vector<std::size_t> rows;
+    const auto steps = latestPerStep(io::DiagFile::readSteps(file), rows);
+    std::vector<std::string> sources;
+    const auto allMix = io::DiagFile::readSourceTokens(file, sources);
+    std::vector<std::vector<std::uint64_t>> mix;
+    for (auto r : rows) mix.push_back(r < allMix.size() ? allMix[r] : std::vector<std::uint64_t>(sources.size()));
+    const auto events = io::DiagFile::readEvents(file);
+
+    fmt::print("{}: {} steps recorded\n", path, steps.size());
+    if (!steps.empty()) {
+        double time = 0, wait = 0, tokens = 0;
+        for (const auto& r : steps) {
+            time += r.stepTime;
+            wait += r.dataWait;
+            tokens += double(r.tokens);
+        }
+        fmt::print("  loss {:.4f} at step {} -> {:.4f} at step {}\n", steps.front().loss, steps.front().step + 1,
+                   steps.back().loss, steps.back().step + 1);
+        fmt::print("  {:.0f} tokens in {:.1f} s of steps: {:.1f}k tokens/s; data wait {:.2f}% of step time\n", tokens, time,
+                   tokens / time / 1e3, 100.0 * wait / time);
+        std::vector<std::uint64_t> perSource(sources.size());
+        for (const auto& row : mix)
+            for (std::size_t s = 0; s < sources.size() && s < row.size(); ++s) perSource[s] += row[s];
+        for (std::size_t s = 0; s < sources.size(); ++s)
+            fmt::print("  source {:<12} {:>12} tokens ({:.1f}%)\n", sources[s], perSource[s], 100.0 * perSource[s] / tokens);
+    }
+    fmt::print("  events:\n");
+    for (const auto& e : events) fmt::print("    step {:>7}  {:<12} {}\n", e.step, e.kind, e.detail);
+    if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources);
+    return 0;
+}
+
+}  // namespace kiln::apps

@@ -80,7 +80,7 @@ int diagMain(int argc, char** argv) {
     po::variables_map values;
     if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR]", options, positional, values)) return 0;
 
-    auto file = io::openForReading(path, "diagnostics");
+    auto file = io::openDiagForReading(path);
     std::vector<std::size_t> rows;
     const auto steps = latestPerStep(io::DiagFile::readSteps(file), rows);
     std::vector<std::string> sources;

@@ -60,7 +60,20 @@ std::vector<T> readTable(hid_t file, const char* name, hid_t type) {
 
 }  // namespace
 
-DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool append)
+h5::Handle openDiagForReading(const std::string& path) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::quietErrors();
+    if (!std::filesystem::exists(path)) throw InputError(fmt::format("diagnostics {}: no such file", path));
+    // SWMR read: works while the run writes, and after it was killed.
+    hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    if (id < 0) id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (id < 0)
+        throw InputError(fmt::format("diagnostics {}: cannot be read: truncated or not HDF5 ({} bytes)", path,
+                                     std::filesystem::file_size(path)));
+    return h5::Handle(id);
+}
+
+DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool continueRun)
     : path_(path), sources_(sources.size()) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
@@ -68,30 +81,32 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     eventType_ = eventType();
     h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
     KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
-    if (append && std::filesystem::exists(path)) {
-        file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, access));
-        if (!file_.valid())
-            throw InputError(fmt::format("diagnostics {}: cannot be opened to append (truncated or not HDF5); move it "
-                                         "aside to start a new one",
-                                         path),
-                             ErrorScope::ThisRank);
-        steps_ = h5::Handle(KILN_H5(H5Dopen2(file_, "steps", H5P_DEFAULT), path));
-        sourceTokens_ = h5::Handle(KILN_H5(H5Dopen2(file_, "source_tokens", H5P_DEFAULT), path));
-        events_ = h5::Handle(KILN_H5(H5Dopen2(file_, "events", H5P_DEFAULT), path));
-        hsize_t dims[2] = {0, 0};
-        h5::Handle space(KILN_H5(H5Dget_space(sourceTokens_), path));
-        H5Sget_simple_extent_dims(space, dims, nullptr);
-        if (dims[1] != sources_)
-            throw InputError(fmt::format("diagnostics {}: it records {} sources, this run has {}; a different data.mix "
-                                         "source list needs a new diag.h5 (move it aside)",
-                                         path, dims[1], sources_),
-                             ErrorScope::ThisRank);
-    } else {
-        if (std::filesystem::exists(path)) {
-            // Nothing lost: an earlier run's diagnostics are kept beside it.
-            const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::seconds(1);
-            std::filesystem::rename(path, fmt::format("{}.{}", path, stamp));
+    // A diag.h5 that exists is never overwritten. Appending copies its records
+    // into a fresh file (a file whose writer was killed stays marked as open
+    // for writing, and HDF5 refuses to reopen it for writing); the old file is
+    // removed only once the copy is complete.
+    std::vector<StepRecord> oldSteps;
+    std::vector<std::vector<std::uint64_t>> oldTokens;
+    std::vector<EventRecord> oldEvents;
+    std::string aside;
+    if (std::filesystem::exists(path)) {
+        const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::milliseconds(1);
+        aside = fmt::format("{}.{}", path, stamp);
+        if (continueRun) {
+            h5::Handle old = openDiagForReading(path);
+            std::vector<std::string> oldSources;
+            oldSteps = readSteps(old);
+            oldTokens = readSourceTokens(old, oldSources);
+            oldEvents = readEvents(old);
+            if (oldSources != sources)
+                throw InputError(fmt::format("diagnostics {} records the sources [{}], this run has [{}]; a different "
+                                             "data.mix source list needs a new diag.h5 (move it aside)",
+                                             path, fmt::join(oldSources, " "), fmt::join(sources, " ")),
+                                 ErrorScope::ThisRank);
         }
+        std::filesystem::rename(path, aside);
+    }
+    {
         std::filesystem::create_directories(std::filesystem::path(path).parent_path());
         file_ = h5::Handle(KILN_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), path));
         h5::writeAttribute(file_, "format", std::string("kiln-diagnostics"));
@@ -108,6 +123,13 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         h5::writeAttribute(sourceTokens_, "sources", names);
         events_ = createTable(file_, "events", eventType_, 0, path);
     }
+    std::vector<std::uint64_t> flatTokens;
+    for (const auto& row : oldTokens) flatTokens.insert(flatTokens.end(), row.begin(), row.end());
+    append(steps_, stepType_, oldSteps.data(), 0, oldSteps.size());
+    append(sourceTokens_, H5T_NATIVE_UINT64, flatTokens.data(), std::max<std::size_t>(sources_, 1), oldTokens.size());
+    append(events_, eventType_, oldEvents.data(), 0, oldEvents.size());
+    KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path);
+    if (continueRun && !aside.empty()) std::filesystem::remove(aside);  // everything is in the new file
     KILN_H5(H5Fstart_swmr_write(file_), path);
 }
 
@@ -119,14 +141,15 @@ DiagFile::~DiagFile() {
     file_.reset();
 }
 
-void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns) {
+void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns, std::uint64_t rows) {
+    if (rows == 0) return;
     const int rank = columns > 0 ? 2 : 1;
     hsize_t dims[2] = {0, 0};
     {
         h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));
         H5Sget_simple_extent_dims(space, dims, nullptr);
     }
-    hsize_t newDims[2] = {dims[0] + 1, columns}, start[2] = {dims[0], 0}, count[2] = {1, columns};
+    hsize_t newDims[2] = {dims[0] + rows, columns}, start[2] = {dims[0], 0}, count[2] = {rows, columns};
     KILN_H5(H5Dset_extent(dataset, newDims), path_);
     h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));
     KILN_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), path_);

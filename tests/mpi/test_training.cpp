@@ -103,8 +103,8 @@ TEST_F(Training, RestoreIsBitForBit) {
     EXPECT_EQ(tensorsOf(a, "params"), tensorsOf(b, "params"));
     EXPECT_EQ(tensorsOf(a, "adam_v"), tensorsOf(b, "adam_v"));
     // The diagnostics agree step by step too (the resumed run appends to its diag.h5).
-    auto fa = kiln::io::openForReading((work() / "runs/straight/diag.h5").string(), "diag");
-    auto fb = kiln::io::openForReading((work() / "runs/halves/diag.h5").string(), "diag");
+    auto fa = kiln::io::openDiagForReading((work() / "runs/straight/diag.h5").string());
+    auto fb = kiln::io::openDiagForReading((work() / "runs/halves/diag.h5").string());
     const auto sa = kiln::io::DiagFile::readSteps(fa), sb = kiln::io::DiagFile::readSteps(fb);
     ASSERT_EQ(sa.size(), 8u);
     ASSERT_EQ(sb.size(), 8u);

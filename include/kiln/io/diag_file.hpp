@@ -35,11 +35,14 @@ struct EventRecord {
     char detail[224] = {};
 };
 
+// Opens a diag.h5 for reading, also while its run writes it or after the run was killed.
+h5::Handle openDiagForReading(const std::string& path);
+
 class DiagFile {
 public:
-    // Creates `path`, or appends to it when `append` and it exists. A fresh run
-    // never overwrites an old diag.h5: it is moved aside first.
-    DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool append);
+    // Creates `path`, or continues it when `continueRun` and it exists. A fresh run
+    // never overwrites an old diag.h5: it is moved aside (diag.h5.<ms since epoch>).
+    DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool continueRun);
     ~DiagFile();
     DiagFile(const DiagFile&) = delete;
     DiagFile& operator=(const DiagFile&) = delete;
@@ -52,8 +55,8 @@ public:
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
 
 private:
-    // Appends one row: a record (columns == 0) or `columns` values.
-    void append(hid_t dataset, hid_t memType, const void* record, std::uint64_t columns = 0);
+    // Appends `rows` rows, each a record (columns == 0) or `columns` values.
+    void append(hid_t dataset, hid_t memType, const void* records, std::uint64_t columns = 0, std::uint64_t rows = 1);
 
     std::string path_;
     std::size_t sources_ = 0;

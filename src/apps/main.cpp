@@ -21,6 +21,7 @@ const Subcommand kSubcommands[] = {
     {"inspect", "verify a prepared source, print its statistics, decode a document", kiln::apps::inspectMain},
     {"data", "print the next global batches of a deck, their fingerprints and the realised mix", kiln::apps::dataMain},
     {"diag", "summarise a run's diag.h5 (also while it runs); --plot writes PNG plots", kiln::apps::diagMain},
+    {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", kiln::apps::profileMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

@@ -11,5 +11,6 @@ int prepMain(int argc, char** argv);
 int inspectMain(int argc, char** argv);
 int dataMain(int argc, char** argv);
 int diagMain(int argc, char** argv);
+int profileMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -1,6 +1,9 @@
 // The model: a block's gradients agree with finite differences in double
 // precision, and a layer's initial weights depend only on (seed, index).
 #include "kiln/model/gpt.hpp"
+#include "kiln/model/profiler.hpp"
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -86,4 +89,28 @@ TEST(Model, ParameterCountMatchesTheLayers) {
     EXPECT_EQ(static_cast<std::uint64_t>(n), config.parameters());
     const auto logits = model.forward(torch::randint(0, 50, {3, 6}, torch::kInt64));
     EXPECT_EQ(logits.sizes().vec(), (std::vector<std::int64_t>{3, 6, 50}));
+}
+
+TEST(Model, ProfileMeasuresEveryLayerAndRoundTrips) {
+    const auto config = smallConfig();
+    const auto profile = profileModel(config, 2, 2, 1);
+    ASSERT_EQ(profile.layers.size(), config.numLayers());
+    EXPECT_EQ(profile.layers[0].kind, "embedding");
+    EXPECT_EQ(profile.layers[1].kind, "block");
+    EXPECT_EQ(profile.layers.back().kind, "output");
+    for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+        EXPECT_GT(profile.layers[i].forwardSeconds, 0.0);
+        EXPECT_GT(profile.layers[i].backwardSeconds, 0.0);
+        EXPECT_EQ(profile.layers[i].paramBytes, 4 * config.parametersOf(i));
+    }
+    EXPECT_EQ(profile.layers[1].outputBytes, 4u * 2 * 6 * 16);
+    const std::string path = "/tmp/kiln-profile-test-" + std::to_string(::getpid()) + ".h5";
+    kiln::plan::writeProfile(path, profile);
+    const auto back = kiln::plan::readProfile(path);
+    ASSERT_EQ(back.layers.size(), profile.layers.size());
+    EXPECT_EQ(back.layers[2].forwardSeconds, profile.layers[2].forwardSeconds);
+    EXPECT_EQ(back.layers[3].activationBytes, profile.layers[3].activationBytes);
+    EXPECT_EQ(back.model.dModel, 16u);
+    EXPECT_EQ(back.microBatch, 2u);
+    std::remove(path.c_str());
 }

@@ -1,0 +1,43 @@
+// Per-layer costs that the planner works from: measured by `kiln profile`
+// (or described synthetically in a deck for planning ahead of time) and kept
+// in an HDF5 file.
+//
+//   attributes  format "kiln-layer-profile", format_version, device, micro_batch,
+//               model_blocks, model_d_model, model_heads, model_mlp_ratio, model_vocab, model_seq_len
+//   /layers     one record per layer: kind, forward_s, backward_s, param_bytes,
+//               output_bytes, activation_bytes
+#pragma once
+
+#include "kiln/model/model_config.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::plan {
+
+struct LayerProfile {
+    std::string kind;              // embedding, block, output
+    double forwardSeconds = 0.0;   // one microbatch
+    double backwardSeconds = 0.0;  // one microbatch
+    std::uint64_t paramBytes = 0;  // parameters; optimizer state and gradients are multiples of it
+    std::uint64_t outputBytes = 0;      // what the layer hands to the next stage, per microbatch
+    std::uint64_t activationBytes = 0;  // kept for backward, per microbatch in flight
+};
+
+struct ModelProfile {
+    model::ModelConfig model;
+    std::uint64_t microBatch = 1;
+    std::string device;
+    std::vector<LayerProfile> layers;
+};
+
+void writeProfile(const std::string& path, const ModelProfile& profile);
+ModelProfile readProfile(const std::string& path);
+
+// The bytes a layer keeps for its backward pass, per microbatch, in fp32:
+// an estimate from the layer's shape (inputs of every matmul, norm and
+// nonlinearity, and the attention probabilities).
+std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch);
+
+}  // namespace kiln::plan

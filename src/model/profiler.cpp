@@ -1,0 +1,49 @@
+#include "kiln/model/profiler.hpp"
+
+#include "kiln/model/gpt.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kiln::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads) {
+    if (threads > 0) torch::set_num_threads(threads);
+    plan::ModelProfile profile{config, microBatch, "cpu", {}};
+    const auto B = static_cast<std::int64_t>(microBatch), T = static_cast<std::int64_t>(config.seqLen);
+    for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+        Layer layer = buildLayer(config, i);
+        torch::Tensor input = i == 0 ? torch::randint(0, config.vocabSize, {B, T}, torch::kInt64)
+                                     : torch::randn({B, T, static_cast<std::int64_t>(config.dModel)});
+        std::vector<double> forward, backward;
+        torch::Tensor output;
+        for (int r = 0; r <= repeat; ++r) {
+            auto x = i == 0 ? input : input.clone().requires_grad_(true);
+            const auto t0 = Clock::now();
+            output = layer->forward(x);
+            const auto t1 = Clock::now();
+            output.backward(torch::ones_like(output));
+            const auto t2 = Clock::now();
+            layer->zero_grad();
+            if (r == 0) continue;  // warm-up
+            forward.push_back(std::chrono::duration<double>(t1 - t0).count());
+            backward.push_back(std::chrono::duration<double>(t2 - t1).count());
+        }
+        profile.layers.push_back({layer->kind(), median(forward), median(backward), config.parametersOf(i) * 4,
+                                  static_cast<std::uint64_t>(output.numel()) * 4,
+                                  plan::activationBytesEstimate(config, i, microBatch)});
+    }
+    return profile;
+}
+
+}  // namespace kiln::model

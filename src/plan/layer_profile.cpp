@@ -1,0 +1,104 @@
+#include "kiln/plan/layer_profile.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5.hpp"
+#include "kiln/io/parallel_file.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace kiln::plan {
+
+namespace h5 = io::h5;
+
+namespace {
+
+struct Row {
+    char kind[16];
+    double forward, backward;
+    std::uint64_t paramBytes, outputBytes, activationBytes;
+};
+
+h5::Handle rowType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(Row)), "profile"));
+    h5::Handle kind(H5Tcopy(H5T_C_S1));
+    H5Tset_size(kind, sizeof(Row::kind));
+    H5Tinsert(t, "kind", HOFFSET(Row, kind), kind);
+    H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "param_bytes", HOFFSET(Row, paramBytes), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "output_bytes", HOFFSET(Row, outputBytes), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "activation_bytes", HOFFSET(Row, activationBytes), H5T_NATIVE_UINT64);
+    return t;
+}
+
+const std::vector<std::pair<const char*, std::uint32_t model::ModelConfig::*>> kShape = {
+    {"model_blocks", &model::ModelConfig::blocks},       {"model_d_model", &model::ModelConfig::dModel},
+    {"model_heads", &model::ModelConfig::heads},         {"model_mlp_ratio", &model::ModelConfig::mlpRatio},
+    {"model_vocab", &model::ModelConfig::vocabSize},     {"model_seq_len", &model::ModelConfig::seqLen}};
+
+}  // namespace
+
+std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch) {
+    const std::uint64_t BT = microBatch * c.seqLen, C = c.dModel, H = std::uint64_t(c.mlpRatio) * c.dModel;
+    if (layer == 0) return 4 * BT * C;
+    if (layer == c.numLayers() - 1) return 4 * (BT * C * 2 + 2 * BT * c.vocabSize);  // norm input/output, logits, softmax
+    // ln1 in, qkv out (3C), attended (C), proj in, ln2 in, fc out (H), gelu out (H); scores and probabilities.
+    return 4 * (BT * (7 * C + 2 * H) + 2 * microBatch * c.heads * std::uint64_t(c.seqLen) * c.seqLen);
+}
+
+void writeProfile(const std::string& path, const ModelProfile& p) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::quietErrors();
+    const std::string temporary = io::temporarySibling(path).string();
+    {
+        h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
+        h5::writeAttribute(file, "format", std::string("kiln-layer-profile"));
+        h5::writeAttribute(file, "format_version", std::int64_t{1});
+        h5::writeAttribute(file, "device", p.device);
+        h5::writeAttribute(file, "micro_batch", p.microBatch);
+        for (const auto& [name, member] : kShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
+        std::vector<Row> rows;
+        for (const auto& l : p.layers) {
+            Row r{};
+            std::strncpy(r.kind, l.kind.c_str(), sizeof(r.kind) - 1);
+            r.forward = l.forwardSeconds;
+            r.backward = l.backwardSeconds;
+            r.paramBytes = l.paramBytes;
+            r.outputBytes = l.outputBytes;
+            r.activationBytes = l.activationBytes;
+            rows.push_back(r);
+        }
+        const auto type = rowType();
+        hsize_t dims[1] = {rows.size()};
+        h5::Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), path));
+        h5::Handle set(KILN_H5(H5Dcreate2(file, "layers", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
+        KILN_H5(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
+    }
+    io::commitTemporary(temporary, path);
+}
+
+ModelProfile readProfile(const std::string& path) {
+    h5::Handle file = io::openForReading(path, "layer profile");
+    h5::LibraryLock lock(h5::libraryMutex());
+    if (!h5::hasAttribute(file, "format") || h5::readStringAttribute(file, "format", path) != "kiln-layer-profile")
+        throw InputError(fmt::format("{}: not a kiln layer profile (write one with kiln profile DECK)", path));
+    ModelProfile p;
+    p.device = h5::readStringAttribute(file, "device", path);
+    p.microBatch = h5::readUintAttribute(file, "micro_batch", path);
+    for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
+    h5::Handle set(KILN_H5(H5Dopen2(file, "layers", H5P_DEFAULT), path));
+    h5::Handle space(KILN_H5(H5Dget_space(set), path));
+    std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+    KILN_H5(H5Dread(set, rowType(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
+    for (const auto& r : rows)
+        p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
+                            r.outputBytes, r.activationBytes});
+    if (p.layers.size() != p.model.numLayers())
+        throw InputError(fmt::format("{}: {} layer records for a model of {} layers", path, p.layers.size(), p.model.numLayers()));
+    return p;
+}
+
+}  // namespace kiln::plan

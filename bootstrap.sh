@@ -20,7 +20,8 @@ jobs=${KILN_JOBS:-$(nproc)}
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv
   libhdf5-openmpi-dev hdf5-tools
-  libtorch-dev libboost-program-options-dev libgtest-dev
+  libtorch-dev libopenblas0-pthread   # libtorch's BLAS: OpenBLAS is ~10x the reference BLAS
+  libboost-program-options-dev libgtest-dev
   libsentencepiece-dev sentencepiece
   libfmt-dev nlohmann-json3-dev gnuplot-nox
   fortunes vim-runtime   # text for the demo corpora

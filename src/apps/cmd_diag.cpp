@@ -74,7 +74,8 @@ int diagMain(int argc, char** argv) {
     po::options_description options("kiln diag");
     options.add_options()
         ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
-        ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory");
+        ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory")
+        ("json", "print the summary as one JSON object");
     po::positional_options_description positional;
     positional.add("file", 1);
     po::variables_map values;
@@ -89,18 +90,35 @@ int diagMain(int argc, char** argv) {
     for (auto r : rows) mix.push_back(r < allMix.size() ? allMix[r] : std::vector<std::uint64_t>(sources.size()));
     const auto events = io::DiagFile::readEvents(file);
 
-    fmt::print("{}: {} steps recorded\n", path, steps.size());
+    const bool json = values.count("json") > 0;
+    if (!json) fmt::print("{}: {} steps recorded\n", path, steps.size());
     if (!steps.empty()) {
-        double time = 0, wait = 0, tokens = 0;
+        double time = 0, wait = 0, tokens = 0, forward = 0, backward = 0, sync = 0, optimizer = 0;
         for (const auto& r : steps) {
             time += r.stepTime;
             wait += r.dataWait;
             tokens += double(r.tokens);
+            forward += r.forward;
+            backward += r.backward;
+            sync += r.sync;
+            optimizer += r.optimizer;
+        }
+        if (json) {
+            fmt::print("{{\"steps\":{},\"first_loss\":{:.6f},\"last_loss\":{:.6f},\"tokens_per_s\":{:.1f},"
+                       "\"seconds_per_step\":{:.6f},\"share_data_wait\":{:.4f},\"share_forward\":{:.4f},"
+                       "\"share_backward\":{:.4f},\"share_sync\":{:.4f},\"share_optimizer\":{:.4f}}}\n",
+                       steps.size(), steps.front().loss, steps.back().loss, tokens / time, time / steps.size(), wait / time,
+                       forward / time, backward / time, sync / time, optimizer / time);
+            return 0;
         }
         fmt::print("  loss {:.4f} at step {} -> {:.4f} at step {}\n", steps.front().loss, steps.front().step + 1,
                    steps.back().loss, steps.back().step + 1);
-        fmt::print("  {:.0f} tokens in {:.1f} s of steps: {:.1f}k tokens/s; data wait {:.2f}% of step time\n", tokens, time,
-                   tokens / time / 1e3, 100.0 * wait / time);
+        fmt::print("  {:.0f} tokens in {:.1f} s of steps: {:.1f}k tokens/s, {:.1f} ms per step\n", tokens, time,
+                   tokens / time / 1e3, 1e3 * time / steps.size());
+        fmt::print("  time shares: data wait {:.1f}%, forward {:.1f}%, backward {:.1f}%, gradient sync {:.1f}%, optimizer "
+                   "{:.1f}%, other {:.1f}%\n",
+                   100 * wait / time, 100 * forward / time, 100 * backward / time, 100 * sync / time,
+                   100 * optimizer / time, 100 * (time - wait - forward - backward - sync - optimizer) / time);
         std::vector<std::uint64_t> perSource(sources.size());
         for (const auto& row : mix)
             for (std::size_t s = 0; s < sources.size() && s < row.size(); ++s) perSource[s] += row[s];

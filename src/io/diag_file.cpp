@@ -20,6 +20,10 @@ h5::Handle stepType() {
     H5Tinsert(t, "tokens", HOFFSET(StepRecord, tokens), H5T_NATIVE_UINT64);
     H5Tinsert(t, "step_time", HOFFSET(StepRecord, stepTime), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "data_wait", HOFFSET(StepRecord, dataWait), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "forward", HOFFSET(StepRecord, forward), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "backward", HOFFSET(StepRecord, backward), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "sync", HOFFSET(StepRecord, sync), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "optimizer", HOFFSET(StepRecord, optimizer), H5T_NATIVE_DOUBLE);
     return t;
 }
 

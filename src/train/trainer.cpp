@@ -156,22 +156,30 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         for (auto& p : s.model->parameters())
             if (p.grad().defined()) p.mutable_grad().zero_();
 
-        double lossSum = 0.0;
+        double lossSum = 0.0, forwardTime = 0.0, backwardTime = 0.0;
         for (std::uint64_t first = 0; first < batch.count; first += s.config.microBatch) {
             const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
             std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
             auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
                                            torch::kInt64);
+            const auto f0 = Clock::now();
             auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
             auto loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+            const auto f1 = Clock::now();
             (loss / targetsPerStep).backward();
+            backwardTime += since(f1);
+            forwardTime += std::chrono::duration<double>(f1 - f0).count();
             lossSum += loss.item<double>();
         }
+        const auto s0 = Clock::now();
         KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
         s.allReduceGradients();
         const double gradNorm = s.clipGradients();
+        const double syncTime = since(s0);
         const double lr = learningRate(s.config, step);
+        const auto o0 = Clock::now();
         s.optimizer->step(lr);
+        const double optimizerTime = since(o0);
 
         const data::Cursor before = s.loader->cursor();
         s.loader->commit();
@@ -185,7 +193,9 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             std::vector<std::uint64_t> perSource;
             for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
                 perSource.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
-            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait}, perSource);
+            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait, forwardTime,
+                          backwardTime, syncTime, optimizerTime},
+                         perSource);
         }
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
             const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;

@@ -4,7 +4,8 @@
 // flush, which happens after every step).
 //
 //   /config         the resolved deck (string)
-//   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait (one record per step)
+//   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait, forward, backward,
+//                   sync, optimizer (one record per step; times in seconds)
 //   /source_tokens  (steps, sources) target tokens per source; attribute `sources`
 //   /events         time, step, kind, detail (start, resume, checkpoint, failure, recovery, end)
 #pragma once
@@ -26,6 +27,10 @@ struct StepRecord {
     std::uint64_t tokens = 0;
     double stepTime = 0.0;
     double dataWait = 0.0;
+    double forward = 0.0;    // seconds in forward passes (and the loss)
+    double backward = 0.0;   // seconds in backward passes
+    double sync = 0.0;       // seconds summing gradients over replicas, and clipping
+    double optimizer = 0.0;  // seconds in the optimizer update
 };
 
 struct EventRecord {

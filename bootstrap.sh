@@ -97,7 +97,8 @@ case $cmd in
     (cd "$root" && mpirun -n 2 --oversubscribe "$build/kiln" data input/tiny-cpu.ini --steps 2 --show 4)
     say "demo: kiln run input/tiny-cpu.ini on 4 ranks (2 nodes of 2), ULFM on"
     cd "$root"
-    mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini
+    mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini --set checkpoint.resume=false
+    "$build/kiln" diag runs/tiny/diag.h5 --plot runs/tiny/plots
     ;;
   test)
     install_debian_packages; install_openmpi5; configure_and_build

@@ -22,6 +22,7 @@ const Subcommand kSubcommands[] = {
     {"data", "print the next global batches of a deck, their fingerprints and the realised mix", kiln::apps::dataMain},
     {"diag", "summarise a run's diag.h5 (also while it runs); --plot writes PNG plots", kiln::apps::diagMain},
     {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", kiln::apps::profileMain},
+    {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", kiln::apps::planMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

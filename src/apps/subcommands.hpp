@@ -12,5 +12,6 @@ int inspectMain(int argc, char** argv);
 int dataMain(int argc, char** argv);
 int diagMain(int argc, char** argv);
 int profileMain(int argc, char** argv);
+int planMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -26,6 +26,19 @@ const std::vector<KeySpec>& deckSchema() {
          "(mpirun --with-ft ulfm).",
          atLeast(0)},
 
+        // [plan]
+        {"plan.nodes", KeyType::Integer, "0", "Nodes to plan for; 0 = the nodes of the job (kiln plan: cluster.ranks_per_node "
+         "ranks each).", atLeast(0)},
+        {"plan.memory_gb", KeyType::Real, "80", "Memory per rank (GB) that a stage may use.", realInRange(0.001, 1e6)},
+        {"plan.intra_node_gbps", KeyType::Real, "200", "Bandwidth between ranks of one node, GB/s.", realInRange(1e-6, 1e6)},
+        {"plan.inter_node_gbps", KeyType::Real, "25", "Bandwidth between nodes, GB/s (activations between stages).",
+         realInRange(1e-6, 1e6)},
+        {"plan.profile", KeyType::Text, "",
+         "A layer profile from kiln profile. Empty: a synthetic profile from the model's FLOPs and plan.device_tflops.", {}},
+        {"plan.device_tflops", KeyType::Real, "100",
+         "With a synthetic profile: the sustained speed of one rank, TFLOP/s (backward counted as 2x forward).",
+         realInRange(1e-9, 1e6)},
+
         // [data]
         {"data.dir", KeyType::Text, "data", "Directory holding one prepared source per sub-directory (see kiln prep).", {}},
         {"data.mix", KeyType::Mix, "demo:1",
@@ -45,6 +58,10 @@ const std::vector<KeySpec>& deckSchema() {
          "Memory does not depend on it.",
          atLeast(1)},
         // [model]
+        {"model.vocab", KeyType::Integer, "0",
+         "Vocabulary size. 0: the tokenizer of the data decides (what training needs); set it to plan or profile a "
+         "model without its data. Training refuses a value that differs from the tokenizer's.",
+         atLeast(0)},
         {"model.blocks", KeyType::Integer, "2", "Transformer blocks. The model's layers are: embedding, the blocks, output.", atLeast(1)},
         {"model.d_model", KeyType::Integer, "64", "Width of the residual stream.", atLeast(8)},
         {"model.heads", KeyType::Integer, "4", "Attention heads; must divide model.d_model.", atLeast(1)},

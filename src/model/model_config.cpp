@@ -28,9 +28,15 @@ double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
     return 2.0 * (3 * C * C + C * C + 2 * C * H) + 2.0 * 2.0 * T * C;
 }
 
-ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t vocabSize) {
+ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab) {
     ModelConfig m;
-    m.vocabSize = vocabSize;
+    const auto deckVocab = static_cast<std::uint32_t>(deck.integer("model.vocab"));
+    if (deckVocab != 0 && tokenizerVocab != 0 && deckVocab != tokenizerVocab)
+        throw InputError(fmt::format("{}: model.vocab = {}, but the data's tokenizer has {} ids; set model.vocab = 0 (or {})",
+                                     deck.setting("model.vocab").origin, deckVocab, tokenizerVocab, tokenizerVocab));
+    if (deckVocab == 0 && tokenizerVocab == 0)
+        throw InputError("the vocabulary size is unknown: set model.vocab, or name data whose tokenizer gives it");
+    m.vocabSize = deckVocab != 0 ? deckVocab : tokenizerVocab;
     m.blocks = static_cast<std::uint32_t>(deck.integer("model.blocks"));
     m.dModel = static_cast<std::uint32_t>(deck.integer("model.d_model"));
     m.heads = static_cast<std::uint32_t>(deck.integer("model.heads"));

@@ -49,6 +49,31 @@ std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t
     return 4 * (BT * (7 * C + 2 * H) + 2 * microBatch * c.heads * std::uint64_t(c.seqLen) * c.seqLen);
 }
 
+ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBatch, double tflops) {
+    ModelProfile p{c, microBatch, fmt::format("synthetic {} TFLOP/s", tflops), {}};
+    const double tokens = double(microBatch) * c.seqLen;
+    for (std::uint32_t i = 0; i < c.numLayers(); ++i) {
+        const char* kind = i == 0 ? "embedding" : i + 1 == c.numLayers() ? "output" : "block";
+        // The embedding is a lookup: give it a token cost so that no layer is free.
+        const double forward = std::max(c.forwardFlopsPerToken(i), 2.0 * c.dModel) * tokens / (tflops * 1e12);
+        const std::uint64_t output = static_cast<std::uint64_t>(tokens) * 4 * (i + 1 == c.numLayers() ? c.vocabSize : c.dModel);
+        p.layers.push_back({kind, forward, 2.0 * forward, 4 * c.parametersOf(i), output, activationBytesEstimate(c, i, microBatch)});
+    }
+    return p;
+}
+
+void requireSameModel(const ModelProfile& p, const model::ModelConfig& c, const std::string& path) {
+    std::vector<std::string> differences;
+    for (const auto& [name, member] : kShape)
+        if (p.model.*member != c.*member)
+            differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
+                                              std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
+    if (!differences.empty())
+        throw InputError(fmt::format("{} profiles another model:\n  {}\n  Profile this one with kiln profile DECK, or "
+                                     "leave plan.profile empty for a synthetic profile",
+                                     path, fmt::join(differences, "\n  ")));
+}
+
 void writeProfile(const std::string& path, const ModelProfile& p) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();

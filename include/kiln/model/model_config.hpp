@@ -28,7 +28,8 @@ struct ModelConfig {
     double forwardFlopsPerToken(std::uint32_t layer) const;
 };
 
-// vocabSize is not in the deck: the data's tokenizer decides it.
-ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t vocabSize);
+// `tokenizerVocab` is the data's vocabulary (0 when unknown). model.vocab, when
+// set, must agree with it; at least one of the two must be known.
+ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab);
 
 }  // namespace kiln::model

@@ -32,6 +32,13 @@ struct ModelProfile {
     std::vector<LayerProfile> layers;
 };
 
+// A profile from the model's shape: forward time = FLOPs / `tflops`, backward
+// twice that; bytes as measured profiles count them.
+ModelProfile syntheticProfile(const model::ModelConfig& config, std::uint64_t microBatch, double tflops);
+
+// Throws InputError naming every model key on which `profile` and `config` differ.
+void requireSameModel(const ModelProfile& profile, const model::ModelConfig& config, const std::string& profilePath);
+
 void writeProfile(const std::string& path, const ModelProfile& profile);
 ModelProfile readProfile(const std::string& path);
 

@@ -1,0 +1,24 @@
+// The machine the planner plans for: nodes (the failure unit), ranks per node,
+// memory per rank, bandwidths.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::plan {
+
+struct ClusterSpec {
+    std::uint32_t nodes = 1;
+    std::uint32_t ranksPerNode = 1;
+    double memoryPerRank = 80e9;  // bytes
+    double intraBandwidth = 200e9;  // bytes/s between ranks of one node
+    double interBandwidth = 25e9;   // bytes/s between nodes
+};
+
+// nodes = plan.nodes, or `worldNodes` when that is 0.
+ClusterSpec clusterFromDeck(const config::Deck& deck, std::uint32_t worldNodes);
+
+}  // namespace kiln::plan

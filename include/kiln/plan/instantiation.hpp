@@ -1,0 +1,41 @@
+// Instantiation: which pipelines (templates) to run on the nodes at hand, and
+// how many microbatches of the global batch each one takes.
+//
+// Selection: the multiset of templates, at least `minPipelines` of them on at
+// most `nodes` nodes, whose step for the whole global batch is shortest. For a
+// step time tau, pipeline p can finish cap_p(tau) = the largest m with
+// T_p(m) <= tau microbatches; an exact knapsack over (nodes, pipelines) finds
+// the largest total capacity, and bisection finds the smallest tau at which it
+// covers the global batch. Ties go to the choice with fewer idle nodes.
+// Distribution: microbatches one at a time to the pipeline whose step would
+// end first with one more, which minimises max_p T_p(m_p) exactly because
+// every T_p grows with m_p. No solver: integers throughout.
+#pragma once
+
+#include "kiln/plan/templates.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::plan {
+
+struct PipelineShare {
+    std::uint32_t nodes = 0;  // the template used
+    std::uint64_t microbatches = 0;
+    double stepTime = 0.0;  // T_p(m_p)
+};
+
+struct Instantiation {
+    std::vector<PipelineShare> pipelines;  // larger templates first
+    std::uint32_t nodesUsed = 0, nodesIdle = 0;
+    double stepTime = 0.0;  // the slowest pipeline
+};
+
+// Throws InputError when not even `minPipelines` of the smallest template fit.
+Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std::uint32_t minPipelines,
+                          std::uint64_t globalMicrobatches);
+
+// The distribution step alone, for given pipelines.
+void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst);
+
+}  // namespace kiln::plan

@@ -1,0 +1,252 @@
+#include "kiln/plan/templates.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace kiln::plan {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Prefix sums of a profile and the cost model's terms for a layer range.
+class CostModel {
+public:
+    CostModel(const ModelProfile& p, const ClusterSpec& c) : cluster_(c), layers_(p.layers.size()) {
+        compute_.assign(layers_ + 1, 0.0);
+        params_.assign(layers_ + 1, 0.0);
+        activations_.assign(layers_ + 1, 0.0);
+        for (std::size_t i = 0; i < layers_; ++i) {
+            compute_[i + 1] = compute_[i] + p.layers[i].forwardSeconds + p.layers[i].backwardSeconds;
+            params_[i + 1] = params_[i] + double(p.layers[i].paramBytes);
+            activations_[i + 1] = activations_[i] + double(p.layers[i].activationBytes);
+            output_.push_back(double(p.layers[i].outputBytes));
+        }
+    }
+
+    std::uint32_t layers() const { return static_cast<std::uint32_t>(layers_); }
+    double stageTime(std::uint32_t a, std::uint32_t b) const {
+        const double g = cluster_.ranksPerNode;
+        return (compute_[b] - compute_[a]) / g + (b < layers_ ? 2.0 * output_[b - 1] / cluster_.interBandwidth : 0.0);
+    }
+    // Once per step: the stage's gradients summed over the node's ranks, then
+    // over the replicas (a ring all-reduce moves at most twice the bytes).
+    double sync(std::uint32_t a, std::uint32_t b) const {
+        const double g = cluster_.ranksPerNode, bytes = params_[b] - params_[a];
+        return (g > 1 ? 2.0 * (g - 1) / g * bytes / cluster_.intraBandwidth : 0.0) + 2.0 * bytes / cluster_.interBandwidth;
+    }
+    // Bytes per rank of a stage holding `inFlight` microbatches' activations.
+    double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
+        return 4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a]) / cluster_.ranksPerNode;
+    }
+    bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
+        return memory(a, b, inFlight) <= cluster_.memoryPerRank;
+    }
+    Stage stage(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
+        return {a, b, stageTime(a, b), sync(a, b), memory(a, b, inFlight)};
+    }
+
+private:
+    ClusterSpec cluster_;
+    std::size_t layers_;
+    std::vector<double> compute_, params_, activations_, output_;
+};
+
+// Suffix dynamic programme over layer boundaries: value[k][i] is the best way
+// to run layers [i, L) as k stages, where the first of them holds
+// min(k, m) microbatches in flight. `combine` folds a stage's time into the
+// value of the rest; stages slower than `limit` are not allowed.
+template <typename Combine>
+std::vector<std::vector<double>> suffixProgramme(const CostModel& cost, std::uint32_t n, std::uint64_t m, double limit,
+                                                 Combine combine, std::vector<std::vector<std::uint32_t>>& cut) {
+    const std::uint32_t L = cost.layers();
+    std::vector<std::vector<double>> value(n + 1, std::vector<double>(L + 1, kInf));
+    cut.assign(n + 1, std::vector<std::uint32_t>(L + 1, 0));
+    value[0][L] = 0.0;
+    for (std::uint32_t k = 1; k <= n; ++k) {
+        const std::uint64_t inFlight = std::min<std::uint64_t>(k, m);
+        for (std::uint32_t i = 0; i + k <= L; ++i) {
+            // The stage [i, j) leaves k - 1 stages for [j, L), so j <= L - (k - 1).
+            for (std::uint32_t j = i + 1; j + (k - 1) <= L; ++j) {
+                if (value[k - 1][j] == kInf) continue;
+                const double t = cost.stageTime(i, j);
+                if (t > limit) continue;
+                if (!cost.fits(i, j, inFlight)) break;  // and bigger
+                const double v = combine(t, value[k - 1][j]);
+                if (v < value[k][i]) {
+                    value[k][i] = v;
+                    cut[k][i] = j;
+                }
+            }
+        }
+    }
+    return value;
+}
+
+PipelineTemplate rebuild(const CostModel& cost, const std::vector<std::vector<std::uint32_t>>& cut, std::uint32_t n,
+                         std::uint64_t m) {
+    PipelineTemplate t{n, {}, m};
+    std::uint32_t i = 0;
+    for (std::uint32_t k = n; k >= 1; --k) {
+        const std::uint32_t j = cut[k][i];
+        t.stages.push_back(cost.stage(i, j, std::min<std::uint64_t>(k, m)));
+        i = j;
+    }
+    return t;
+}
+
+// The exact optimum of T(m) = sum t + (m - 1) max t for n stages: for each
+// candidate bottleneck B (a stage time that can occur), the smallest sum with
+// every stage at most B; candidates in increasing order until
+// (m - 1) B + (the smallest sum of all) can no longer beat the best found.
+bool bestTemplate(const CostModel& cost, std::uint32_t n, std::uint64_t m, const std::vector<double>& candidates,
+                  PipelineTemplate& best) {
+    std::vector<std::vector<std::uint32_t>> cut;
+    const auto maxOf = [](double t, double rest) { return std::max(t, rest); };
+    const auto sumOf = [](double t, double rest) { return t + rest; };
+    const double bottleneck = suffixProgramme(cost, n, m, kInf, maxOf, cut)[n][0];
+    if (bottleneck == kInf) return false;
+    const double smallestSum = suffixProgramme(cost, n, m, kInf, sumOf, cut)[n][0];
+    double bestTime = kInf;
+    auto it = std::lower_bound(candidates.begin(), candidates.end(), bottleneck * (1 - 1e-12));
+    for (; it != candidates.end(); ++it) {
+        const double B = *it;
+        if (smallestSum + double(m - 1) * B >= bestTime) break;
+        const double sum = suffixProgramme(cost, n, m, B * (1 + 1e-12), sumOf, cut)[n][0];
+        if (sum == kInf) continue;
+        PipelineTemplate t = rebuild(cost, cut, n, m);
+        if (t.pipelineTime(m) < bestTime) {
+            bestTime = t.pipelineTime(m);
+            best = std::move(t);
+        }
+    }
+    return bestTime < kInf;
+}
+
+}  // namespace
+
+std::uint64_t referenceMicrobatches(std::uint32_t n, const ClusterSpec& cluster, std::uint64_t globalMicrobatches) {
+    const std::uint64_t pipelines = std::max<std::uint64_t>(1, cluster.nodes / n);
+    return std::max<std::uint64_t>(1, (globalMicrobatches + pipelines - 1) / pipelines);
+}
+
+double PipelineTemplate::bottleneck() const {
+    double b = 0.0;
+    for (const auto& s : stages) b = std::max(b, s.time);
+    return b;
+}
+
+double PipelineTemplate::latency() const {
+    double sum = 0.0;
+    for (const auto& s : stages) sum += s.time;
+    return sum;
+}
+
+double PipelineTemplate::pipelineTime(std::uint64_t microbatches) const {
+    return microbatches == 0 ? 0.0 : latency() + double(microbatches - 1) * bottleneck();
+}
+
+double PipelineTemplate::sync() const {
+    double sync = 0.0;
+    for (const auto& s : stages) sync = std::max(sync, s.sync);
+    return sync;
+}
+
+double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
+    return microbatches == 0 ? 0.0 : pipelineTime(microbatches) + sync();
+}
+
+const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n) const {
+    if (n < minNodes || n > maxNodes) return nullptr;
+    return &templates[n - minNodes];
+}
+
+TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
+                          std::uint64_t globalMicrobatches) {
+    const CostModel cost(profile, cluster);
+    const std::uint32_t L = cost.layers();
+    std::vector<double> candidates;
+    for (std::uint32_t a = 0; a < L; ++a)
+        for (std::uint32_t b = a + 1; b <= L; ++b) candidates.push_back(cost.stageTime(a, b));
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+
+    TemplateSet set;
+    const std::uint32_t upper = std::min(L, cluster.nodes);
+    std::uint32_t n = 1;
+    PipelineTemplate t;
+    for (; n <= upper; ++n)
+        if (bestTemplate(cost, n, referenceMicrobatches(n, cluster, globalMicrobatches), candidates, t)) break;
+    if (n > upper) {
+        double largest = 0.0;
+        for (std::uint32_t i = 0; i < L; ++i) largest = std::max(largest, cost.memory(i, i + 1, 1));
+        throw InputError(fmt::format(
+            "the model does not fit on {} node{} of {} ranks with {:.1f} GB each: the whole model needs {:.1f} GB per "
+            "rank on one node, its largest layer alone {:.1f} GB per rank{}\n  Give more memory per rank "
+            "(plan.memory_gb), more nodes, or a smaller model or micro-batch.",
+            cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
+            cost.memory(0, L, 1) / 1e9, largest / 1e9,
+            upper < L ? fmt::format("; pipelines longer than {} nodes are not possible here", upper) : ""));
+    }
+    set.minNodes = n;
+    if (std::uint64_t(f + 1) * n > cluster.nodes)
+        throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
+                                     "the cluster has {}; with these nodes fault.f can be at most {}",
+                                     f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
+    set.maxNodes = std::min(L, cluster.nodes - f * n);
+    set.templates.push_back(t);
+    for (std::uint32_t k = n + 1; k <= set.maxNodes; ++k) {
+        PipelineTemplate next;
+        if (!bestTemplate(cost, k, referenceMicrobatches(k, cluster, globalMicrobatches), candidates, next))
+            throw std::logic_error(fmt::format("no template for {} nodes although {} fit", k, n));
+        set.templates.push_back(std::move(next));
+    }
+    return set;
+}
+
+PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t n,
+                                    std::uint64_t m, bool& found) {
+    const CostModel cost(profile, cluster);
+    const std::uint32_t L = cost.layers();
+    PipelineTemplate best;
+    double bestTime = kInf;
+    found = false;
+    std::vector<std::uint32_t> cuts(n + 1);
+    cuts[0] = 0;
+    cuts[n] = L;
+    // Every choice of n - 1 cut points among L - 1 boundaries.
+    std::function<void(std::uint32_t, std::uint32_t)> choose = [&](std::uint32_t k, std::uint32_t from) {
+        if (k == n) {
+            PipelineTemplate t{n, {}, m};
+            for (std::uint32_t s = 0; s < n; ++s) {
+                const std::uint64_t inFlight = std::min<std::uint64_t>(n - s, m);
+                if (!cost.fits(cuts[s], cuts[s + 1], inFlight)) return;
+                t.stages.push_back(cost.stage(cuts[s], cuts[s + 1], inFlight));
+            }
+            if (t.pipelineTime(m) < bestTime) {
+                bestTime = t.pipelineTime(m);
+                best = t;
+                found = true;
+            }
+            return;
+        }
+        for (std::uint32_t c = from; c + (n - k) <= L; ++c) {
+            cuts[k] = c;
+            choose(k + 1, c + 1);
+        }
+    };
+    if (n == 1) {
+        cuts[1] = L;
+        choose(1, L);
+    } else {
+        choose(1, 1);
+    }
+    return best;
+}
+
+}  // namespace kiln::plan

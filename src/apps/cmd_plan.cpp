@@ -91,6 +91,10 @@ int planMain(int argc, char** argv) {
             continue;
         }
         const auto& t = set.templates[i];
+        if (t.nodes == 0) {
+            fmt::print("  {:>5}  no pipeline of this length fits in memory\n", set.minNodes + i);
+            continue;
+        }
         fmt::print("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  {}\n", t.nodes, t.stages.size(), t.referenceMicrobatches,
                    seconds(t.bottleneck()), seconds(t.latency()), seconds(t.stepTime(t.referenceMicrobatches)),
                    stagesOf(t));

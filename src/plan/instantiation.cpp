@@ -33,11 +33,15 @@ void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMi
 
 namespace {
 
-// Microbatches an n-node pipeline finishes within `tau` seconds.
+// Microbatches an n-node pipeline finishes within `tau` seconds (tau is one
+// of the T_n(m) values, so compare with those, not with a rounded quotient).
 std::uint64_t capacity(const PipelineTemplate& t, double tau) {
     const double room = tau - t.latency() - t.sync();
     if (room < 0.0) return 0;
-    return static_cast<std::uint64_t>(std::floor(room / t.bottleneck() + 1e-9)) + 1;
+    auto m = static_cast<std::uint64_t>(std::floor(room / t.bottleneck())) + 1;
+    while (m > 0 && t.stepTime(m) > tau) --m;
+    while (t.stepTime(m + 1) <= tau) ++m;
+    return m;
 }
 
 struct Choice {
@@ -54,10 +58,14 @@ Choice mostCapacity(const TemplateSet& templates, std::uint32_t nodes, std::uint
     std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> from(nodes + 1,
         std::vector<std::pair<std::uint32_t, std::uint32_t>>(K + 1, {0, 0}));
     for (std::uint32_t c = 0; c <= nodes; ++c) best[c][0] = 0;
+    std::vector<std::int64_t> capacityOf(templates.maxNodes + 1, -1);
+    for (std::uint32_t n = templates.minNodes; n <= templates.maxNodes; ++n)
+        if (const auto* t = templates.forNodes(n)) capacityOf[n] = static_cast<std::int64_t>(capacity(*t, tau));
     for (std::uint32_t c = 1; c <= nodes; ++c) {
         for (std::uint32_t k = 1; k <= K; ++k) {
             for (std::uint32_t n = templates.minNodes; n <= std::min(templates.maxNodes, c); ++n) {
-                const auto cap = static_cast<std::int64_t>(capacity(*templates.forNodes(n), tau));
+                const auto cap = capacityOf[n];
+                if (cap < 0) continue;
                 const auto relax = [&](std::uint32_t prev) {
                     if (best[c - n][prev] == none) return;
                     if (best[c - n][prev] + cap > best[c][k]) {
@@ -99,15 +107,24 @@ Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std
     if (std::uint64_t(K) * templates.minNodes > nodes)
         throw InputError(fmt::format("{} nodes cannot hold {} pipelines: each needs at least {} nodes", nodes, K,
                                      templates.minNodes));
-    // The shortest step time tau for which some choice finishes every
-    // microbatch: bisection, from K smallest pipelines sharing the batch.
-    const auto& smallest = *templates.forNodes(templates.minNodes);
-    double lo = 0.0, hi = smallest.stepTime((globalMicrobatches + K - 1) / K);
-    for (int i = 0; i < 100 && hi - lo > 1e-12 * hi; ++i) {
-        const double mid = 0.5 * (lo + hi);
-        (mostCapacity(templates, nodes, K, mid).capacity >= globalMicrobatches ? hi : lo) = mid;
+    // The shortest step time for which some choice finishes every microbatch
+    // is one of the values T_n(m): binary search over them, sorted.
+    std::vector<double> candidates;
+    for (std::uint32_t n = templates.minNodes; n <= std::min(templates.maxNodes, nodes); ++n)
+        if (const auto* t = templates.forNodes(n))
+            for (std::uint64_t m = 1; m <= globalMicrobatches; ++m) candidates.push_back(t->stepTime(m));
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    std::size_t lo = 0, hi = candidates.size() - 1;  // the largest always suffices: K smallest pipelines
+    while (lo < hi) {
+        const std::size_t mid = (lo + hi) / 2;
+        if (mostCapacity(templates, nodes, K, candidates[mid]).capacity >= globalMicrobatches) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
     }
-    const Choice choice = mostCapacity(templates, nodes, K, hi);
+    const Choice choice = mostCapacity(templates, nodes, K, candidates[hi]);
     Instantiation inst;
     for (auto n : choice.pipelines) {
         inst.pipelines.push_back({n, 0, 0.0});

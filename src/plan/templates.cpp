@@ -34,15 +34,13 @@ public:
         const double g = cluster_.ranksPerNode;
         return (compute_[b] - compute_[a]) / g + (b < layers_ ? 2.0 * output_[b - 1] / cluster_.interBandwidth : 0.0);
     }
-    // Once per step: the stage's gradients summed over the node's ranks, then
-    // over the replicas (a ring all-reduce moves at most twice the bytes).
-    double sync(std::uint32_t a, std::uint32_t b) const {
-        const double g = cluster_.ranksPerNode, bytes = params_[b] - params_[a];
-        return (g > 1 ? 2.0 * (g - 1) / g * bytes / cluster_.intraBandwidth : 0.0) + 2.0 * bytes / cluster_.interBandwidth;
-    }
-    // Bytes per rank of a stage holding `inFlight` microbatches' activations.
+    // Once per step: the stage's gradients summed over the replicas; a ring
+    // all-reduce moves at most twice the bytes through each node's link.
+    double sync(std::uint32_t a, std::uint32_t b) const { return 2.0 * (params_[b] - params_[a]) / cluster_.interBandwidth; }
+    // Bytes per rank of a stage holding `inFlight` microbatches' activations:
+    // the node's ranks split weights, gradients, both AdamW moments and activations.
     double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return 4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a]) / cluster_.ranksPerNode;
+        return (4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a])) / cluster_.ranksPerNode;
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
         return memory(a, b, inFlight) <= cluster_.memoryPerRank;
@@ -90,7 +88,9 @@ std::vector<std::vector<double>> suffixProgramme(const CostModel& cost, std::uin
 
 PipelineTemplate rebuild(const CostModel& cost, const std::vector<std::vector<std::uint32_t>>& cut, std::uint32_t n,
                          std::uint64_t m) {
-    PipelineTemplate t{n, {}, m};
+    PipelineTemplate t;
+    t.nodes = n;
+    t.referenceMicrobatches = m;
     std::uint32_t i = 0;
     for (std::uint32_t k = n; k >= 1; --k) {
         const std::uint32_t j = cut[k][i];
@@ -136,15 +136,19 @@ std::uint64_t referenceMicrobatches(std::uint32_t n, const ClusterSpec& cluster,
 }
 
 double PipelineTemplate::bottleneck() const {
-    double b = 0.0;
-    for (const auto& s : stages) b = std::max(b, s.time);
-    return b;
+    if (bottleneck_ < 0) {
+        bottleneck_ = 0.0;
+        for (const auto& s : stages) bottleneck_ = std::max(bottleneck_, s.time);
+    }
+    return bottleneck_;
 }
 
 double PipelineTemplate::latency() const {
-    double sum = 0.0;
-    for (const auto& s : stages) sum += s.time;
-    return sum;
+    if (latency_ < 0) {
+        latency_ = 0.0;
+        for (const auto& s : stages) latency_ += s.time;
+    }
+    return latency_;
 }
 
 double PipelineTemplate::pipelineTime(std::uint64_t microbatches) const {
@@ -152,9 +156,11 @@ double PipelineTemplate::pipelineTime(std::uint64_t microbatches) const {
 }
 
 double PipelineTemplate::sync() const {
-    double sync = 0.0;
-    for (const auto& s : stages) sync = std::max(sync, s.sync);
-    return sync;
+    if (sync_ < 0) {
+        sync_ = 0.0;
+        for (const auto& s : stages) sync_ = std::max(sync_, s.sync);
+    }
+    return sync_;
 }
 
 double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
@@ -162,7 +168,7 @@ double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
 }
 
 const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n) const {
-    if (n < minNodes || n > maxNodes) return nullptr;
+    if (n < minNodes || n > maxNodes || templates[n - minNodes].nodes == 0) return nullptr;
     return &templates[n - minNodes];
 }
 
@@ -198,14 +204,18 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
         throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
                                      "the cluster has {}; with these nodes fault.f can be at most {}",
                                      f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
-    set.maxNodes = std::min(L, cluster.nodes - f * n);
+    const std::uint32_t limit = std::min(L, cluster.nodes - f * n);
     set.templates.push_back(t);
-    for (std::uint32_t k = n + 1; k <= set.maxNodes; ++k) {
+    set.maxNodes = n;
+    // Longer pipelines hold more microbatches in flight on their first stages,
+    // so a node count can have no template even though a smaller one has: such
+    // counts stay empty (nodes == 0) and are never instantiated.
+    for (std::uint32_t k = n + 1; k <= limit; ++k) {
         PipelineTemplate next;
-        if (!bestTemplate(cost, k, referenceMicrobatches(k, cluster, globalMicrobatches), candidates, next))
-            throw std::logic_error(fmt::format("no template for {} nodes although {} fit", k, n));
+        if (bestTemplate(cost, k, referenceMicrobatches(k, cluster, globalMicrobatches), candidates, next)) set.maxNodes = k;
         set.templates.push_back(std::move(next));
     }
+    set.templates.resize(set.maxNodes - set.minNodes + 1);
     return set;
 }
 
@@ -222,7 +232,9 @@ PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSp
     // Every choice of n - 1 cut points among L - 1 boundaries.
     std::function<void(std::uint32_t, std::uint32_t)> choose = [&](std::uint32_t k, std::uint32_t from) {
         if (k == n) {
-            PipelineTemplate t{n, {}, m};
+            PipelineTemplate t;
+    t.nodes = n;
+    t.referenceMicrobatches = m;
             for (std::uint32_t s = 0; s < n; ++s) {
                 const std::uint64_t inFlight = std::min<std::uint64_t>(n - s, m);
                 if (!cost.fits(cuts[s], cuts[s + 1], inFlight)) return;

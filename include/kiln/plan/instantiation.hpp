@@ -5,8 +5,9 @@
 // most `nodes` nodes, whose step for the whole global batch is shortest. For a
 // step time tau, pipeline p can finish cap_p(tau) = the largest m with
 // T_p(m) <= tau microbatches; an exact knapsack over (nodes, pipelines) finds
-// the largest total capacity, and bisection finds the smallest tau at which it
-// covers the global batch. Ties go to the choice with fewer idle nodes.
+// the largest total capacity, and a binary search over the values tau can
+// take (every T_n(m)) finds the smallest at which it covers the global batch.
+// Ties go to the choice with fewer idle nodes.
 // Distribution: microbatches one at a time to the pipeline whose step would
 // end first with one more, which minimises max_p T_p(m_p) exactly because
 // every T_p grows with m_p. No solver: integers throughout.

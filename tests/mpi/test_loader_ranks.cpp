@@ -10,6 +10,7 @@
 #include "kiln/data/source_manifest.hpp"
 
 #include "../support/error_text.hpp"
+#include "../support/shared_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -37,12 +38,7 @@ int sizeOf(MPI_Comm comm) {
 }
 
 fs::path sharedDir() {
-    static fs::path dir;
-    if (dir.empty()) {
-        int pid = ::getpid();
-        MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        dir = fs::temp_directory_path() / ("kiln-loader-mpi-" + std::to_string(pid));
-    }
+    static const fs::path dir = kiln::test::sharedScratch("kiln-loader-mpi");
     return dir;
 }
 

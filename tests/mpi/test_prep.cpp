@@ -7,6 +7,7 @@
 #include "kiln/data/source_reader.hpp"
 #include "kiln/data/source_verify.hpp"
 #include "kiln/data/tokenizer.hpp"
+#include "../support/shared_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -30,9 +31,7 @@ int worldRank() {
 
 // One directory per test, the same on every rank.
 fs::path testDir(const std::string& name) {
-    int pid = ::getpid();
-    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    const fs::path dir = fs::temp_directory_path() / ("kiln-prep-" + std::to_string(pid)) / name;
+    const fs::path dir = kiln::test::sharedScratch("kiln-prep") / name;
     if (worldRank() == 0) {
         fs::remove_all(dir);
         fs::create_directories(dir / "in");

@@ -9,6 +9,7 @@
 #include "kiln/io/parallel_file.hpp"
 #include "kiln/train/trainer.hpp"
 #include "../support/error_text.hpp"
+#include "../support/shared_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -23,12 +24,7 @@ using kiln::test::errorOf;
 namespace {
 
 fs::path work() {
-    static fs::path dir;
-    if (dir.empty()) {
-        int pid = ::getpid();
-        MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        dir = fs::temp_directory_path() / ("kiln-train-" + std::to_string(pid));
-    }
+    static const fs::path dir = kiln::test::sharedScratch("kiln-train");
     return dir;
 }
 

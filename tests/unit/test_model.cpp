@@ -35,34 +35,28 @@ TEST(Model, BlockGradientMatchesFiniteDifferences) {
     const auto lossOf = [&] { return (block->forward(x) * weights).sum(); };
     lossOf().backward();
     torch::NoGradGuard noGrad;
+    // Central difference of the loss in element i of `flat`, which aliases a tensor the loss reads.
+    const auto numeric = [&](torch::Tensor flat, std::int64_t i) {
+        const double eps = 1e-6, original = flat[i].item<double>();
+        flat[i] = original + eps;
+        const double up = lossOf().item<double>();
+        flat[i] = original - eps;
+        const double down = lossOf().item<double>();
+        flat[i] = original;
+        return (up - down) / (2 * eps);
+    };
     int checked = 0;
     for (auto& named : block->named_parameters()) {
         auto p = named.value();
-        auto flat = p.view({-1});
-        for (std::int64_t i = 0; i < flat.numel(); i += std::max<std::int64_t>(1, flat.numel() / 7)) {
-            const double eps = 1e-6, original = flat[i].item<double>();
-            flat[i] = original + eps;
-            const double up = lossOf().item<double>();
-            flat[i] = original - eps;
-            const double down = lossOf().item<double>();
-            flat[i] = original;
-            const double numeric = (up - down) / (2 * eps), analytic = p.grad().view({-1})[i].item<double>();
-            EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << named.key() << "[" << i << "]";
+        for (std::int64_t i = 0; i < p.numel(); i += std::max<std::int64_t>(1, p.numel() / 7)) {
+            const double expected = numeric(p.view({-1}), i), analytic = p.grad().view({-1})[i].item<double>();
+            EXPECT_NEAR(analytic, expected, 1e-6 * std::max(1.0, std::abs(expected))) << named.key() << "[" << i << "]";
             ++checked;
         }
     }
     EXPECT_GT(checked, 80);
     // The input gradient too: what a pipeline stage sends upstream.
-    auto xFlat = x.view({-1});
-    for (std::int64_t i = 0; i < xFlat.numel(); i += 17) {
-        const double eps = 1e-6, original = xFlat[i].item<double>();
-        xFlat[i] = original + eps;
-        const double up = lossOf().item<double>();
-        xFlat[i] = original - eps;
-        const double down = lossOf().item<double>();
-        xFlat[i] = original;
-        EXPECT_NEAR(x.grad().view({-1})[i].item<double>(), (up - down) / (2 * eps), 1e-6);
-    }
+    for (std::int64_t i = 0; i < x.numel(); i += 17) EXPECT_NEAR(x.grad().view({-1})[i].item<double>(), numeric(x.view({-1}), i), 1e-6);
 }
 
 TEST(Model, LayerWeightsDependOnlyOnSeedAndIndex) {

@@ -82,6 +82,12 @@ const std::vector<KeySpec>& deckSchema() {
         {"train.weight_decay", KeyType::Real, "0.1", "AdamW decoupled weight decay (not applied to norms and biases).",
          realInRange(0.0, 1.0)},
         {"train.grad_clip", KeyType::Real, "1.0", "Clip gradients to this global L2 norm; 0 = no clipping.", realInRange(0.0, 1e9)},
+        {"train.device", KeyType::Text, "cpu",
+         "Where to train: cpu, cuda (the rank's GPU; fails when libtorch sees none) or auto (cuda when there is one).",
+         oneOf({"cpu", "cuda", "auto"})},
+        {"train.precision", KeyType::Text, "fp32",
+         "fp32, or bf16: matmuls in bfloat16 under libtorch's autocast, weights, gradients and AdamW moments in fp32.",
+         oneOf({"fp32", "bf16"})},
         {"train.threads", KeyType::Integer, "0", "CPU threads per rank for libtorch; 0 = libtorch's default.", atLeast(0)},
         {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
 

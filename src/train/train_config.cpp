@@ -20,6 +20,8 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.weightDecay = deck.real("train.weight_decay");
     c.gradClip = deck.real("train.grad_clip");
     c.threads = static_cast<int>(deck.integer("train.threads"));
+    c.device = deck.text("train.device");
+    c.precision = deck.text("train.precision");
     c.logEvery = static_cast<std::uint64_t>(deck.integer("train.log_every"));
     c.checkpointEvery = static_cast<std::uint64_t>(deck.integer("checkpoint.every"));
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));

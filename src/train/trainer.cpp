@@ -11,6 +11,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/train_config.hpp"
 
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,6 +28,45 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 std::string duration(double seconds) {
     const auto s = static_cast<long long>(seconds + 0.5);
     return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+// bf16 autocast for the forward pass: matmuls in bfloat16, reductions,
+// norms and the loss in fp32; parameters and gradients stay fp32.
+class AutocastScope {
+public:
+    AutocastScope(bool enabled, const torch::Device& device) : enabled_(enabled), cuda_(device.is_cuda()) {
+        if (!enabled_) return;
+        if (cuda_) {
+            at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+            at::autocast::set_enabled(true);
+        } else {
+            at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+            at::autocast::set_cpu_enabled(true);
+        }
+    }
+    ~AutocastScope() {
+        if (!enabled_) return;
+        cuda_ ? at::autocast::set_enabled(false) : at::autocast::set_cpu_enabled(false);
+        at::autocast::clear_cache();
+    }
+    AutocastScope(const AutocastScope&) = delete;
+    AutocastScope& operator=(const AutocastScope&) = delete;
+
+private:
+    bool enabled_, cuda_;
+};
+
+torch::Device chooseDevice(const TrainConfig& config, const config::Deck& deck) {
+    const bool cuda = torch::cuda::is_available();
+    if (config.device == "cuda" && !cuda)
+        throw InputError(fmt::format("{}: train.device = cuda, but libtorch sees no CUDA device here (is this libtorch "
+                                     "built with CUDA? Debian's is CPU only); use cpu or auto",
+                                     deck.setting("train.device").origin));
+    if (config.device == "cuda" || (config.device == "auto" && cuda)) {
+        const int local = static_cast<int>(log::rank() % std::max<std::int64_t>(1, torch::cuda::device_count()));
+        return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local));
+    }
+    return torch::Device(torch::kCPU);
 }
 
 }  // namespace
@@ -46,6 +86,7 @@ struct Trainer::State {
     std::unique_ptr<CheckpointStore> checkpoints;
     data::CursorContext context;
     std::filesystem::path runDir;
+    torch::Device device{torch::kCPU};
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
@@ -54,9 +95,12 @@ struct Trainer::State {
         for (std::uint32_t l = 0; l < model->numLayers(); ++l) {
             auto params = model->layer(l).parameters();
             std::vector<torch::Tensor> grads;
-            for (auto& p : params) grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}));
-            auto flat = torch::cat(grads).contiguous();
+            for (auto& p : params)
+                grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
+            // The MPI transport works on host memory (NCCL, on device memory, comes with pipelines).
+            auto flat = torch::cat(grads).to(torch::kCPU).contiguous();
             transport->allReduceSum(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
+            flat = flat.to(device);
             std::int64_t offset = 0;
             for (auto& p : params) {
                 if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
@@ -95,6 +139,8 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id);
     s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
     s.model = std::make_unique<model::Gpt>(s.modelConfig);
+    s.device = chooseDevice(s.config, deck);
+    s.model->to(s.device);
     s.optimizer = std::make_unique<AdamW>(*s.model, s.config);
     s.runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     s.checkpoints = std::make_unique<CheckpointStore>(s.runDir / "ckpt", s.config.checkpointKeep);
@@ -132,9 +178,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                       resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
                               : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()));
     }
-    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters",
+    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
-              s.modelConfig.parameters() / 1e6);
+              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision);
 }
 
 Trainer::~Trainer() = default;
@@ -161,10 +207,15 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
             std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
             auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
-                                           torch::kInt64);
+                                           torch::kInt64)
+                              .to(s.device);
             const auto f0 = Clock::now();
-            auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
-            auto loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+            torch::Tensor loss;
+            {
+                AutocastScope autocast(s.config.precision == "bf16", s.device);
+                auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
+                loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+            }
             const auto f1 = Clock::now();
             (loss / targetsPerStep).backward();
             backwardTime += since(f1);

@@ -151,6 +151,21 @@ TEST_F(Training, DamagedCheckpointIsRefusedAndLatestStaysGood) {
     EXPECT_EQ(again.lastStep, 6u);
 }
 
+TEST_F(Training, Bf16AutocastTrainsLikeFp32) {
+    const auto fp32 = train(deck("fp32", {"run.steps=12", "train.lr=0.01"}));
+    const auto bf16 = train(deck("bf16", {"run.steps=12", "train.lr=0.01", "train.precision=bf16"}));
+    EXPECT_NEAR(bf16.firstLoss, fp32.firstLoss, 0.02 * fp32.firstLoss);
+    EXPECT_LT(bf16.lastLoss, bf16.firstLoss - 0.5);
+    EXPECT_NEAR(bf16.lastLoss, fp32.lastLoss, 0.1 * fp32.lastLoss);
+    EXPECT_NE(bf16.lastLoss, fp32.lastLoss) << "bf16 autocast did not change the arithmetic";
+}
+
+TEST_F(Training, CudaWithoutAGpuIsAClearError) {
+    if (torch::cuda::is_available()) return;  // on a GPU machine this deck is valid; Training runs cover it
+    const std::string error = errorOf([&] { train(deck("cuda", {"train.device=cuda"})); });
+    EXPECT_NE(error.find("train.device = cuda, but libtorch sees no CUDA device"), std::string::npos) << error;
+}
+
 TEST_F(Training, AnotherModelShapeIsRefusedByName) {
     train(deck("shape", {"run.steps=1"}));
     const std::string error = errorOf([&] { train(deck("shape", {"run.steps=2", "model.d_model=48"})); });

@@ -17,6 +17,8 @@ struct TrainConfig {
     std::uint64_t warmupSteps = 10, decaySteps = 0;  // 0: decay until `steps`
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1, gradClip = 1.0;
     int threads = 0;
+    std::string device = "cpu";     // cpu, cuda, auto
+    std::string precision = "fp32";  // fp32, bf16
     std::uint64_t logEvery = 1;
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
     bool resume = true;

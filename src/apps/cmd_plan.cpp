@@ -4,6 +4,7 @@
 #include "kiln/config/deck.hpp"
 #include "kiln/data/batch_planner.hpp"
 #include "kiln/plan/instantiation.hpp"
+#include "kiln/plan/plan_file.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
@@ -44,16 +45,20 @@ int planMain(int argc, char** argv) {
     std::vector<std::string> overrides;
     std::uint32_t fail = 0;
     bool all = false;
+    std::string out;
     po::options_description options("kiln plan");
     options.add_options()
         ("deck", po::value<std::string>(&deckPath)->required(), "the input deck")
         ("fail", po::value<std::uint32_t>(&fail)->default_value(0), "what if: the instantiation after this many node failures")
         ("all", po::bool_switch(&all), "print every template (default: at most 12)")
+        ("out", po::value<std::string>(&out), "also write the templates and the instantiation to this HDF5 file")
         ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
     po::positional_options_description positional;
     positional.add("deck", 1);
     po::variables_map values;
-    if (!parseCommandLine(argc, argv, "kiln plan DECK [--fail K] [--set plan.nodes=N]", options, positional, values)) return 0;
+    if (!parseCommandLine(argc, argv, "kiln plan DECK [--fail K] [--out plan.h5] [--set plan.nodes=N]", options, positional,
+                          values))
+        return 0;
 
     const auto deck = config::Deck::fromFile(deckPath, overrides);
     std::uint32_t tokenizerVocab = 0;
@@ -105,6 +110,10 @@ int planMain(int argc, char** argv) {
     fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {:.1f} ms to plan):\n",
                cluster.nodes, f + 1, microbatches, microBatch, 1e3 * std::chrono::duration<double>(t3 - t2).count());
     printInstantiation(set, inst, microbatches, microBatch);
+    if (!out.empty()) {
+        plan::writePlan(out, set, inst, cluster.nodes, f, microbatches);
+        fmt::print("  plan written to {}\n", out);
+    }
     if (fail > 0) {
         if (fail > f)
             fmt::print("after {} failures (more than f = {}): kiln stops with its last checkpoint and the jobscript "

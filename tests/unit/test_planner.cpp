@@ -4,9 +4,11 @@
 // regroup into pipelines from the same templates with every layer surviving.
 #include "kiln/base/error.hpp"
 #include "kiln/plan/instantiation.hpp"
+#include "kiln/plan/plan_file.hpp"
 #include "../support/error_text.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <functional>
 #include <random>
@@ -183,4 +185,28 @@ TEST(PlannerErrors, SayWhatWouldFit) {
     const std::string mismatch = errorOf([&] { requireSameModel(profile, other, "p.h5"); });
     EXPECT_NE(mismatch.find("p.h5 profiles another model"), std::string::npos) << mismatch;
     EXPECT_NE(mismatch.find("model.blocks is 4 in the profile but 9 in the deck"), std::string::npos) << mismatch;
+}
+
+TEST(PlanFile, RoundTrips) {
+    std::mt19937 rng(3);
+    const auto profile = randomProfile(rng, 7);
+    const auto set = planTemplates(profile, cluster(6, 1e12), 1, 10);
+    const auto inst = instantiate(set, 6, 2, 10);
+    const std::string path = "/tmp/kiln-plan-test-" + std::to_string(::getpid()) + ".h5";
+    writePlan(path, set, inst, 6, 1, 10);
+    TemplateSet back;
+    Instantiation backInst;
+    readPlan(path, back, backInst);
+    ASSERT_EQ(back.templates.size(), set.templates.size());
+    for (std::uint32_t n = set.minNodes; n <= set.maxNodes; ++n) {
+        ASSERT_EQ(back.forNodes(n) != nullptr, set.forNodes(n) != nullptr);
+        if (!set.forNodes(n)) continue;
+        EXPECT_EQ(back.forNodes(n)->stages.size(), set.forNodes(n)->stages.size());
+        EXPECT_DOUBLE_EQ(back.forNodes(n)->stepTime(10), set.forNodes(n)->stepTime(10));
+    }
+    ASSERT_EQ(backInst.pipelines.size(), inst.pipelines.size());
+    EXPECT_EQ(backInst.pipelines[0].microbatches, inst.pipelines[0].microbatches);
+    EXPECT_DOUBLE_EQ(backInst.stepTime, inst.stepTime);
+    EXPECT_EQ(backInst.nodesIdle, inst.nodesIdle);
+    std::remove(path.c_str());
 }

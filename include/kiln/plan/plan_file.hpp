@@ -1,0 +1,26 @@
+// A plan in HDF5 (kiln plan --out): what the run will instantiate from, and
+// what diagnostics show.
+//
+//   attributes      format "kiln-plan", format_version, nodes, f, global_microbatches,
+//                   min_nodes, max_nodes
+//   /templates      per node count: nodes, stages, reference_microbatches,
+//                   bottleneck_s, fill_drain_s, sync_s (nodes 0: none fits)
+//   /stages         per stage of every template: template_nodes, stage,
+//                   first_layer, end_layer, time_s, sync_s, memory_bytes
+//   /instantiation  per pipeline: nodes, microbatches, step_time_s;
+//                   attributes nodes_used, nodes_idle, step_time_s
+#pragma once
+
+#include "kiln/plan/instantiation.hpp"
+
+#include <string>
+
+namespace kiln::plan {
+
+void writePlan(const std::string& path, const TemplateSet& templates, const Instantiation& instantiation,
+               std::uint32_t nodes, std::uint32_t f, std::uint64_t globalMicrobatches);
+
+// Reads what writePlan wrote (templates with their stages, the instantiation).
+void readPlan(const std::string& path, TemplateSet& templates, Instantiation& instantiation);
+
+}  // namespace kiln::plan

@@ -1,0 +1,157 @@
+#include "kiln/plan/plan_file.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5.hpp"
+#include "kiln/io/parallel_file.hpp"
+
+#include <fmt/format.h>
+
+namespace kiln::plan {
+
+namespace h5 = io::h5;
+
+namespace {
+
+struct TemplateRow {
+    std::uint32_t nodes, stages;
+    std::uint64_t referenceMicrobatches;
+    double bottleneck, fillDrain, sync;
+};
+struct StageRow {
+    std::uint32_t templateNodes, stage, firstLayer, endLayer;
+    double time, sync, memory;
+};
+struct PipelineRow {
+    std::uint32_t nodes;
+    std::uint64_t microbatches;
+    double stepTime;
+};
+
+h5::Handle templateType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateRow)), "plan"));
+    H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "sync_s", HOFFSET(TemplateRow, sync), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Handle stageType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StageRow)), "plan"));
+    H5Tinsert(t, "template_nodes", HOFFSET(StageRow, templateNodes), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "stage", HOFFSET(StageRow, stage), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "first_layer", HOFFSET(StageRow, firstLayer), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "end_layer", HOFFSET(StageRow, endLayer), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "time_s", HOFFSET(StageRow, time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "sync_s", HOFFSET(StageRow, sync), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "memory_bytes", HOFFSET(StageRow, memory), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Handle pipelineType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(PipelineRow)), "plan"));
+    H5Tinsert(t, "nodes", HOFFSET(PipelineRow, nodes), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "microbatches", HOFFSET(PipelineRow, microbatches), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "step_time_s", HOFFSET(PipelineRow, stepTime), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+template <typename Row>
+h5::Handle writeTable(hid_t file, const char* name, hid_t type, const std::vector<Row>& rows, const std::string& path) {
+    hsize_t dims[1] = {rows.size()};
+    h5::Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), path));
+    h5::Handle set(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
+    if (!rows.empty()) KILN_H5(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
+    return set;
+}
+
+template <typename Row>
+std::vector<Row> readTable(hid_t file, const char* name, hid_t type, const std::string& path) {
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) throw InputError(fmt::format("{}: /{} is missing", path, name));
+    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), path));
+    h5::Handle space(KILN_H5(H5Dget_space(set), path));
+    std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+    if (!rows.empty()) KILN_H5(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
+    return rows;
+}
+
+}  // namespace
+
+void writePlan(const std::string& path, const TemplateSet& set, const Instantiation& inst, std::uint32_t nodes,
+               std::uint32_t f, std::uint64_t globalMicrobatches) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::quietErrors();
+    std::vector<TemplateRow> templates;
+    std::vector<StageRow> stages;
+    for (std::size_t i = 0; i < set.templates.size(); ++i) {
+        const auto& t = set.templates[i];
+        const auto n = static_cast<std::uint32_t>(set.minNodes + i);
+        if (t.nodes == 0) {
+            templates.push_back({n, 0, 0, 0.0, 0.0, 0.0});
+            continue;
+        }
+        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.referenceMicrobatches, t.bottleneck(),
+                             t.latency(), t.sync()});
+        for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
+            const auto& st = t.stages[s];
+            stages.push_back({n, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory});
+        }
+    }
+    std::vector<PipelineRow> pipelines;
+    for (const auto& p : inst.pipelines) pipelines.push_back({p.nodes, p.microbatches, p.stepTime});
+
+    const std::string temporary = io::temporarySibling(path).string();
+    {
+        h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
+        h5::writeAttribute(file, "format", std::string("kiln-plan"));
+        h5::writeAttribute(file, "format_version", std::int64_t{1});
+        h5::writeAttribute(file, "nodes", std::uint64_t{nodes});
+        h5::writeAttribute(file, "f", std::uint64_t{f});
+        h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
+        h5::writeAttribute(file, "min_nodes", std::uint64_t{set.minNodes});
+        h5::writeAttribute(file, "max_nodes", std::uint64_t{set.maxNodes});
+        writeTable(file, "templates", templateType(), templates, path);
+        writeTable(file, "stages", stageType(), stages, path);
+        auto instantiation = writeTable(file, "instantiation", pipelineType(), pipelines, path);
+        h5::writeAttribute(instantiation, "nodes_used", std::uint64_t{inst.nodesUsed});
+        h5::writeAttribute(instantiation, "nodes_idle", std::uint64_t{inst.nodesIdle});
+        h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
+        h5::Handle attr(KILN_H5(H5Acreate2(instantiation, "step_time_s", H5T_IEEE_F64LE, scalar, H5P_DEFAULT, H5P_DEFAULT), path));
+        KILN_H5(H5Awrite(attr, H5T_NATIVE_DOUBLE, &inst.stepTime), path);
+    }
+    io::commitTemporary(temporary, path);
+}
+
+void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
+    h5::Handle file = io::openForReading(path, "plan");
+    h5::LibraryLock lock(h5::libraryMutex());
+    if (!h5::hasAttribute(file, "format") || h5::readStringAttribute(file, "format", path) != "kiln-plan")
+        throw InputError(fmt::format("{}: not a kiln plan (write one with kiln plan DECK --out FILE)", path));
+    set = TemplateSet{};
+    set.minNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "min_nodes", path));
+    set.maxNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "max_nodes", path));
+    const auto templates = readTable<TemplateRow>(file, "templates", templateType(), path);
+    const auto stages = readTable<StageRow>(file, "stages", stageType(), path);
+    for (const auto& row : templates) {
+        PipelineTemplate t;
+        if (row.stages > 0) {
+            t.nodes = row.nodes;
+            t.referenceMicrobatches = row.referenceMicrobatches;
+            for (const auto& s : stages)
+                if (s.templateNodes == row.nodes) t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory});
+        }
+        set.templates.push_back(std::move(t));
+    }
+    inst = Instantiation{};
+    for (const auto& p : readTable<PipelineRow>(file, "instantiation", pipelineType(), path)) {
+        inst.pipelines.push_back({p.nodes, p.microbatches, p.stepTime});
+        inst.nodesUsed += p.nodes;
+        inst.stepTime = std::max(inst.stepTime, p.stepTime);
+    }
+    inst.nodesIdle = static_cast<std::uint32_t>(h5::readUintAttribute(file, "nodes", path)) - inst.nodesUsed;
+}
+
+}  // namespace kiln::plan

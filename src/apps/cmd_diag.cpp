@@ -75,7 +75,8 @@ int diagMain(int argc, char** argv) {
     options.add_options()
         ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
         ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory")
-        ("json", "print the summary as one JSON object");
+        ("json", "print the summary as one JSON object")
+        ("losses", "print one line per step: step (from 0) and loss, full precision");
     po::positional_options_description positional;
     positional.add("file", 1);
     po::variables_map values;
@@ -91,6 +92,10 @@ int diagMain(int argc, char** argv) {
     const auto events = io::DiagFile::readEvents(file);
 
     const bool json = values.count("json") > 0;
+    if (values.count("losses")) {
+        for (const auto& r : steps) fmt::print("{} {:.17g}\n", r.step, r.loss);
+        return 0;
+    }
     if (!json) fmt::print("{}: {} steps recorded\n", path, steps.size());
     if (!steps.empty()) {
         double time = 0, wait = 0, tokens = 0, forward = 0, backward = 0, sync = 0, optimizer = 0;

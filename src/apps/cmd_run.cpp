@@ -35,7 +35,7 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
         log::info("    node {:<3} {:<16} ranks {}", n, nodes.nodeNames[n], describeRanks(nodes.ranksOfNode[n]));
     const auto f = deck.integer("fault.f");
     log::info("  faults     ULFM {}; fault.f = {}{}", world.faultTolerant() ? "active" : "off", f,
-              world.faultTolerant() ? fmt::format(" ({} simultaneous node failure{} survived without restart)", f, f == 1 ? "" : "s")
+              world.faultTolerant() ? fmt::format(" (up to {} node failure{} survived without restart)", f, f == 1 ? "" : "s")
                                     : "");
     const auto& mix = deck.mix("data.mix");
     double total = 0.0;
@@ -95,6 +95,8 @@ int runMain(int argc, char** argv) {
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
     train::Trainer trainer(deck, world);
     const auto summary = trainer.run();
+    if (summary.stopped == train::TrainSummary::Stop::NodeRetired) return 0;  // the survivors go on without this node
+    if (summary.stopped == train::TrainSummary::Stop::BeyondF) return 75;    // EX_TEMPFAIL: requeue
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
               summary.lastLoss, (runDir / "diag.h5").string());

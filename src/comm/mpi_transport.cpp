@@ -1,5 +1,6 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/transport.hpp"
+#include "kiln/comm/ulfm.hpp"
 
 #include <algorithm>
 
@@ -49,6 +50,10 @@ public:
             const int n = static_cast<int>(std::min(piece, count - off));
             KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm_));
         }
+    }
+
+    void interrupt() override {
+        if (ulfmActive()) revoke(comm_);
     }
 
 private:

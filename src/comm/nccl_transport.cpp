@@ -66,6 +66,11 @@ public:
         waitOrAbort("all-reduce");
     }
 
+    void interrupt() override {
+        if (comm_) ncclCommAbort(comm_);
+        comm_ = nullptr;
+    }
+
 private:
     // NCCL never returns on a dead peer: poll the stream and the communicator's
     // asynchronous error, and abort the communicator once the deadline passes,

@@ -97,7 +97,8 @@ int agree(MPI_Comm comm, int flag) {
     const int rc = MPIX_Comm_agree(comm, &flag);
     int errorClass = MPI_SUCCESS;
     MPI_Error_class(rc, &errorClass);
-    if (rc != MPI_SUCCESS && errorClass != MPIX_ERR_PROC_FAILED) KILN_MPI(rc);
+    // On a revoked communicator the agreement still completes (it is how survivors decide what to do).
+    if (rc != MPI_SUCCESS && errorClass != MPIX_ERR_PROC_FAILED && errorClass != MPIX_ERR_REVOKED) KILN_MPI(rc);
     return flag;
 }
 

@@ -53,10 +53,22 @@ World::World(int ranksPerNode) {
     KILN_MPI(MPI_Comm_rank(control_, &rank_));
     KILN_MPI(MPI_Comm_size(control_, &size_));
     host_ = hostName();
-    log::setIdentity(rank_, host_);
+    log::setIdentity(rank_, host_);  // stays the start-up rank: messages name the process
     nodesEmulated_ = ranksPerNode > 0;
     nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(gatherHosts(control_, host_, size_));
     faultTolerant_ = ulfmActive();
+    members_.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
+}
+
+void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {
+    MPI_Comm old = control_;
+    control_ = survivors;
+    KILN_MPI(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
+    KILN_MPI(MPI_Comm_rank(control_, &rank_));
+    KILN_MPI(MPI_Comm_size(control_, &size_));
+    members_ = std::move(members);
+    if (old != MPI_COMM_NULL) MPI_Comm_free(&old);
 }
 
 World::~World() {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <regex>
+#include <sstream>
 
 namespace kiln::config {
 
@@ -21,10 +23,24 @@ const std::vector<KeySpec>& deckSchema() {
 
         // [fault]
         {"fault.f", KeyType::Integer, "0",
-         "Fault tolerance: the number of simultaneous node failures the run survives without restarting. "
-         "kiln runs at least f+1 pipeline replicas, so it needs at least f+1 nodes, and f > 0 needs ULFM "
-         "(mpirun --with-ft ulfm).",
+         "Fault tolerance: the number of node failures the run survives without restarting (any f at once, or one "
+         "after another). kiln runs at least f+1 replicas, so it needs at least f+1 nodes, and f > 0 needs ULFM "
+         "(mpirun --with-ft ulfm). One failure more and kiln writes a checkpoint and stops (exit 75) for a requeue.",
          atLeast(0)},
+        {"fault.inject", KeyType::Text, "",
+         "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, allreduce, commit, "
+         "checkpoint); that start-up rank kills itself with SIGKILL there. E.g. '3:5:allreduce'.",
+         [](const Value& v) -> std::string {
+             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|commit|checkpoint))");
+             std::string text = std::get<std::string>(v);
+             for (auto& c : text)
+                 if (c == ',') c = ' ';
+             std::istringstream in(text);
+             for (std::string word; in >> word;)
+                 if (!std::regex_match(word, item))
+                     return "'" + word + "' is not RANK:STEP:PHASE with phase forward, backward, allreduce, commit or checkpoint";
+             return "";
+         }},
 
         // [plan]
         {"plan.nodes", KeyType::Integer, "0", "Nodes to plan for; 0 = the nodes of the job (kiln plan: cluster.ranks_per_node "

@@ -4,7 +4,10 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/transport.hpp"
+#include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
+#include "kiln/fault/fault_injector.hpp"
+#include "kiln/fault/recovery.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/train/adamw.hpp"
@@ -87,6 +90,55 @@ struct Trainer::State {
     data::CursorContext context;
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
+    std::unique_ptr<fault::FaultInjector> injector;
+    std::uint64_t nodeFailures = 0;  // nodes retired since start-up
+    std::uint64_t f = 0;
+
+    void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step) {
+        std::vector<std::string> names;
+        for (const auto& src : spec.sources) names.push_back(src.name);
+        diag = std::make_unique<io::DiagFile>((runDir / "diag.h5").string(), deck.resolvedText(), names, continueRun);
+        diag->event(step, kind, detail);
+    }
+
+    enum class Recovery { Continue, Leave, BeyondF };
+
+    // On every survivor after an attempt failed: regroup, and either go on
+    // with the same step on fewer ranks, leave (this rank's node is retired),
+    // or stop with a checkpoint when more than f nodes are gone.
+    Recovery recoverFromFailure(std::uint64_t step) {
+        const auto t0 = Clock::now();
+        const fault::RecoveryReport report = fault::recover(world);
+        nodeFailures += report.retiredNodes.size();
+        if (report.thisRankLeaves) {
+            log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
+            return Recovery::Leave;
+        }
+        log::setIdentity(world.rank(), world.host());
+        transport->interrupt();
+        transport = comm::makeMpiTransport(world.control());
+        const std::uint64_t G = spec.globalBatch, n = static_cast<std::uint64_t>(world.size()), r = world.rank();
+        loader->setSlice(G * r / n, G * (r + 1) / n - G * r / n);
+        const std::string detail = fmt::format("step {}: {}; recovered in {:.1f} ms", step, report.describe(),
+                                               1e3 * since(t0));
+        log::info("  FAILURE {}", detail);
+        if (world.rank() == 0) {
+            if (diag) {
+                diag->event(step, "failure", detail);
+            } else {
+                openDiag(true, "failure", detail + " (diagnostics taken over by this rank)", step);
+            }
+        }
+        if (nodeFailures > f) {
+            log::info("  {} node failures, more than fault.f = {}: writing a checkpoint and stopping; requeue the job "
+                      "to continue on the nodes it gets",
+                      nodeFailures, f);
+            checkpoint(loader->cursor().step);
+            if (diag) diag->event(step, "stop", fmt::format("{} node failures > fault.f = {}", nodeFailures, f));
+            return Recovery::BeyondF;
+        }
+        return Recovery::Continue;
+    }
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
@@ -170,20 +222,31 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
     const std::uint64_t G = s.spec.globalBatch, n = static_cast<std::uint64_t>(world.size()), r = world.rank();
     s.loader->setSlice(G * r / n, G * (r + 1) / n - G * r / n);
-    if (world.rank() == 0) {
-        std::vector<std::string> names;
-        for (const auto& src : s.spec.sources) names.push_back(src.name);
-        s.diag = std::make_unique<io::DiagFile>((s.runDir / "diag.h5").string(), deck.resolvedText(), names, resumed);
-        s.diag->event(cursor.step, resumed ? "resume" : "start",
-                      resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
-                              : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()));
-    }
+    if (world.rank() == 0)
+        s.openDiag(resumed, resumed ? "resume" : "start",
+                   resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
+                           : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
+                   cursor.step);
+    std::vector<fault::Injection> injections;
+    fault::parseInjections(deck.text("fault.inject"), injections);
+    s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
+    s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
               s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision);
 }
 
 Trainer::~Trainer() = default;
+
+namespace {
+
+// What one attempt at a step computed; committed only if every survivor agrees.
+struct Attempt {
+    bool ok = true;
+    double lossSum = 0.0, forward = 0.0, backward = 0.0, sync = 0.0;
+};
+
+}  // namespace
 
 TrainSummary Trainer::run(std::uint64_t untilStep) {
     State& s = *state_;
@@ -195,38 +258,73 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     const auto start = Clock::now();
     std::uint64_t stepsDone = 0;
 
+    // Forward and backward of this rank's slice, then the sums over replicas.
+    // A failed peer surfaces as ProcFailedError in a collective: the attempt
+    // is marked failed and every transport interrupted, so that no survivor
+    // waits on the dead one.
+    const auto attempt = [&](std::uint64_t step, const data::Batch& batch) {
+        Attempt a;
+        try {
+            for (auto& p : s.model->parameters())
+                if (p.grad().defined()) p.mutable_grad().zero_();
+            s.injector->at(step, fault::Phase::Forward);
+            for (std::uint64_t first = 0; first < batch.count; first += s.config.microBatch) {
+                const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
+                std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
+                auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
+                                               torch::kInt64)
+                                  .to(s.device);
+                const auto f0 = Clock::now();
+                torch::Tensor loss;
+                {
+                    AutocastScope autocast(s.config.precision == "bf16", s.device);
+                    auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
+                    loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+                }
+                const auto f1 = Clock::now();
+                s.injector->at(step, fault::Phase::Backward);
+                (loss / targetsPerStep).backward();
+                a.backward += since(f1);
+                a.forward += std::chrono::duration<double>(f1 - f0).count();
+                a.lossSum += loss.item<double>();
+            }
+            s.injector->at(step, fault::Phase::AllReduce);
+            const auto s0 = Clock::now();
+            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &a.lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            s.allReduceGradients();
+            a.sync = since(s0);
+        } catch (const ProcFailedError& e) {
+            log::warn("step {}: {}", step, e.what());
+            a.ok = false;
+            comm::revoke(s.world.control());
+            s.transport->interrupt();
+        }
+        s.injector->at(step, fault::Phase::Commit);
+        // The commit: all survivors apply this step, or none does.
+        if (s.world.faultTolerant()) a.ok = comm::agree(s.world.control(), a.ok ? 1 : 0) == 1;
+        return a;
+    };
+
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
         const auto t0 = Clock::now();
-        const data::Batch& batch = s.loader->current();
-        const double wait = s.loader->lastWaitSeconds();
-        for (auto& p : s.model->parameters())
-            if (p.grad().defined()) p.mutable_grad().zero_();
-
-        double lossSum = 0.0, forwardTime = 0.0, backwardTime = 0.0;
-        for (std::uint64_t first = 0; first < batch.count; first += s.config.microBatch) {
-            const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
-            std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
-            auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
-                                           torch::kInt64)
-                              .to(s.device);
-            const auto f0 = Clock::now();
-            torch::Tensor loss;
-            {
-                AutocastScope autocast(s.config.precision == "bf16", s.device);
-                auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
-                loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
+        const data::Batch* batch = &s.loader->current();
+        double wait = s.loader->lastWaitSeconds();
+        Attempt a = attempt(step, *batch);
+        while (!a.ok) {
+            const auto outcome = s.recoverFromFailure(step);
+            if (outcome != State::Recovery::Continue) {
+                summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired
+                                                                    : TrainSummary::Stop::BeyondF;
+                summary.lastStep = s.loader->cursor().step;
+                summary.seconds = since(start);
+                return summary;
             }
-            const auto f1 = Clock::now();
-            (loss / targetsPerStep).backward();
-            backwardTime += since(f1);
-            forwardTime += std::chrono::duration<double>(f1 - f0).count();
-            lossSum += loss.item<double>();
+            // The same global batch, sliced over the survivors: the step is replayed.
+            batch = &s.loader->current();
+            wait += s.loader->lastWaitSeconds();
+            a = attempt(step, *batch);
         }
-        const auto s0 = Clock::now();
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
-        s.allReduceGradients();
         const double gradNorm = s.clipGradients();
-        const double syncTime = since(s0);
         const double lr = learningRate(s.config, step);
         const auto o0 = Clock::now();
         s.optimizer->step(lr);
@@ -235,7 +333,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         const data::Cursor before = s.loader->cursor();
         s.loader->commit();
         const data::Cursor& after = s.loader->cursor();
-        const double loss = lossSum / targetsPerStep, stepTime = since(t0);
+        const double loss = a.lossSum / targetsPerStep, stepTime = since(t0);
         if (stepsDone == 0) summary.firstLoss = loss;
         summary.lastLoss = loss;
         ++stepsDone;
@@ -244,8 +342,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             std::vector<std::uint64_t> perSource;
             for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
                 perSource.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
-            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait, forwardTime,
-                          backwardTime, syncTime, optimizerTime},
+            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait, a.forward,
+                          a.backward, a.sync, optimizerTime},
                          perSource);
         }
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {

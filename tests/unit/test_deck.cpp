@@ -129,3 +129,9 @@ TEST(DeckSchema, EditDistance) {
     EXPECT_EQ(kiln::config::editDistance("", "abc"), 3u);
     EXPECT_EQ(kiln::config::editDistance("same", "same"), 0u);
 }
+
+TEST(DeckErrors, BadFaultInjection) {
+    expectError("[fault]\ninject = 3:5:lunch\n", R"(t\.ini:2: fault\.inject = '3:5:lunch': '3:5:lunch' is not RANK:STEP:PHASE)");
+    expectError("[fault]\ninject = 3:5\n", R"(t\.ini:2: fault\.inject = '3:5': '3:5' is not RANK:STEP:PHASE)");
+    EXPECT_EQ(deckError("[fault]\ninject = 3:5:allreduce, 1:9:forward\n"), "");
+}

@@ -23,6 +23,9 @@ public:
     virtual void recv(void* data, std::size_t bytes, int peer) = 0;
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
+    // After a failure: make every pending and future operation of every rank
+    // on this transport return an error instead of waiting (ULFM revoke, NCCL abort).
+    virtual void interrupt() = 0;
 };
 
 // Host-memory transport over a duplicate of `comm` (errors return, never abort).

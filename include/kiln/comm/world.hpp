@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 namespace kiln::comm {
 
@@ -33,16 +34,26 @@ public:
     int size() const { return size_; }
     const std::string& host() const { return host_; }
     const NodeMap& nodes() const { return nodes_; }
-    int node() const { return nodes_.nodeOfRank[rank_]; }
+    int node() const { return nodes_.nodeOfRank[members_[rank_]]; }
     bool nodesEmulated() const { return nodesEmulated_; }
     bool faultTolerant() const { return faultTolerant_; }
+    // The rank this process had at start-up, and the start-up ranks of the
+    // current members of control() (they change after failures).
+    int originalRank() const { return members_[rank_]; }
+    const std::vector<int>& members() const { return members_; }
+    // The node (start-up numbering) of a start-up rank.
+    int nodeOfOriginal(int originalRank) const { return nodes_.nodeOfRank[originalRank]; }
+    // Replaces the control communicator by `survivors`, whose members had the
+    // start-up ranks `members` (in survivors' rank order). Frees the old one.
+    void replaceControl(MPI_Comm survivors, std::vector<int> members);
 
 private:
     MPI_Comm control_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;
     std::string host_;
-    NodeMap nodes_;
+    NodeMap nodes_;  // start-up ranks and nodes
+    std::vector<int> members_;
     bool nodesEmulated_ = false;
     bool faultTolerant_ = false;
 };

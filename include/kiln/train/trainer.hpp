@@ -13,6 +13,8 @@
 namespace kiln::train {
 
 struct TrainSummary {
+    enum class Stop { Finished, NodeRetired, BeyondF };
+    Stop stopped = Stop::Finished;  // NodeRetired: this rank left with its node; BeyondF: checkpointed, requeue
     std::uint64_t firstStep = 0;  // where this invocation started (after a resume)
     std::uint64_t lastStep = 0;   // steps committed at the end
     double firstLoss = 0.0, lastLoss = 0.0;

@@ -1,0 +1,37 @@
+// Fault injection for tests and demos: the deck's fault.inject lists
+// "RANK:STEP:PHASE" items; the process whose start-up rank is RANK kills
+// itself with SIGKILL (a real fail-stop, as a dying node looks to MPI) when it
+// reaches PHASE of STEP.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::fault {
+
+enum class Phase { Forward, Backward, AllReduce, Commit, Checkpoint };
+
+const char* phaseName(Phase phase);
+
+struct Injection {
+    int rank = 0;
+    std::uint64_t step = 0;
+    Phase phase = Phase::Forward;
+};
+
+// Parses "3:5:allreduce, 7:9:forward"; on a bad item returns the text that says
+// what is expected (for the deck's check), else fills `out`.
+std::string parseInjections(const std::string& text, std::vector<Injection>& out);
+
+class FaultInjector {
+public:
+    FaultInjector(std::vector<Injection> injections, int originalRank);
+    // Kills this process if an injection names it at (step, phase).
+    void at(std::uint64_t step, Phase phase) const;
+
+private:
+    std::vector<Injection> mine_;
+};
+
+}  // namespace kiln::fault

@@ -1,0 +1,65 @@
+#include "kiln/fault/fault_injector.hpp"
+
+#include "kiln/base/log.hpp"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+
+namespace kiln::fault {
+
+const char* phaseName(Phase phase) {
+    switch (phase) {
+        case Phase::Forward: return "forward";
+        case Phase::Backward: return "backward";
+        case Phase::AllReduce: return "allreduce";
+        case Phase::Commit: return "commit";
+        case Phase::Checkpoint: return "checkpoint";
+    }
+    return "?";
+}
+
+std::string parseInjections(const std::string& text, std::vector<Injection>& out) {
+    std::string spaced = text;
+    for (auto& c : spaced)
+        if (c == ',') c = ' ';
+    std::istringstream in(spaced);
+    for (std::string item; in >> item;) {
+        Injection injection;
+        char phase[32] = {};
+        long long rank = -1;
+        unsigned long long step = 0;
+        if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
+            return fmt::format("'{}' is not RANK:STEP:PHASE (e.g. 3:5:allreduce)", item);
+        const std::string name = phase;
+        bool known = false;
+        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Commit, Phase::Checkpoint}) {
+            if (name == phaseName(p)) {
+                injection.phase = p;
+                known = true;
+            }
+        }
+        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, commit, checkpoint", item, name);
+        injection.rank = static_cast<int>(rank);
+        injection.step = step;
+        out.push_back(injection);
+    }
+    return "";
+}
+
+FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank) {
+    for (const auto& i : injections)
+        if (i.rank == originalRank) mine_.push_back(i);
+}
+
+void FaultInjector::at(std::uint64_t step, Phase phase) const {
+    for (const auto& i : mine_) {
+        if (i.step != step || i.phase != phase) continue;
+        log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
+        std::raise(SIGKILL);
+    }
+}
+
+}  // namespace kiln::fault

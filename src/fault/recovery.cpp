@@ -1,0 +1,71 @@
+#include "kiln/fault/recovery.hpp"
+
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+namespace kiln::fault {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+std::string RecoveryReport::describe() const {
+    return fmt::format("failed rank{} {} (node{} {} retired); {} ranks on {} node{} remain; revoke {:.1f} ms, shrink "
+                       "{:.1f} ms, regroup {:.1f} ms",
+                       failedRanks.size() == 1 ? "" : "s", fmt::join(failedRanks, ","), retiredNodes.size() == 1 ? "" : "s",
+                       fmt::join(retiredNodes, ","), ranksLeft, nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
+                       1e3 * shrinkSeconds, 1e3 * regroupSeconds);
+}
+
+RecoveryReport recover(comm::World& world) {
+    RecoveryReport report;
+    auto t0 = Clock::now();
+    comm::revoke(world.control());
+    report.revokeSeconds = since(t0);
+
+    // The shrink is itself an agreement: every survivor gets the same group.
+    t0 = Clock::now();
+    MPI_Comm survivors = comm::shrink(world.control());
+    report.shrinkSeconds = since(t0);
+
+    t0 = Clock::now();
+    const auto& members = world.members();
+    for (int missing : comm::ranksMissingFrom(world.control(), survivors)) report.failedRanks.push_back(members[missing]);
+    std::sort(report.failedRanks.begin(), report.failedRanks.end());
+    std::set<int> retired;
+    for (int r : report.failedRanks) retired.insert(world.nodeOfOriginal(r));
+    report.retiredNodes.assign(retired.begin(), retired.end());
+
+    // Survivors in shrunk order, and who of them stays.
+    std::vector<int> survivorMembers;
+    for (int r = 0; r < static_cast<int>(members.size()); ++r)
+        if (!std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), members[r]))
+            survivorMembers.push_back(members[r]);
+    report.thisRankLeaves = retired.count(world.node()) > 0;
+
+    MPI_Comm staying = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_split(survivors, report.thisRankLeaves ? MPI_UNDEFINED : 0, 0, &staying));
+    std::vector<int> stayingMembers;
+    std::set<int> nodes;
+    for (int r : survivorMembers)
+        if (!retired.count(world.nodeOfOriginal(r))) {
+            stayingMembers.push_back(r);
+            nodes.insert(world.nodeOfOriginal(r));
+        }
+    report.ranksLeft = static_cast<int>(stayingMembers.size());
+    report.nodesLeft = static_cast<int>(nodes.size());
+    MPI_Comm_free(&survivors);
+    if (!report.thisRankLeaves) world.replaceControl(staying, stayingMembers);
+    report.regroupSeconds = since(t0);
+    return report;
+}
+
+}  // namespace kiln::fault

@@ -75,8 +75,10 @@ prepare_demo_data() {
   fi
   say "demo data: preparing data/manuals and data/quotes"
   python3 "$root/tools/demo_corpora.py" --out "$data/raw"
+  local manuals
+  manuals=$(ls -d /usr/share/vim/vim*/doc | head -1)
   mpirun -n 2 --oversubscribe "$kiln" prep --source manuals --out "$data" --overwrite \
-    --input /usr/share/vim/vim90/doc --format file \
+    --input "$manuals" --format file \
     --train-tokenizer --tokenizer "$data/tokenizer.model" --vocab 4000
   mpirun -n 2 --oversubscribe "$kiln" prep --source quotes --out "$data" --overwrite \
     --input "$data/raw/quotes.jsonl" --format jsonl --field text --tokenizer "$data/tokenizer.model"

@@ -49,18 +49,6 @@ h5::Handle createTable(hid_t file, const char* name, hid_t type, hsize_t columns
     return h5::Handle(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
 }
 
-template <typename T>
-std::vector<T> readTable(hid_t file, const char* name, hid_t type) {
-    h5::LibraryLock lock(h5::libraryMutex());
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) return {};
-    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), name));
-    h5::Handle space(KILN_H5(H5Dget_space(set), name));
-    hsize_t dims[2] = {0, 0};
-    H5Sget_simple_extent_dims(space, dims, nullptr);
-    std::vector<T> rows(dims[0]);
-    if (!rows.empty()) KILN_H5(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
-    return rows;
-}
 
 }  // namespace
 
@@ -180,9 +168,15 @@ void DiagFile::event(std::uint64_t step, const std::string& kind, const std::str
     append(events_, eventType_, &e);
 }
 
-std::vector<StepRecord> DiagFile::readSteps(hid_t file) { return readTable<StepRecord>(file, "steps", stepType()); }
+std::vector<StepRecord> DiagFile::readSteps(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<StepRecord>(file, "steps", stepType(), "diag", /*optional=*/true);
+}
 
-std::vector<EventRecord> DiagFile::readEvents(hid_t file) { return readTable<EventRecord>(file, "events", eventType()); }
+std::vector<EventRecord> DiagFile::readEvents(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<EventRecord>(file, "events", eventType(), "diag", /*optional=*/true);
+}
 
 std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, std::vector<std::string>& sources) {
     h5::LibraryLock lock(h5::libraryMutex());

@@ -115,6 +115,10 @@ std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std
     return readScalarAttribute<std::uint64_t>(object, name, H5T_NATIVE_UINT64, context);
 }
 
+void missingDataset(const std::string& context, const char* name) {
+    throw InputError(fmt::format("{}: dataset /{} is missing", context, name), ErrorScope::ThisRank);
+}
+
 std::uint64_t extent1d(hid_t dataset, const std::string& context) {
     Handle space(KILN_H5(H5Dget_space(dataset), context));
     if (H5Sget_simple_extent_ndims(space) != 1)

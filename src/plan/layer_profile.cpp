@@ -96,11 +96,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
             r.activationBytes = l.activationBytes;
             rows.push_back(r);
         }
-        const auto type = rowType();
-        hsize_t dims[1] = {rows.size()};
-        h5::Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), path));
-        h5::Handle set(KILN_H5(H5Dcreate2(file, "layers", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
-        KILN_H5(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
+        h5::writeRecords(file, "layers", rowType(), rows, path);
     }
     io::commitTemporary(temporary, path);
 }
@@ -114,11 +110,7 @@ ModelProfile readProfile(const std::string& path) {
     p.device = h5::readStringAttribute(file, "device", path);
     p.microBatch = h5::readUintAttribute(file, "micro_batch", path);
     for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
-    h5::Handle set(KILN_H5(H5Dopen2(file, "layers", H5P_DEFAULT), path));
-    h5::Handle space(KILN_H5(H5Dget_space(set), path));
-    std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
-    KILN_H5(H5Dread(set, rowType(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
-    for (const auto& r : rows)
+    for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))
         p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
                             r.outputBytes, r.activationBytes});
     if (p.layers.size() != p.model.numLayers())

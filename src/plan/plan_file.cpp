@@ -59,25 +59,6 @@ h5::Handle pipelineType() {
     return t;
 }
 
-template <typename Row>
-h5::Handle writeTable(hid_t file, const char* name, hid_t type, const std::vector<Row>& rows, const std::string& path) {
-    hsize_t dims[1] = {rows.size()};
-    h5::Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), path));
-    h5::Handle set(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
-    if (!rows.empty()) KILN_H5(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
-    return set;
-}
-
-template <typename Row>
-std::vector<Row> readTable(hid_t file, const char* name, hid_t type, const std::string& path) {
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) throw InputError(fmt::format("{}: /{} is missing", path, name));
-    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), path));
-    h5::Handle space(KILN_H5(H5Dget_space(set), path));
-    std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
-    if (!rows.empty()) KILN_H5(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path);
-    return rows;
-}
-
 }  // namespace
 
 void writePlan(const std::string& path, const TemplateSet& set, const Instantiation& inst, std::uint32_t nodes,
@@ -113,9 +94,9 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
         h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
         h5::writeAttribute(file, "min_nodes", std::uint64_t{set.minNodes});
         h5::writeAttribute(file, "max_nodes", std::uint64_t{set.maxNodes});
-        writeTable(file, "templates", templateType(), templates, path);
-        writeTable(file, "stages", stageType(), stages, path);
-        auto instantiation = writeTable(file, "instantiation", pipelineType(), pipelines, path);
+        h5::writeRecords(file, "templates", templateType(), templates, path);
+        h5::writeRecords(file, "stages", stageType(), stages, path);
+        auto instantiation = h5::writeRecords(file, "instantiation", pipelineType(), pipelines, path);
         h5::writeAttribute(instantiation, "nodes_used", std::uint64_t{inst.nodesUsed});
         h5::writeAttribute(instantiation, "nodes_idle", std::uint64_t{inst.nodesIdle});
         h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
@@ -133,8 +114,8 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
     set = TemplateSet{};
     set.minNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "min_nodes", path));
     set.maxNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "max_nodes", path));
-    const auto templates = readTable<TemplateRow>(file, "templates", templateType(), path);
-    const auto stages = readTable<StageRow>(file, "stages", stageType(), path);
+    const auto templates = h5::readRecords<TemplateRow>(file, "templates", templateType(), path);
+    const auto stages = h5::readRecords<StageRow>(file, "stages", stageType(), path);
     for (const auto& row : templates) {
         PipelineTemplate t;
         if (row.stages > 0) {
@@ -146,7 +127,7 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
         set.templates.push_back(std::move(t));
     }
     inst = Instantiation{};
-    for (const auto& p : readTable<PipelineRow>(file, "instantiation", pipelineType(), path)) {
+    for (const auto& p : h5::readRecords<PipelineRow>(file, "instantiation", pipelineType(), path)) {
         inst.pipelines.push_back({p.nodes, p.microbatches, p.stepTime});
         inst.nodesUsed += p.nodes;
         inst.stepTime = std::max(inst.stepTime, p.stepTime);

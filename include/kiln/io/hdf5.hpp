@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include <vector>
 
 namespace kiln::io::h5 {
 
@@ -51,6 +52,8 @@ void quietErrors();
 // Throws LibraryError (this rank) unless `rc >= 0`. `context` names the file or object.
 std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line);
 
+#define KILN_H5(call, context) ::kiln::io::h5::check((call), #call, (context), __FILE__, __LINE__)
+
 // Attributes on a file, group or dataset.
 void writeAttribute(hid_t object, const std::string& name, const std::string& value);
 void writeAttribute(hid_t object, const std::string& name, std::int64_t value);
@@ -63,6 +66,31 @@ std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std
 // Length of a 1-D dataset.
 std::uint64_t extent1d(hid_t dataset, const std::string& context);
 
-}  // namespace kiln::io::h5
+// Throws InputError: `context` has no dataset `name`.
+[[noreturn]] void missingDataset(const std::string& context, const char* name);
 
-#define KILN_H5(call, context) ::kiln::io::h5::check((call), #call, (context), __FILE__, __LINE__)
+// A 1-D dataset of records of compound type `type` (a table), written whole.
+template <typename Row>
+Handle writeRecords(hid_t where, const char* name, hid_t type, const std::vector<Row>& rows, const std::string& context) {
+    hsize_t dims[1] = {rows.size()};
+    Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), context));
+    Handle set(KILN_H5(H5Dcreate2(where, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+    if (!rows.empty()) KILN_H5(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), context);
+    return set;
+}
+
+// All records of a table; a missing table is an error, or no records when `optional`.
+template <typename Row>
+std::vector<Row> readRecords(hid_t where, const char* name, hid_t type, const std::string& context, bool optional = false) {
+    if (H5Lexists(where, name, H5P_DEFAULT) <= 0) {
+        if (optional) return {};
+        missingDataset(context, name);
+    }
+    Handle set(KILN_H5(H5Dopen2(where, name, H5P_DEFAULT), context));
+    Handle space(KILN_H5(H5Dget_space(set), context));
+    std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+    if (!rows.empty()) KILN_H5(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), context);
+    return rows;
+}
+
+}  // namespace kiln::io::h5

@@ -5,40 +5,15 @@
 #include "kiln/data/batch_planner.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/plan_file.hpp"
+#include "kiln/plan/run_plan.hpp"
+#include "kiln/base/error.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 
 namespace kiln::apps {
-namespace {
-
-std::string seconds(double s) { return s < 1.0 ? fmt::format("{:.1f} ms", 1e3 * s) : fmt::format("{:.3f} s", s); }
-
-std::string stagesOf(const plan::PipelineTemplate& t) {
-    std::string out;
-    for (const auto& s : t.stages) {
-        if (!out.empty()) out += " | ";
-        out += s.endLayer - s.firstLayer == 1 ? fmt::format("{}", s.firstLayer) : fmt::format("{}-{}", s.firstLayer, s.endLayer - 1);
-    }
-    return out;
-}
-
-void printInstantiation(const plan::TemplateSet& set, const plan::Instantiation& inst, std::uint64_t microbatches,
-                        std::uint64_t samplesPerMicrobatch) {
-    fmt::print("  {} pipeline{} on {} node{} ({} idle); predicted step {}; {:.1f} samples/s\n", inst.pipelines.size(),
-               inst.pipelines.size() == 1 ? "" : "s", inst.nodesUsed, inst.nodesUsed == 1 ? "" : "s", inst.nodesIdle,
-               seconds(inst.stepTime), double(microbatches * samplesPerMicrobatch) / inst.stepTime);
-    fmt::print("  {:>8} {:>6} {:>13} {:>12}\n", "pipeline", "nodes", "microbatches", "step time");
-    for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
-        fmt::print("  {:>8} {:>6} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, inst.pipelines[p].microbatches,
-                   seconds(inst.pipelines[p].stepTime));
-    (void)set;
-}
-
-}  // namespace
 
 int planMain(int argc, char** argv) {
     std::string deckPath;
@@ -66,65 +41,32 @@ int planMain(int argc, char** argv) {
     const auto model = model::modelConfigFromDeck(deck, tokenizerVocab);
     const auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
     if (cluster.nodes == 0) throw InputError(fmt::format("{}: kiln plan needs plan.nodes > 0 (the nodes to plan for)", deck.name()));
-    const std::uint64_t microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
-    const std::uint64_t microbatches = (static_cast<std::uint64_t>(deck.integer("data.global_batch")) + microBatch - 1) / microBatch;
-    const auto f = static_cast<std::uint32_t>(deck.integer("fault.f"));
-
-    plan::ModelProfile profile;
-    const std::string profilePath = deck.text("plan.profile");
-    if (profilePath.empty()) {
-        profile = plan::syntheticProfile(model, microBatch, deck.real("plan.device_tflops"));
-    } else {
-        profile = plan::readProfile(profilePath);
-        plan::requireSameModel(profile, model, profilePath);
-    }
-
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto set = plan::planTemplates(profile, cluster, f, microbatches);
-    const auto t1 = std::chrono::steady_clock::now();
+    const auto p = plan::planRun(deck, model, cluster);
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
-               profilePath.empty() ? profile.device : profilePath);
-    fmt::print("templates for {}..{} nodes (f = {}), planned in {:.3f} s:\n", set.minNodes, set.maxNodes, f,
-               std::chrono::duration<double>(t1 - t0).count());
-    fmt::print("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  layers per stage\n", "nodes", "stages", "microbatches",
-               "bottleneck", "fill+drain", "step time");
-    const std::size_t count = set.templates.size();
-    for (std::size_t i = 0; i < count; ++i) {
-        if (!all && count > 12 && i >= 6 && i + 6 < count) {
-            if (i == 6) fmt::print("  ... ({} more; --all prints them)\n", count - 12);
-            continue;
-        }
-        const auto& t = set.templates[i];
-        if (t.nodes == 0) {
-            fmt::print("  {:>5}  no pipeline of this length fits in memory\n", set.minNodes + i);
-            continue;
-        }
-        fmt::print("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  {}\n", t.nodes, t.stages.size(), t.referenceMicrobatches,
-                   seconds(t.bottleneck()), seconds(t.latency()), seconds(t.stepTime(t.referenceMicrobatches)),
-                   stagesOf(t));
-    }
-    const auto t2 = std::chrono::steady_clock::now();
-    const auto inst = plan::instantiate(set, cluster.nodes, f + 1, microbatches);
-    const auto t3 = std::chrono::steady_clock::now();
-    fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {:.1f} ms to plan):\n",
-               cluster.nodes, f + 1, microbatches, microBatch, 1e3 * std::chrono::duration<double>(t3 - t2).count());
-    printInstantiation(set, inst, microbatches, microBatch);
+               p.profileSource);
+    fmt::print("{}", plan::describeTemplates(p, all));
+    fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}; {:.1f} ms to plan):\n",
+               cluster.nodes, p.f + 1, p.globalMicrobatches, p.microBatch,
+               p.pinned ? "pinned by plan.pipelines" : "the planner's choice", 1e3 * p.instantiationSeconds);
+    fmt::print("{}", plan::describeInstantiation(p.templates, p.instantiation, p.microBatch));
     if (!out.empty()) {
-        plan::writePlan(out, set, inst, cluster.nodes, f, microbatches);
+        plan::writePlan(out, p.templates, p.instantiation, cluster.nodes, p.f, p.globalMicrobatches);
         fmt::print("  plan written to {}\n", out);
     }
     if (fail > 0) {
-        if (fail > f)
+        if (fail > p.f)
             fmt::print("after {} failures (more than f = {}): kiln stops with its last checkpoint and the jobscript "
                        "requeues it; on restart it plans for the nodes it gets.\n",
-                       fail, f);
+                       fail, p.f);
         const std::uint32_t left = cluster.nodes - std::min(fail, cluster.nodes);
-        const std::uint32_t keep = fail <= f ? f + 1 - fail : 1;
-        const std::uint32_t wanted = std::max<std::uint32_t>(keep, std::min<std::uint32_t>(f + 1, left / set.minNodes));
+        const std::uint32_t keep = fail <= p.f ? p.f + 1 - fail : 1;
+        const std::uint32_t wanted =
+            std::max<std::uint32_t>(keep, std::min<std::uint32_t>(p.f + 1, left / p.templates.minNodes));
         fmt::print("after {} node failure{}: {} nodes, at least {} pipeline{}:\n", fail, fail == 1 ? "" : "s", left, wanted,
                    wanted == 1 ? "" : "s");
-        printInstantiation(set, plan::instantiate(set, left, wanted, microbatches), microbatches, microBatch);
+        fmt::print("{}", plan::describeInstantiation(p.templates, plan::instantiate(p.templates, left, wanted, p.globalMicrobatches),
+                                                     p.microBatch));
     }
     return 0;
 }

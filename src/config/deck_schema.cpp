@@ -43,11 +43,35 @@ const std::vector<KeySpec>& deckSchema() {
          }},
 
         // [plan]
-        {"plan.nodes", KeyType::Integer, "0", "Nodes to plan for; 0 = the nodes of the job (kiln plan: cluster.ranks_per_node "
-         "ranks each).", atLeast(0)},
+        {"plan.nodes", KeyType::Integer, "0", "Nodes that kiln plan plans for; 0 = the nodes of the job. kiln run always "
+         "plans for the nodes it is given.", atLeast(0)},
+        {"plan.pipelines", KeyType::Text, "",
+         "Pin the layout instead of the planner's choice: the node count of each pipeline, '+'-separated, largest "
+         "first or not (e.g. '2+1': a 2-node and a 1-node pipeline), optionally with each pipeline's microbatches "
+         "('2:5+1:3'; they must add up to the global batch's). Checked against the templates, the nodes and "
+         "fault.f + 1 like the planner's own choice. Empty: the planner chooses.",
+         [](const Value& v) -> std::string {
+             static const std::regex layout(R"(\s*\d+(:\d+)?(\s*\+\s*\d+(:\d+)?)*\s*)");
+             const auto& text = std::get<std::string>(v);
+             if (text.empty()) return "";
+             if (!std::regex_match(text, layout)) return "expected NODES+NODES+... (e.g. '2+1') or NODES:MICROBATCHES+... (e.g. '2:5+1:3')";
+             const bool anyShare = text.find(':') != std::string::npos;
+             std::size_t pipelines = 1;
+             for (char c : text) pipelines += c == '+';
+             if (anyShare && std::count(text.begin(), text.end(), ':') != static_cast<long>(pipelines))
+                 return "give microbatches for every pipeline or for none";
+             static const std::regex zero(R"((^|[+:\s])0+(\D|$))");
+             if (std::regex_search(text, zero)) return "node and microbatch counts must be at least 1";
+             return "";
+         }},
         {"plan.memory_gb", KeyType::Real, "80", "Memory per rank (GB) that a stage may use.", realInRange(0.001, 1e6)},
-        {"plan.intra_node_gbps", KeyType::Real, "200", "Bandwidth between ranks of one node, GB/s.", realInRange(1e-6, 1e6)},
-        {"plan.inter_node_gbps", KeyType::Real, "25", "Bandwidth between nodes, GB/s (activations between stages).",
+        {"plan.intra_node_gb_s", KeyType::Real, "200",
+         "Bandwidth between ranks of one node in GB/s (1e9 bytes per second): activations between the consecutive "
+         "stages a node's ranks hold.",
+         realInRange(1e-6, 1e6)},
+        {"plan.inter_node_gb_s", KeyType::Real, "25",
+         "Bandwidth between nodes in GB/s (1e9 bytes per second): activations from a node's last stage to the next "
+         "node, and gradient sums across pipelines.",
          realInRange(1e-6, 1e6)},
         {"plan.profile", KeyType::Text, "",
          "A layer profile from kiln profile. Empty: a synthetic profile from the model's FLOPs and plan.device_tflops.", {}},

@@ -11,8 +11,8 @@ ClusterSpec clusterFromDeck(const config::Deck& deck, std::uint32_t worldNodes) 
     const auto perNode = deck.integer("cluster.ranks_per_node");
     c.ranksPerNode = perNode > 0 ? static_cast<std::uint32_t>(perNode) : 1;
     c.memoryPerRank = deck.real("plan.memory_gb") * 1e9;
-    c.intraBandwidth = deck.real("plan.intra_node_gbps") * 1e9;
-    c.interBandwidth = deck.real("plan.inter_node_gbps") * 1e9;
+    c.intraBandwidth = deck.real("plan.intra_node_gb_s") * 1e9;
+    c.interBandwidth = deck.real("plan.inter_node_gb_s") * 1e9;
     return c;
 }
 

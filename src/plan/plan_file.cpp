@@ -14,13 +14,13 @@ namespace h5 = io::h5;
 namespace {
 
 struct TemplateRow {
-    std::uint32_t nodes, stages;
+    std::uint32_t nodes, stages, ranksPerNode;
     std::uint64_t referenceMicrobatches;
     double bottleneck, fillDrain, sync;
 };
 struct StageRow {
     std::uint32_t templateNodes, stage, firstLayer, endLayer;
-    double time, sync, memory;
+    double time, sync, memory, paramBytes, activationBytes;
 };
 struct PipelineRow {
     std::uint32_t nodes;
@@ -32,6 +32,7 @@ h5::Handle templateType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateRow)), "plan"));
     H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32);
     H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "ranks_per_node", HOFFSET(TemplateRow, ranksPerNode), H5T_NATIVE_UINT32);
     H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64);
     H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE);
@@ -48,6 +49,8 @@ h5::Handle stageType() {
     H5Tinsert(t, "time_s", HOFFSET(StageRow, time), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "sync_s", HOFFSET(StageRow, sync), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "memory_bytes", HOFFSET(StageRow, memory), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "param_bytes", HOFFSET(StageRow, paramBytes), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "activation_bytes", HOFFSET(StageRow, activationBytes), H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -71,14 +74,14 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
         const auto& t = set.templates[i];
         const auto n = static_cast<std::uint32_t>(set.minNodes + i);
         if (t.nodes == 0) {
-            templates.push_back({n, 0, 0, 0.0, 0.0, 0.0});
+            templates.push_back({n, 0, 0, 0, 0.0, 0.0, 0.0});
             continue;
         }
-        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.referenceMicrobatches, t.bottleneck(),
+        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.ranksPerNode, t.referenceMicrobatches, t.bottleneck(),
                              t.latency(), t.sync()});
         for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
             const auto& st = t.stages[s];
-            stages.push_back({n, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory});
+            stages.push_back({n, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory, st.paramBytes, st.activationBytes});
         }
     }
     std::vector<PipelineRow> pipelines;
@@ -88,12 +91,15 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
     {
         h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
         h5::writeAttribute(file, "format", std::string("kiln-plan"));
-        h5::writeAttribute(file, "format_version", std::int64_t{1});
+        h5::writeAttribute(file, "format_version", std::int64_t{2});
         h5::writeAttribute(file, "nodes", std::uint64_t{nodes});
         h5::writeAttribute(file, "f", std::uint64_t{f});
         h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
         h5::writeAttribute(file, "min_nodes", std::uint64_t{set.minNodes});
         h5::writeAttribute(file, "max_nodes", std::uint64_t{set.maxNodes});
+        h5::Handle scalarSpace(KILN_H5(H5Screate(H5S_SCALAR), path));
+        h5::Handle memory(KILN_H5(H5Acreate2(file, "memory_per_rank_bytes", H5T_IEEE_F64LE, scalarSpace, H5P_DEFAULT, H5P_DEFAULT), path));
+        KILN_H5(H5Awrite(memory, H5T_NATIVE_DOUBLE, &set.memoryPerRank), path);
         h5::writeRecords(file, "templates", templateType(), templates, path);
         h5::writeRecords(file, "stages", stageType(), stages, path);
         auto instantiation = h5::writeRecords(file, "instantiation", pipelineType(), pipelines, path);
@@ -111,7 +117,15 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
     h5::LibraryLock lock(h5::libraryMutex());
     if (!h5::hasAttribute(file, "format") || h5::readStringAttribute(file, "format", path) != "kiln-plan")
         throw InputError(fmt::format("{}: not a kiln plan (write one with kiln plan DECK --out FILE)", path));
+    if (h5::readIntAttribute(file, "format_version", path) != 2)
+        throw InputError(fmt::format("{}: plan format version {}, this kiln reads 2 (one stage per rank); write it again "
+                                     "with kiln plan DECK --out FILE",
+                                     path, h5::readIntAttribute(file, "format_version", path)));
     set = TemplateSet{};
+    {
+        h5::Handle memory(KILN_H5(H5Aopen(file, "memory_per_rank_bytes", H5P_DEFAULT), path));
+        KILN_H5(H5Aread(memory, H5T_NATIVE_DOUBLE, &set.memoryPerRank), path);
+    }
     set.minNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "min_nodes", path));
     set.maxNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "max_nodes", path));
     const auto templates = h5::readRecords<TemplateRow>(file, "templates", templateType(), path);
@@ -120,9 +134,10 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
         PipelineTemplate t;
         if (row.stages > 0) {
             t.nodes = row.nodes;
+            t.ranksPerNode = row.ranksPerNode;
             t.referenceMicrobatches = row.referenceMicrobatches;
             for (const auto& s : stages)
-                if (s.templateNodes == row.nodes) t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory});
+                if (s.templateNodes == row.nodes) t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes});
         }
         set.templates.push_back(std::move(t));
     }

@@ -14,6 +14,16 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Where a stage's activation goes: nowhere (the last stage), to the next rank
+// of the same node, or to the next node.
+enum class Link { None, Intra, Inter };
+
+// The link after stage `position` of a pipeline of `stages` stages, `g` per node.
+Link linkAfter(std::uint32_t position, std::uint32_t stages, std::uint32_t g) {
+    if (position + 1 == stages) return Link::None;
+    return (position + 1) % g == 0 ? Link::Inter : Link::Intra;
+}
+
 // Prefix sums of a profile and the cost model's terms for a layer range.
 class CostModel {
 public:
@@ -30,23 +40,26 @@ public:
     }
 
     std::uint32_t layers() const { return static_cast<std::uint32_t>(layers_); }
-    double stageTime(std::uint32_t a, std::uint32_t b) const {
-        const double g = cluster_.ranksPerNode;
-        return (compute_[b] - compute_[a]) / g + (b < layers_ ? 2.0 * output_[b - 1] / cluster_.interBandwidth : 0.0);
+    std::uint32_t ranksPerNode() const { return cluster_.ranksPerNode; }
+    double stageTime(std::uint32_t a, std::uint32_t b, Link link) const {
+        const double compute = compute_[b] - compute_[a];
+        if (link == Link::None) return compute;
+        return compute + 2.0 * output_[b - 1] / (link == Link::Intra ? cluster_.intraBandwidth : cluster_.interBandwidth);
     }
-    // Once per step: the stage's gradients summed over the replicas; a ring
-    // all-reduce moves at most twice the bytes through each node's link.
+    // Once per step, this stage's gradients summed with the other replicas
+    // (a ring all-reduce moves about twice the bytes through the node's link).
     double sync(std::uint32_t a, std::uint32_t b) const { return 2.0 * (params_[b] - params_[a]) / cluster_.interBandwidth; }
-    // Bytes per rank of a stage holding `inFlight` microbatches' activations:
-    // the node's ranks split weights, gradients, both AdamW moments and activations.
+    // Bytes on the stage's rank with `inFlight` microbatches' activations kept:
+    // weights, gradients, both AdamW moments, activations.
     double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return (4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a])) / cluster_.ranksPerNode;
+        return 4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a]);
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
         return memory(a, b, inFlight) <= cluster_.memoryPerRank;
     }
-    Stage stage(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return {a, b, stageTime(a, b), sync(a, b), memory(a, b, inFlight)};
+    Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
+        return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), params_[b] - params_[a],
+                activations_[b] - activations_[a]};
     }
 
 private:
@@ -55,26 +68,28 @@ private:
     std::vector<double> compute_, params_, activations_, output_;
 };
 
-// Suffix dynamic programme over layer boundaries: value[k][i] is the best way
-// to run layers [i, L) as k stages, where the first of them holds
-// min(k, m) microbatches in flight. `combine` folds a stage's time into the
+// Suffix dynamic programme over layer boundaries for a pipeline of S stages:
+// value[k][i] is the best way to run layers [i, L) as its last k stages, where
+// the first of them (position S - k) holds min(k, m) microbatches in flight
+// and sends over linkAfter(S - k). `combine` folds a stage's time into the
 // value of the rest; stages slower than `limit` are not allowed.
 template <typename Combine>
-std::vector<std::vector<double>> suffixProgramme(const CostModel& cost, std::uint32_t n, std::uint64_t m, double limit,
+std::vector<std::vector<double>> suffixProgramme(const CostModel& cost, std::uint32_t S, std::uint64_t m, double limit,
                                                  Combine combine, std::vector<std::vector<std::uint32_t>>& cut) {
     const std::uint32_t L = cost.layers();
-    std::vector<std::vector<double>> value(n + 1, std::vector<double>(L + 1, kInf));
-    cut.assign(n + 1, std::vector<std::uint32_t>(L + 1, 0));
+    std::vector<std::vector<double>> value(S + 1, std::vector<double>(L + 1, kInf));
+    cut.assign(S + 1, std::vector<std::uint32_t>(L + 1, 0));
     value[0][L] = 0.0;
-    for (std::uint32_t k = 1; k <= n; ++k) {
+    for (std::uint32_t k = 1; k <= S; ++k) {
         const std::uint64_t inFlight = std::min<std::uint64_t>(k, m);
+        const Link link = linkAfter(S - k, S, cost.ranksPerNode());
         for (std::uint32_t i = 0; i + k <= L; ++i) {
             // The stage [i, j) leaves k - 1 stages for [j, L), so j <= L - (k - 1).
             for (std::uint32_t j = i + 1; j + (k - 1) <= L; ++j) {
                 if (value[k - 1][j] == kInf) continue;
-                const double t = cost.stageTime(i, j);
-                if (t > limit) continue;
                 if (!cost.fits(i, j, inFlight)) break;  // and bigger
+                const double t = cost.stageTime(i, j, link);
+                if (t > limit) continue;
                 const double v = combine(t, value[k - 1][j]);
                 if (v < value[k][i]) {
                     value[k][i] = v;
@@ -90,34 +105,38 @@ PipelineTemplate rebuild(const CostModel& cost, const std::vector<std::vector<st
                          std::uint64_t m) {
     PipelineTemplate t;
     t.nodes = n;
+    t.ranksPerNode = cost.ranksPerNode();
     t.referenceMicrobatches = m;
+    const std::uint32_t S = n * cost.ranksPerNode();
     std::uint32_t i = 0;
-    for (std::uint32_t k = n; k >= 1; --k) {
+    for (std::uint32_t k = S; k >= 1; --k) {
         const std::uint32_t j = cut[k][i];
-        t.stages.push_back(cost.stage(i, j, std::min<std::uint64_t>(k, m)));
+        t.stages.push_back(cost.stage(i, j, linkAfter(S - k, S, cost.ranksPerNode()), std::min<std::uint64_t>(k, m)));
         i = j;
     }
     return t;
 }
 
-// The exact optimum of T(m) = sum t + (m - 1) max t for n stages: for each
-// candidate bottleneck B (a stage time that can occur), the smallest sum with
-// every stage at most B; candidates in increasing order until
-// (m - 1) B + (the smallest sum of all) can no longer beat the best found.
+// The exact optimum of T(m) = sum t + (m - 1) max t for the n * g stages of
+// n nodes: for each candidate bottleneck B (a stage time that can occur), the
+// smallest sum with every stage at most B; candidates in increasing order
+// until (m - 1) B + (the smallest sum of all) can no longer beat the best found.
 bool bestTemplate(const CostModel& cost, std::uint32_t n, std::uint64_t m, const std::vector<double>& candidates,
                   PipelineTemplate& best) {
+    const std::uint32_t S = n * cost.ranksPerNode();
+    if (S > cost.layers()) return false;
     std::vector<std::vector<std::uint32_t>> cut;
     const auto maxOf = [](double t, double rest) { return std::max(t, rest); };
     const auto sumOf = [](double t, double rest) { return t + rest; };
-    const double bottleneck = suffixProgramme(cost, n, m, kInf, maxOf, cut)[n][0];
+    const double bottleneck = suffixProgramme(cost, S, m, kInf, maxOf, cut)[S][0];
     if (bottleneck == kInf) return false;
-    const double smallestSum = suffixProgramme(cost, n, m, kInf, sumOf, cut)[n][0];
+    const double smallestSum = suffixProgramme(cost, S, m, kInf, sumOf, cut)[S][0];
     double bestTime = kInf;
     auto it = std::lower_bound(candidates.begin(), candidates.end(), bottleneck * (1 - 1e-12));
     for (; it != candidates.end(); ++it) {
         const double B = *it;
         if (smallestSum + double(m - 1) * B >= bestTime) break;
-        const double sum = suffixProgramme(cost, n, m, B * (1 + 1e-12), sumOf, cut)[n][0];
+        const double sum = suffixProgramme(cost, S, m, B * (1 + 1e-12), sumOf, cut)[S][0];
         if (sum == kInf) continue;
         PipelineTemplate t = rebuild(cost, cut, n, m);
         if (t.pipelineTime(m) < bestTime) {
@@ -158,7 +177,12 @@ double PipelineTemplate::pipelineTime(std::uint64_t microbatches) const {
 double PipelineTemplate::sync() const {
     if (sync_ < 0) {
         sync_ = 0.0;
-        for (const auto& s : stages) sync_ = std::max(sync_, s.sync);
+        const std::size_t g = std::max<std::uint32_t>(ranksPerNode, 1);
+        for (std::size_t first = 0; first < stages.size(); first += g) {
+            double node = 0.0;
+            for (std::size_t s = first; s < std::min(first + g, stages.size()); ++s) node += stages[s].sync;
+            sync_ = std::max(sync_, node);
+        }
     }
     return sync_;
 }
@@ -175,15 +199,23 @@ const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n) const {
 TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
                           std::uint64_t globalMicrobatches) {
     const CostModel cost(profile, cluster);
-    const std::uint32_t L = cost.layers();
+    const std::uint32_t L = cost.layers(), g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
+    if (L < g)
+        throw InputError(fmt::format(
+            "a node's {} ranks each hold at least one stage, but the model has only {} layers (model.blocks = {} plus "
+            "the embedding and the output layer)\n  Use model.blocks >= {}, or fewer ranks per node "
+            "(cluster.ranks_per_node).",
+            g, L, L - 2, g - 2));
     std::vector<double> candidates;
     for (std::uint32_t a = 0; a < L; ++a)
-        for (std::uint32_t b = a + 1; b <= L; ++b) candidates.push_back(cost.stageTime(a, b));
+        for (std::uint32_t b = a + 1; b <= L; ++b)
+            for (Link link : {Link::None, Link::Intra, Link::Inter}) candidates.push_back(cost.stageTime(a, b, link));
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
     TemplateSet set;
-    const std::uint32_t upper = std::min(L, cluster.nodes);
+    set.memoryPerRank = cluster.memoryPerRank;
+    const std::uint32_t upper = std::min(L / g, cluster.nodes);
     std::uint32_t n = 1;
     PipelineTemplate t;
     for (; n <= upper; ++n)
@@ -192,19 +224,19 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
         double largest = 0.0;
         for (std::uint32_t i = 0; i < L; ++i) largest = std::max(largest, cost.memory(i, i + 1, 1));
         throw InputError(fmt::format(
-            "the model does not fit on {} node{} of {} ranks with {:.1f} GB each: the whole model needs {:.1f} GB per "
-            "rank on one node, its largest layer alone {:.1f} GB per rank{}\n  Give more memory per rank "
-            "(plan.memory_gb), more nodes, or a smaller model or micro-batch.",
-            cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
-            cost.memory(0, L, 1) / 1e9, largest / 1e9,
-            upper < L ? fmt::format("; pipelines longer than {} nodes are not possible here", upper) : ""));
+            "the model does not fit on {} node{} of {} ranks with {:.1f} GB each: its largest layer alone needs {:.1f} GB "
+            "on a rank (weights, gradients, AdamW moments, one microbatch of activations), the whole model {:.1f} GB; "
+            "pipelines of more than {} node{} are not possible with {} layers\n  Give more memory per rank "
+            "(plan.memory_gb), more nodes, or a smaller model or micro-batch (train.micro_batch).",
+            cluster.nodes, cluster.nodes == 1 ? "" : "s", g, cluster.memoryPerRank / 1e9, largest / 1e9,
+            cost.memory(0, L, 1) / 1e9, upper, upper == 1 ? "" : "s", L));
     }
     set.minNodes = n;
     if (std::uint64_t(f + 1) * n > cluster.nodes)
         throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
                                      "the cluster has {}; with these nodes fault.f can be at most {}",
                                      f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
-    const std::uint32_t limit = std::min(L, cluster.nodes - f * n);
+    const std::uint32_t limit = std::min(upper, cluster.nodes - f * n);
     set.templates.push_back(t);
     set.maxNodes = n;
     // Longer pipelines hold more microbatches in flight on their first stages,
@@ -222,23 +254,25 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
 PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t n,
                                     std::uint64_t m, bool& found) {
     const CostModel cost(profile, cluster);
-    const std::uint32_t L = cost.layers();
+    const std::uint32_t L = cost.layers(), S = n * std::max<std::uint32_t>(cluster.ranksPerNode, 1);
     PipelineTemplate best;
     double bestTime = kInf;
     found = false;
-    std::vector<std::uint32_t> cuts(n + 1);
+    if (S > L) return best;
+    std::vector<std::uint32_t> cuts(S + 1);
     cuts[0] = 0;
-    cuts[n] = L;
-    // Every choice of n - 1 cut points among L - 1 boundaries.
+    cuts[S] = L;
+    // Every choice of S - 1 cut points among L - 1 boundaries.
     std::function<void(std::uint32_t, std::uint32_t)> choose = [&](std::uint32_t k, std::uint32_t from) {
-        if (k == n) {
+        if (k == S) {
             PipelineTemplate t;
-    t.nodes = n;
-    t.referenceMicrobatches = m;
-            for (std::uint32_t s = 0; s < n; ++s) {
-                const std::uint64_t inFlight = std::min<std::uint64_t>(n - s, m);
+            t.nodes = n;
+            t.ranksPerNode = cost.ranksPerNode();
+            t.referenceMicrobatches = m;
+            for (std::uint32_t s = 0; s < S; ++s) {
+                const std::uint64_t inFlight = std::min<std::uint64_t>(S - s, m);
                 if (!cost.fits(cuts[s], cuts[s + 1], inFlight)) return;
-                t.stages.push_back(cost.stage(cuts[s], cuts[s + 1], inFlight));
+                t.stages.push_back(cost.stage(cuts[s], cuts[s + 1], linkAfter(s, S, cost.ranksPerNode()), inFlight));
             }
             if (t.pipelineTime(m) < bestTime) {
                 bestTime = t.pipelineTime(m);
@@ -247,17 +281,12 @@ PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSp
             }
             return;
         }
-        for (std::uint32_t c = from; c + (n - k) <= L; ++c) {
+        for (std::uint32_t c = from; c + (S - k) <= L; ++c) {
             cuts[k] = c;
             choose(k + 1, c + 1);
         }
     };
-    if (n == 1) {
-        cuts[1] = L;
-        choose(1, L);
-    } else {
-        choose(1, 1);
-    }
+    choose(1, 1);
     return best;
 }
 

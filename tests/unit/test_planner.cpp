@@ -4,6 +4,7 @@
 // regroup into pipelines from the same templates with every layer surviving.
 #include "kiln/base/error.hpp"
 #include "kiln/plan/instantiation.hpp"
+#include "kiln/plan/layout.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "../support/error_text.hpp"
 
@@ -32,10 +33,10 @@ ModelProfile randomProfile(std::mt19937& rng, std::uint32_t layers) {
     return p;
 }
 
-ClusterSpec cluster(std::uint32_t nodes, double memory) {
+ClusterSpec cluster(std::uint32_t nodes, double memory, std::uint32_t ranksPerNode = 1) {
     ClusterSpec c;
     c.nodes = nodes;
-    c.ranksPerNode = 2;
+    c.ranksPerNode = ranksPerNode;
     c.memoryPerRank = memory;
     c.intraBandwidth = 50e9;
     c.interBandwidth = 5e9;
@@ -50,8 +51,9 @@ TEST(Templates, OptimalAgainstExhaustiveSearch) {
     for (int trial = 0; trial < 60; ++trial) {
         const std::uint32_t layers = 3 + rng() % 7;
         const auto profile = randomProfile(rng, layers);
-        // Tight memory in some trials: some partitions are ruled out.
-        const auto c = cluster(layers + 2, trial % 3 == 0 ? 3.5e7 : 1e12);
+        // Tight memory in some trials: some partitions are ruled out. Every
+        // other trial has 2 ranks (stages) per node.
+        const auto c = cluster(layers + 2, trial % 3 == 0 ? 7e7 : 1e12, 1 + trial % 2);
         const std::uint64_t microbatches = 1 + rng() % 12;
         const std::uint64_t global = microbatches * c.nodes;
         TemplateSet set;
@@ -75,13 +77,49 @@ TEST(Templates, OptimalAgainstExhaustiveSearch) {
                 continue;
             }
             EXPECT_EQ(t->referenceMicrobatches, m);
+            EXPECT_EQ(t->stages.size(), n * c.ranksPerNode);
             ASSERT_TRUE(found) << "n=" << n;
             EXPECT_NEAR(t->pipelineTime(m), best.pipelineTime(m), 1e-12 * best.pipelineTime(m)) << "trial " << trial << " n=" << n;
             for (const auto& s : t->stages) EXPECT_LE(s.memory, c.memoryPerRank);
             ++compared;
         }
     }
-    EXPECT_GT(compared, 150);
+    EXPECT_GT(compared, 110);
+}
+
+// The cost model by hand: 2 nodes of 2 ranks, 4 equal layers, one per stage.
+// Stage 0 sends to the rank beside it (intra-node), stage 1 to the next node,
+// stage 2 again beside it, stage 3 nowhere; the sync is per node.
+TEST(Templates, StageCostsFollowTheLinks) {
+    ModelProfile p;
+    p.model.blocks = 2;
+    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 500'000, 100});
+    ClusterSpec c = cluster(2, 1e12, 2);
+    c.intraBandwidth = 1e9;  // 1 ms for the 2 x 0.5 MB of an activation and its gradient
+    c.interBandwidth = 1e8;  // 10 ms
+    const auto set = planTemplates(p, c, 0, 4);
+    ASSERT_EQ(set.maxNodes, 2u) << "2 nodes x 2 ranks need 4 layers: the largest template";
+    const auto* t = set.forNodes(2);
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->stages.size(), 4u);
+    EXPECT_NEAR(t->stages[0].time, 3e-3 + 1e-3, 1e-12);
+    EXPECT_NEAR(t->stages[1].time, 3e-3 + 1e-2, 1e-12);
+    EXPECT_NEAR(t->stages[2].time, 3e-3 + 1e-3, 1e-12);
+    EXPECT_NEAR(t->stages[3].time, 3e-3, 1e-12);
+    // Each stage's 1 MB summed across replicas: 2 MB through the node link each, 2 stages per node.
+    EXPECT_NEAR(t->sync(), 2 * 2e6 / 1e8, 1e-12);
+    // Memory is not divided among a node's ranks: each holds its own stage whole.
+    EXPECT_NEAR(t->stages[3].memory, 4.0 * 1e6 + 1 * 100, 1e-6);
+    EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 100, 1e-6);
+}
+
+TEST(PlannerErrors, FewerLayersThanStagesOfANode) {
+    std::mt19937 rng(4);
+    const auto profile = randomProfile(rng, 3);
+    const std::string error = errorOf([&] { planTemplates(profile, cluster(2, 1e12, 4), 0, 4); });
+    EXPECT_NE(error.find("a node's 4 ranks each hold at least one stage, but the model has only 3 layers"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("model.blocks >= 2"), std::string::npos) << error;
 }
 
 TEST(Instantiation, DistributionAndSelectionAreOptimal) {
@@ -152,19 +190,33 @@ TEST(Guarantee, EverySetOfUpToFFailuresRegroups) {
                 continue;
             }
             const auto inst = instantiate(set, nodes, f + 1, 8);
-            std::vector<int> owner;  // node -> pipeline (idle: -1)
-            for (std::size_t p = 0; p < inst.pipelines.size(); ++p) owner.insert(owner.end(), inst.pipelines[p].nodes, int(p));
-            owner.resize(nodes, -1);
+            // Placed on real nodes (one rank each), as kiln run places it.
+            std::vector<int> nodeIds;
+            std::vector<std::vector<int>> ranksOfNode;
+            for (std::uint32_t n = 0; n < nodes; ++n) {
+                nodeIds.push_back(int(n));
+                ranksOfNode.push_back({int(n)});
+            }
+            const Layout layout = placeInstantiation(set, inst, nodeIds, ranksOfNode, 1, 8);
             for (std::uint32_t mask = 1; mask < (1u << nodes); ++mask) {
                 const auto k = static_cast<std::uint32_t>(__builtin_popcount(mask));
                 if (k > f) continue;
-                std::vector<bool> hit(inst.pipelines.size(), false);
-                for (std::uint32_t node = 0; node < nodes; ++node)
-                    if ((mask >> node & 1) && owner[node] >= 0) hit[owner[node]] = true;
-                EXPECT_TRUE(std::find(hit.begin(), hit.end(), false) != hit.end())
-                    << "every pipeline lost a node: " << nodes << " nodes, f=" << f << ", failed mask " << mask;
+                // (a) every layer keeps a holder on a surviving node.
+                for (const auto& segment : layout.segments) {
+                    bool survives = false;
+                    for (int rank : segment.holders) survives |= !(mask >> rank & 1);
+                    EXPECT_TRUE(survives) << "layers " << segment.firstLayer << "-" << segment.endLayer - 1
+                                          << " lost every holder: " << nodes << " nodes, f=" << f << ", failed mask " << mask;
+                }
+                // (b) the survivors regroup into pipelines from the same templates.
                 const auto after = instantiate(set, nodes - k, f + 1 - k, 8);
                 EXPECT_GE(after.pipelines.size(), f + 1 - k);
+                std::uint32_t used = 0;
+                for (const auto& p : after.pipelines) {
+                    ASSERT_NE(set.forNodes(p.nodes), nullptr) << "regrouped into a pipeline that is not a template";
+                    used += p.nodes;
+                }
+                EXPECT_LE(used, nodes - k);
             }
         }
     }
@@ -175,7 +227,7 @@ TEST(PlannerErrors, SayWhatWouldFit) {
     const auto profile = randomProfile(rng, 6);
     const std::string tooBig = errorOf([&] { planTemplates(profile, cluster(4, 1e6), 0, 4); });
     EXPECT_NE(tooBig.find("the model does not fit on 4 nodes"), std::string::npos) << tooBig;
-    EXPECT_NE(tooBig.find("GB per rank"), std::string::npos) << tooBig;
+    EXPECT_NE(tooBig.find("GB on a rank"), std::string::npos) << tooBig;
     const std::string tooManyFailures = errorOf([&] { planTemplates(profile, cluster(4, 1e12), 4, 4); });
     EXPECT_NE(tooManyFailures.find("fault.f = 4 needs f+1 = 5 pipelines"), std::string::npos) << tooManyFailures;
     EXPECT_NE(tooManyFailures.find("fault.f can be at most 3"), std::string::npos) << tooManyFailures;
@@ -209,4 +261,84 @@ TEST(PlanFile, RoundTrips) {
     EXPECT_DOUBLE_EQ(backInst.stepTime, inst.stepTime);
     EXPECT_EQ(backInst.nodesIdle, inst.nodesIdle);
     std::remove(path.c_str());
+}
+
+namespace {
+// 3 nodes of 2 ranks (ranks 0-5), a model of 6 equal layers.
+TemplateSet threeNodeTemplates() {
+    ModelProfile p;
+    p.model.blocks = 4;
+    for (int i = 0; i < 6; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    return planTemplates(p, cluster(3, 1e12, 2), 1, 8);
+}
+}  // namespace
+
+TEST(Layout, HeterogeneousPipelinesOnNodes) {
+    const auto set = threeNodeTemplates();
+    ASSERT_NE(set.forNodes(2), nullptr);
+    const auto inst = pinnedInstantiation(set, "2:5+1:3", 3, 2, 8, "deck.ini:9");
+    const Layout layout = placeInstantiation(set, inst, {0, 1, 2}, {{0, 1}, {2, 3}, {4, 5}}, 4, 30);
+    ASSERT_EQ(layout.pipelines.size(), 2u);
+    EXPECT_EQ(layout.describe(), "2+1 (4+2 stages)");
+    EXPECT_EQ(layout.pipelines[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(layout.pipelines[1].ranks, (std::vector<int>{4, 5}));
+    EXPECT_EQ(layout.pipelines[0].firstMicrobatch, 0u);
+    EXPECT_EQ(layout.pipelines[1].firstMicrobatch, 5u);
+    EXPECT_EQ(layout.pipelines[1].microbatches, 3u);
+    // The last microbatch of a 30-sample batch in microbatches of 4 has 2 samples.
+    EXPECT_EQ(layout.microbatchBegin(7), 28u);
+    EXPECT_EQ(layout.microbatchEnd(7), 30u);
+    // Roles: neighbours along each pipeline, layers of each stage cover the model once.
+    for (const auto& pipeline : layout.pipelines) {
+        std::uint32_t next = 0;
+        for (std::size_t s = 0; s < pipeline.ranks.size(); ++s) {
+            const RankRole& role = layout.roles[pipeline.ranks[s]];
+            EXPECT_EQ(role.firstLayer, next);
+            EXPECT_GT(role.endLayer, role.firstLayer);
+            next = role.endLayer;
+            EXPECT_EQ(role.previous, s == 0 ? -1 : pipeline.ranks[s - 1]);
+            EXPECT_EQ(role.next, s + 1 == pipeline.ranks.size() ? -1 : pipeline.ranks[s + 1]);
+        }
+        EXPECT_EQ(next, 6u);
+    }
+    // Segments: every layer in exactly one, held by one rank of each pipeline, which holds it.
+    std::uint32_t covered = 0;
+    for (const auto& segment : layout.segments) {
+        EXPECT_EQ(segment.firstLayer, covered);
+        covered = segment.endLayer;
+        ASSERT_EQ(segment.holders.size(), 2u);
+        for (int rank : segment.holders) {
+            EXPECT_LE(layout.roles[rank].firstLayer, segment.firstLayer);
+            EXPECT_GE(layout.roles[rank].endLayer, segment.endLayer);
+        }
+        EXPECT_EQ(layout.primaryHolder(segment.firstLayer), segment.holders[0]);
+    }
+    EXPECT_EQ(covered, 6u);
+}
+
+TEST(Layout, PinnedLayoutsThatCannotRunAreRefusedByName) {
+    const auto set = threeNodeTemplates();
+    const auto tooMany = errorOf([&] { pinnedInstantiation(set, "2+2", 3, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(tooMany.find("deck.ini:9: plan.pipelines = '2+2' cannot run here"), std::string::npos) << tooMany;
+    EXPECT_NE(tooMany.find("the pipelines need 4 nodes, the job has 3"), std::string::npos) << tooMany;
+    const auto tooFew = errorOf([&] { pinnedInstantiation(set, "2", 3, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(tooFew.find("1 pipeline cannot survive fault.f = 1 node failures: at least 2 are needed"), std::string::npos)
+        << tooFew;
+    const auto noTemplate = errorOf([&] { pinnedInstantiation(set, "3+1", 4, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(noTemplate.find("there is no 3-node template (this job has templates for 1, 2 nodes)"), std::string::npos)
+        << noTemplate;
+    const auto shares = errorOf([&] { pinnedInstantiation(set, "2:5+1:2", 3, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(shares.find("the microbatches add up to 7, but a global batch has 8"), std::string::npos) << shares;
+    // Memory: a tight limit that the templates met with their reference microbatches,
+    // but not with every microbatch on one pipeline in flight.
+    // On 8 nodes, 4 one-layer stages fit with the 2 microbatches each of 2 such
+    // pipelines (4000 + 2 x 1000 bytes on stage 0), not with all 4 on one.
+    ModelProfile p;
+    p.model.blocks = 2;
+    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    const auto tight = planTemplates(p, cluster(8, 6000, 1), 0, 4);
+    ASSERT_EQ(tight.minNodes, 4u);
+    const auto memory = errorOf([&] { pinnedInstantiation(tight, "4:4", 8, 1, 4, "deck.ini:9"); });
+    EXPECT_NE(memory.find("does not fit in plan.memory_gb"), std::string::npos) << memory;
+    EXPECT_NE(memory.find("microbatches in flight"), std::string::npos) << memory;
 }

@@ -1,22 +1,25 @@
 // Pipeline templates: for every node count n, the best pipeline of n nodes.
 //
-// Cost model (README, "The planner"). A stage is a contiguous range of layers
-// on one node; the node's g ranks split its work and its memory evenly (as
-// tensor parallelism does; the profile's times are for one rank doing all of
-// it). Per microbatch, stage s costs
-//     t_s = sum over its layers (forward + backward) / g + 2 * out_s / B_inter
-// (activation out and its gradient back; none after the last stage). With m
-// microbatches, 1F1B takes
-//     T(m) = sum_s t_s + (m - 1) * max_s t_s + max_s sync_s,
-// sync_s = 2 * params_s / B_inter: the stage's gradients summed over the
-// replicas by a ring all-reduce, which moves at most twice the bytes through a
-// node's link whatever the number of replicas. Stage s (0-based, of S) holds
-// the activations of min(S - s, m) microbatches in flight; each rank must fit
-//     (4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s) / g <= memory per rank.
+// What runs (README, "The planner"): every rank is one stage. An n-node
+// template is a pipeline of S = n * g stages (g ranks per node); stage s runs
+// on rank s % g of the pipeline's node s / g, so a node's ranks hold
+// consecutive stages and talk over the node's own links. Per microbatch,
+// stage s costs
+//     t_s = sum over its layers (forward + backward) + 2 * out_s / B(s)
+// (its activation out and the gradient back; B(s) the intra-node bandwidth
+// when stage s + 1 is on the same node, the inter-node one when it is not,
+// nothing after the last stage). With m microbatches, 1F1B takes
+//     T(m) = sum_s t_s + (m - 1) * max_s t_s + sync,
+// sync = max over the pipeline's nodes of 2 * (parameter bytes of the node's
+// stages) / B_inter: every stage sums its gradients with the other replicas
+// by a ring all-reduce, which moves about twice its bytes through the node's
+// link, and the node's stages share that link. Stage s holds the activations
+// of min(S - s, m) microbatches in flight; its rank must fit
+//     4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s <= memory per rank.
 // A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly,
 // m_n being the microbatches one pipeline gets when n-node pipelines fill the
-// cluster; the once-per-step sync is left out of the choice (it depends only
-// on how parameters are split, and is counted in T for instantiation).
+// cluster; the once-per-step sync is left out of the choice and counted in T
+// for instantiation. A model of L layers has templates only for n * g <= L.
 #pragma once
 
 #include "kiln/plan/cluster.hpp"
@@ -31,20 +34,25 @@ struct Stage {
     std::uint32_t firstLayer = 0;
     std::uint32_t endLayer = 0;  // one past the last
     double time = 0.0;           // t_s, seconds per microbatch
-    double sync = 0.0;           // seconds per step (gradient sums)
-    double memory = 0.0;         // bytes per rank
+    double sync = 0.0;           // seconds per step of this stage's gradient sums alone
+    double memory = 0.0;         // bytes on its rank with the reference microbatches in flight
+    double paramBytes = 0.0, activationBytes = 0.0;  // activations per microbatch in flight
+
+    // Bytes on its rank with `inFlight` microbatches' activations kept.
+    double memoryWith(std::uint64_t inFlight) const { return 4.0 * paramBytes + double(inFlight) * activationBytes; }
 };
 
 struct PipelineTemplate {
-    std::uint32_t nodes = 0;    // 0: no template for this node count
-    std::vector<Stage> stages;  // stage i on node i of the pipeline
+    std::uint32_t nodes = 0;        // 0: no template for this node count
+    std::uint32_t ranksPerNode = 1;  // stages per node
+    std::vector<Stage> stages;      // nodes * ranksPerNode; stage i on rank i % g of node i / g
     std::uint64_t referenceMicrobatches = 0;
 
     double bottleneck() const;
     double latency() const;  // sum of stage times: fill and drain
     // sum t + (m - 1) max t: what the template minimises.
     double pipelineTime(std::uint64_t microbatches) const;
-    double sync() const;  // max_s sync_s
+    double sync() const;  // max over nodes of the sum of its stages' sync
     // T(m): seconds for one step of m microbatches, gradient sums included.
     double stepTime(std::uint64_t microbatches) const;
 
@@ -55,6 +63,7 @@ private:
 
 struct TemplateSet {
     std::uint32_t minNodes = 0, maxNodes = 0;
+    double memoryPerRank = 0.0;  // what every stage had to fit in
     std::vector<PipelineTemplate> templates;  // templates[n - minNodes] is the one for n nodes
     // nullptr when no n-node pipeline fits (see planTemplates).
     const PipelineTemplate* forNodes(std::uint32_t n) const;

@@ -1,0 +1,78 @@
+// The layout of a run: an instantiation placed on the nodes at hand. Which
+// rank runs which stage of which pipeline, which layers it holds, which
+// microbatches of the global batch each pipeline takes, and which ranks hold
+// each layer (the gradient-sum groups). Ranks are those of the communicator
+// the layout was made for (the control communicator).
+#pragma once
+
+#include "kiln/plan/instantiation.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::plan {
+
+struct PipelinePlacement {
+    std::uint32_t nodes = 0;  // the template
+    std::vector<int> nodeIds;  // the nodes it runs on, in stage order
+    std::vector<int> ranks;    // stage s runs on ranks[s]
+    std::vector<std::uint32_t> cuts;  // stage s holds layers [cuts[s], cuts[s + 1])
+    std::uint64_t firstMicrobatch = 0, microbatches = 0;  // of the global batch
+    double predictedStepTime = 0.0;
+};
+
+// What one rank does.
+struct RankRole {
+    int pipeline = -1;  // -1: an idle rank (on a node the instantiation leaves idle)
+    std::uint32_t stage = 0, stages = 0;
+    std::uint32_t firstLayer = 0, endLayer = 0;  // layers [first, end) of the model
+    int previous = -1, next = -1;                // neighbouring stages' ranks; -1 at the ends
+    bool idle() const { return pipeline < 0; }
+    bool first() const { return stage == 0; }
+    bool last() const { return stage + 1 == stages; }
+};
+
+// Consecutive layers whose holders are the same ranks: gradients of a
+// segment are summed over exactly those ranks (one per pipeline).
+struct LayerSegment {
+    std::uint32_t firstLayer = 0, endLayer = 0;
+    std::vector<int> holders;  // holders[p]: the rank of pipeline p
+};
+
+struct Layout {
+    std::vector<PipelinePlacement> pipelines;
+    std::vector<int> idleNodes;
+    std::vector<RankRole> roles;  // by rank
+    std::vector<LayerSegment> segments;
+    std::uint64_t microBatch = 1, globalBatch = 1;
+    std::uint32_t layers = 0;
+
+    // Samples [first, end) of the global batch that microbatch k covers.
+    std::uint64_t microbatchBegin(std::uint64_t k) const { return std::min(k * microBatch, globalBatch); }
+    std::uint64_t microbatchEnd(std::uint64_t k) const { return std::min((k + 1) * microBatch, globalBatch); }
+    // The rank of pipeline 0 that holds `layer`: it writes the layer to checkpoints
+    // and counts it in the global gradient norm (every layer exactly once).
+    int primaryHolder(std::uint32_t layer) const;
+    // "2+1 (4+2 stages)": the pipelines as users write plan.pipelines.
+    std::string describe() const;
+};
+
+// `nodes`: the live nodes, each the ascending list of its ranks; every node
+// must have `templates`' ranks per node. Pipelines take nodes in order,
+// larger pipelines first.
+Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
+                          const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
+                          std::uint64_t globalBatch);
+
+// plan.pipelines ("2+1", "2:5+1:3") as an instantiation, checked against the
+// templates, `nodes` and `minPipelines` (fault.f + 1). `origin` names the deck
+// line in errors.
+Instantiation pinnedInstantiation(const TemplateSet& templates, const std::string& text, std::uint32_t nodes,
+                                  std::uint32_t minPipelines, std::uint64_t globalMicrobatches, const std::string& origin);
+
+// Throws InputError naming every stage of `inst` that does not fit in memory
+// with the microbatches it will have in flight; `what` names the layout.
+void checkStageMemory(const TemplateSet& templates, const Instantiation& inst, const std::string& what);
+
+}  // namespace kiln::plan

@@ -1,0 +1,44 @@
+// Planning for a job from its deck: the layer profile (measured, from
+// plan.profile, or synthetic), the templates for every node count the job can
+// shrink to, and the instantiation for the nodes it has (the planner's, or the
+// one plan.pipelines pins). kiln run and kiln plan both plan this way, and
+// print it the same way.
+#pragma once
+
+#include "kiln/plan/cluster.hpp"
+#include "kiln/plan/instantiation.hpp"
+
+#include <string>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::plan {
+
+struct RunPlan {
+    ModelProfile profile;
+    std::string profileSource;  // the file, or "synthetic ..."
+    ClusterSpec cluster;
+    std::uint32_t f = 0;
+    std::uint64_t microBatch = 1, globalMicrobatches = 1;
+    TemplateSet templates;
+    Instantiation instantiation;
+    bool pinned = false;  // plan.pipelines chose the instantiation
+    double templateSeconds = 0.0, instantiationSeconds = 0.0;
+};
+
+// The profile plan.profile names (checked against `model`), or a synthetic one.
+ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source);
+
+// Plans for `cluster` (its nodes and ranks per node) from the deck's fault.f,
+// batch, memory, bandwidths and plan.pipelines. Throws InputError naming keys.
+RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster);
+
+// The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.
+std::string describeTemplates(const RunPlan& plan, bool all);
+std::string describeInstantiation(const TemplateSet& templates, const Instantiation& inst, std::uint64_t microBatch);
+// "0-2 | 3 | 4-5": the layers of each stage.
+std::string describeStages(const PipelineTemplate& t);
+
+}  // namespace kiln::plan

@@ -1,0 +1,167 @@
+#include "kiln/plan/layout.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace kiln::plan {
+
+int Layout::primaryHolder(std::uint32_t layer) const {
+    for (const auto& s : segments)
+        if (layer >= s.firstLayer && layer < s.endLayer) return s.holders.front();
+    throw Error(fmt::format("layer {} has no holder in this layout", layer), ErrorScope::AllRanks);
+}
+
+std::string Layout::describe() const {
+    std::vector<std::string> nodes, stages;
+    for (const auto& p : pipelines) {
+        nodes.push_back(std::to_string(p.nodes));
+        stages.push_back(std::to_string(p.ranks.size()));
+    }
+    const bool one = pipelines.size() == 1 && pipelines[0].ranks.size() == 1;
+    return fmt::format("{} ({} stage{})", fmt::join(nodes, "+"), fmt::join(stages, "+"), one ? "" : "s");
+}
+
+Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
+                          const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
+                          std::uint64_t globalBatch) {
+    Layout layout;
+    layout.microBatch = microBatch;
+    layout.globalBatch = globalBatch;
+    int ranks = 0;
+    for (const auto& node : ranksOfNode) ranks += static_cast<int>(node.size());
+    layout.roles.assign(static_cast<std::size_t>(ranks), RankRole{});
+    std::size_t nextNode = 0;
+    std::uint64_t nextMicrobatch = 0;
+    for (const auto& share : inst.pipelines) {
+        const PipelineTemplate* t = templates.forNodes(share.nodes);
+        if (!t) throw Error(fmt::format("no template for {} nodes", share.nodes), ErrorScope::AllRanks);
+        if (nextNode + share.nodes > ranksOfNode.size())
+            throw Error(fmt::format("the instantiation needs more than the {} nodes at hand", ranksOfNode.size()),
+                        ErrorScope::AllRanks);
+        PipelinePlacement p;
+        p.nodes = share.nodes;
+        p.firstMicrobatch = nextMicrobatch;
+        p.microbatches = share.microbatches;
+        p.predictedStepTime = share.stepTime;
+        nextMicrobatch += share.microbatches;
+        for (std::uint32_t k = 0; k < share.nodes; ++k, ++nextNode) {
+            const auto& node = ranksOfNode[nextNode];
+            if (node.size() != t->ranksPerNode)
+                throw InputError(fmt::format("node {} has {} ranks, but the templates are for {} ranks per node; every "
+                                             "node must have the same number of ranks (cluster.ranks_per_node)",
+                                             nodeIds[nextNode], node.size(), t->ranksPerNode));
+            p.nodeIds.push_back(nodeIds[nextNode]);
+            p.ranks.insert(p.ranks.end(), node.begin(), node.end());
+        }
+        for (const auto& stage : t->stages) p.cuts.push_back(stage.firstLayer);
+        p.cuts.push_back(t->stages.back().endLayer);
+        layout.layers = p.cuts.back();
+        const int index = static_cast<int>(layout.pipelines.size());
+        const auto S = static_cast<std::uint32_t>(p.ranks.size());
+        for (std::uint32_t s = 0; s < S; ++s) {
+            RankRole& role = layout.roles[static_cast<std::size_t>(p.ranks[s])];
+            role.pipeline = index;
+            role.stage = s;
+            role.stages = S;
+            role.firstLayer = p.cuts[s];
+            role.endLayer = p.cuts[s + 1];
+            role.previous = s > 0 ? p.ranks[s - 1] : -1;
+            role.next = s + 1 < S ? p.ranks[s + 1] : -1;
+        }
+        layout.pipelines.push_back(std::move(p));
+    }
+    for (; nextNode < ranksOfNode.size(); ++nextNode) layout.idleNodes.push_back(nodeIds[nextNode]);
+    // The segments: cut wherever any pipeline cuts.
+    std::set<std::uint32_t> cuts;
+    for (const auto& p : layout.pipelines) cuts.insert(p.cuts.begin(), p.cuts.end());
+    for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+        LayerSegment segment{*it, *std::next(it), {}};
+        for (const auto& p : layout.pipelines) {
+            const auto s = std::upper_bound(p.cuts.begin(), p.cuts.end(), segment.firstLayer) - p.cuts.begin() - 1;
+            segment.holders.push_back(p.ranks[static_cast<std::size_t>(s)]);
+        }
+        layout.segments.push_back(std::move(segment));
+    }
+    return layout;
+}
+
+Instantiation pinnedInstantiation(const TemplateSet& templates, const std::string& text, std::uint32_t nodes,
+                                  std::uint32_t minPipelines, std::uint64_t globalMicrobatches, const std::string& origin) {
+    Instantiation inst;
+    std::string spaced = text;
+    std::replace(spaced.begin(), spaced.end(), '+', ' ');
+    std::istringstream in(spaced);
+    bool shares = false;
+    std::uint64_t total = 0;
+    std::vector<std::string> problems;
+    std::vector<std::string> available;
+    for (std::uint32_t n = templates.minNodes; n <= templates.maxNodes; ++n)
+        if (templates.forNodes(n)) available.push_back(std::to_string(n));
+    for (std::string item; in >> item;) {
+        PipelineShare share;
+        const auto colon = item.find(':');
+        share.nodes = static_cast<std::uint32_t>(std::stoul(item.substr(0, colon)));
+        if (colon != std::string::npos) {
+            shares = true;
+            share.microbatches = std::stoull(item.substr(colon + 1));
+            total += share.microbatches;
+        }
+        if (!templates.forNodes(share.nodes))
+            problems.push_back(fmt::format("there is no {}-node template (this job has templates for {} nodes)", share.nodes,
+                                           available.empty() ? std::string("no") : fmt::format("{}", fmt::join(available, ", "))));
+        inst.nodesUsed += share.nodes;
+        inst.pipelines.push_back(share);
+    }
+    if (inst.nodesUsed > nodes)
+        problems.push_back(fmt::format("the pipelines need {} nodes, the job has {}", inst.nodesUsed, nodes));
+    if (inst.pipelines.size() < minPipelines)
+        problems.push_back(fmt::format("{} pipeline{} cannot survive fault.f = {} node failures: at least {} are needed",
+                                       inst.pipelines.size(), inst.pipelines.size() == 1 ? "" : "s", minPipelines - 1,
+                                       minPipelines));
+    if (shares && total != globalMicrobatches)
+        problems.push_back(fmt::format("the microbatches add up to {}, but a global batch has {} (data.global_batch / "
+                                       "train.micro_batch, rounded up)",
+                                       total, globalMicrobatches));
+    if (!problems.empty())
+        throw InputError(fmt::format("{}: plan.pipelines = '{}' cannot run here:\n  {}\n  Change plan.pipelines, or "
+                                     "leave it empty for the planner's choice (kiln plan DECK shows it).",
+                                     origin, text, fmt::join(problems, "\n  ")));
+    inst.nodesIdle = nodes - inst.nodesUsed;
+    if (shares) {
+        inst.stepTime = 0.0;
+        for (auto& share : inst.pipelines) {
+            share.stepTime = templates.forNodes(share.nodes)->stepTime(share.microbatches);
+            inst.stepTime = std::max(inst.stepTime, share.stepTime);
+        }
+    } else {
+        distributeMicrobatches(templates, globalMicrobatches, inst);
+    }
+    checkStageMemory(templates, inst, fmt::format("{}: plan.pipelines = '{}'", origin, text));
+    return inst;
+}
+
+void checkStageMemory(const TemplateSet& templates, const Instantiation& inst, const std::string& what) {
+    std::vector<std::string> problems;
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
+        const auto* t = templates.forNodes(inst.pipelines[p].nodes);
+        const auto S = static_cast<std::uint64_t>(t->stages.size());
+        for (std::uint64_t s = 0; s < S; ++s) {
+            const std::uint64_t inFlight = std::min<std::uint64_t>(S - s, inst.pipelines[p].microbatches);
+            const double bytes = t->stages[s].memoryWith(inFlight);
+            if (bytes > templates.memoryPerRank)
+                problems.push_back(fmt::format("pipeline {} ({} nodes), stage {}: {:.2f} GB with {} microbatches in flight",
+                                               p, t->nodes, s, bytes / 1e9, inFlight));
+        }
+    }
+    if (!problems.empty())
+        throw InputError(fmt::format("{} does not fit in plan.memory_gb = {:.3g} GB per rank:\n  {}\n  Give these "
+                                     "pipelines fewer microbatches, more nodes, or more memory per rank.",
+                                     what, templates.memoryPerRank / 1e9, fmt::join(problems, "\n  ")));
+}
+
+}  // namespace kiln::plan

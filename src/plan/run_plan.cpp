@@ -1,0 +1,119 @@
+#include "kiln/plan/run_plan.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/plan/layout.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace kiln::plan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(double s) {
+    if (s < 1e-3) return fmt::format("{:.1f} us", 1e6 * s);
+    return s < 1.0 ? fmt::format("{:.1f} ms", 1e3 * s) : fmt::format("{:.3f} s", s);
+}
+
+}  // namespace
+
+ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source) {
+    const std::uint64_t microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
+    const std::string path = deck.text("plan.profile");
+    if (path.empty()) {
+        auto profile = syntheticProfile(model, microBatch, deck.real("plan.device_tflops"));
+        source = profile.device;
+        return profile;
+    }
+    auto profile = readProfile(path);
+    requireSameModel(profile, model, path);
+    if (profile.microBatch != microBatch)
+        throw InputError(fmt::format("{}: plan.profile {} was measured with micro-batch {}, but train.micro_batch = {}; "
+                                     "profile again with kiln profile DECK",
+                                     deck.setting("plan.profile").origin, path, profile.microBatch, microBatch));
+    source = path;
+    return profile;
+}
+
+RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster) {
+    RunPlan plan;
+    plan.cluster = cluster;
+    plan.profile = profileFromDeck(deck, model, plan.profileSource);
+    plan.f = static_cast<std::uint32_t>(deck.integer("fault.f"));
+    plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
+    const auto global = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
+    plan.globalMicrobatches = (global + plan.microBatch - 1) / plan.microBatch;
+    const auto t0 = Clock::now();
+    plan.templates = planTemplates(plan.profile, cluster, plan.f, plan.globalMicrobatches);
+    const auto t1 = Clock::now();
+    const std::string pinned = deck.text("plan.pipelines");
+    if (!pinned.empty()) {
+        plan.pinned = true;
+        plan.instantiation = pinnedInstantiation(plan.templates, pinned, cluster.nodes, plan.f + 1,
+                                                 plan.globalMicrobatches, deck.setting("plan.pipelines").origin);
+    } else {
+        plan.instantiation = instantiate(plan.templates, cluster.nodes, plan.f + 1, plan.globalMicrobatches);
+        checkStageMemory(plan.templates, plan.instantiation, "the planner's instantiation");
+    }
+    plan.templateSeconds = std::chrono::duration<double>(t1 - t0).count();
+    plan.instantiationSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+    return plan;
+}
+
+std::string describeStages(const PipelineTemplate& t) {
+    std::string out;
+    for (std::size_t s = 0; s < t.stages.size(); ++s) {
+        const auto& stage = t.stages[s];
+        // '|' between stages of one node, '||' where the pipeline goes to the next node.
+        if (s > 0) out += s % t.ranksPerNode == 0 ? " || " : " | ";
+        out += stage.endLayer - stage.firstLayer == 1 ? fmt::format("{}", stage.firstLayer)
+                                                      : fmt::format("{}-{}", stage.firstLayer, stage.endLayer - 1);
+    }
+    return out;
+}
+
+std::string describeTemplates(const RunPlan& plan, bool all) {
+    const auto& set = plan.templates;
+    std::string out = fmt::format("templates for {}..{} nodes (f = {}), {} stage{} per node, planned in {:.3f} s:\n",
+                                  set.minNodes, set.maxNodes, plan.f, plan.cluster.ranksPerNode,
+                                  plan.cluster.ranksPerNode == 1 ? "" : "s", plan.templateSeconds);
+    out += fmt::format("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  layers per stage (| next rank, || next node)\n",
+                       "nodes", "stages", "microbatches", "bottleneck", "fill+drain", "step time");
+    const std::size_t count = set.templates.size();
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!all && count > 12 && i >= 6 && i + 6 < count) {
+            if (i == 6) out += fmt::format("  ... ({} more; --all prints them)\n", count - 12);
+            continue;
+        }
+        const auto& t = set.templates[i];
+        if (t.nodes == 0) {
+            out += fmt::format("  {:>5}  no pipeline of this length fits in memory\n", set.minNodes + i);
+            continue;
+        }
+        out += fmt::format("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  {}\n", t.nodes, t.stages.size(),
+                           t.referenceMicrobatches, seconds(t.bottleneck()), seconds(t.latency()),
+                           seconds(t.stepTime(t.referenceMicrobatches)), describeStages(t));
+    }
+    return out;
+}
+
+std::string describeInstantiation(const TemplateSet& set, const Instantiation& inst, std::uint64_t microBatch) {
+    std::uint64_t microbatches = 0;
+    for (const auto& p : inst.pipelines) microbatches += p.microbatches;
+    std::string out = fmt::format("  {} pipeline{} on {} node{} ({} idle); predicted step {}; {:.1f} samples/s\n",
+                                  inst.pipelines.size(), inst.pipelines.size() == 1 ? "" : "s", inst.nodesUsed,
+                                  inst.nodesUsed == 1 ? "" : "s", inst.nodesIdle, seconds(inst.stepTime),
+                                  double(microbatches * microBatch) / inst.stepTime);
+    out += fmt::format("  {:>8} {:>6} {:>7} {:>13} {:>12}\n", "pipeline", "nodes", "stages", "microbatches", "step time");
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
+        const auto* t = set.forNodes(inst.pipelines[p].nodes);
+        out += fmt::format("  {:>8} {:>6} {:>7} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, t ? t->stages.size() : 0,
+                           inst.pipelines[p].microbatches, seconds(inst.pipelines[p].stepTime));
+    }
+    return out;
+}
+
+}  // namespace kiln::plan

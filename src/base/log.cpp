@@ -6,7 +6,11 @@ namespace kiln::log {
 namespace {
 int rank_ = 0;
 std::string host_ = "localhost";
+int speaker_ = -1;  // -1: rank 0 speaks
 }  // namespace
+
+void speakForJob(bool speaks) { speaker_ = speaks ? 1 : 0; }
+bool speaksForJob() { return speaker_ < 0 ? rank_ == 0 : speaker_ == 1; }
 
 void setIdentity(int rank, std::string host) {
     rank_ = rank;

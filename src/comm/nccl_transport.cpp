@@ -10,6 +10,8 @@
 #include <nccl.h>
 
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace kiln::comm {
 namespace {
@@ -40,10 +42,13 @@ public:
         KILN_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
         KILN_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
         KILN_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        KILN_CUDA(cudaStreamCreateWithFlags(&sendStream_, cudaStreamNonBlocking));
     }
 
     ~NcclTransport() override {
         if (comm_) ncclCommDestroy(comm_);
+        for (auto& [ticket, event] : pending_) cudaEventDestroy(event);
+        if (sendStream_) cudaStreamDestroy(sendStream_);
         if (stream_) cudaStreamDestroy(stream_);
     }
 
@@ -61,6 +66,43 @@ public:
         waitOrAbort("recv");
     }
 
+    // Sends go on their own stream, so that a receive posted after them on the
+    // main stream is not queued behind a send whose peer is not ready yet.
+    std::uint64_t sendAsync(const void* data, std::size_t bytes, int peer) override {
+        KILN_NCCL(ncclSend(data, bytes, ncclChar, peer, comm_, sendStream_));
+        cudaEvent_t done = nullptr;
+        KILN_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        KILN_CUDA(cudaEventRecord(done, sendStream_));
+        pending_.emplace_back(nextTicket_, done);
+        return nextTicket_++;
+    }
+
+    std::vector<std::uint64_t> completedSends() override {
+        std::vector<std::uint64_t> done;
+        std::vector<std::pair<std::uint64_t, cudaEvent_t>> still;
+        for (auto& [ticket, event] : pending_) {
+            const cudaError_t state = cudaEventQuery(event);
+            if (state == cudaSuccess) {
+                done.push_back(ticket);
+                cudaEventDestroy(event);
+            } else if (state == cudaErrorNotReady) {
+                still.emplace_back(ticket, event);
+            } else {
+                KILN_CUDA(state);
+            }
+        }
+        pending_ = std::move(still);
+        return done;
+    }
+
+    void waitSends() override {
+        waitOrAbort("send", sendStream_);
+        for (auto& [ticket, event] : pending_) cudaEventDestroy(event);
+        pending_.clear();
+    }
+
+    bool deviceMemory() const override { return true; }
+
     void allReduceSum(float* data, std::size_t count) override {
         KILN_NCCL(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_));
         waitOrAbort("all-reduce");
@@ -75,10 +117,11 @@ private:
     // NCCL never returns on a dead peer: poll the stream and the communicator's
     // asynchronous error, and abort the communicator once the deadline passes,
     // so the failure surfaces as an error that fault handling can act on.
-    void waitOrAbort(const char* what) {
+    void waitOrAbort(const char* what) { waitOrAbort(what, stream_); }
+    void waitOrAbort(const char* what, cudaStream_t stream) {
         const auto start = std::chrono::steady_clock::now();
         for (;;) {
-            const cudaError_t state = cudaStreamQuery(stream_);
+            const cudaError_t state = cudaStreamQuery(stream);
             if (state == cudaSuccess) return;
             if (state != cudaErrorNotReady) KILN_CUDA(state);
             ncclResult_t async = ncclSuccess;
@@ -90,12 +133,15 @@ private:
                 throw LibraryError(fmt::format("NCCL {} on rank {} ({}) did not finish within {} ms; communicator aborted",
                                                what, rank_, log::host(), deadline_.count()));
             }
-            std::this_thread::yield();
+            // Sleep rather than spin: a waiting rank must not take a core from the others.
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
     }
 
     ncclComm_t comm_ = nullptr;
-    cudaStream_t stream_ = nullptr;
+    cudaStream_t stream_ = nullptr, sendStream_ = nullptr;
+    std::vector<std::pair<std::uint64_t, cudaEvent_t>> pending_;
+    std::uint64_t nextTicket_ = 1;
     std::chrono::milliseconds deadline_;
     int rank_ = 0;
     int size_ = 1;

@@ -24,6 +24,38 @@ h5::Handle stepType() {
     H5Tinsert(t, "backward", HOFFSET(StepRecord, backward), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "sync", HOFFSET(StepRecord, sync), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "optimizer", HOFFSET(StepRecord, optimizer), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "pipeline_wait", HOFFSET(StepRecord, pipelineWait), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Handle templateType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateStageRecord)), "diag"));
+    H5Tinsert(t, "template_nodes", HOFFSET(TemplateStageRecord, templateNodes), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "stage", HOFFSET(TemplateStageRecord, stage), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "node", HOFFSET(TemplateStageRecord, node), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "rank_in_node", HOFFSET(TemplateStageRecord, rankInNode), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "first_layer", HOFFSET(TemplateStageRecord, firstLayer), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "end_layer", HOFFSET(TemplateStageRecord, endLayer), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "time_s", HOFFSET(TemplateStageRecord, time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "sync_s", HOFFSET(TemplateStageRecord, sync), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "memory_bytes", HOFFSET(TemplateStageRecord, memory), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Handle instantiationType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(InstantiationRecord)), "diag"));
+    h5::Handle layout(H5Tcopy(H5T_C_S1)), ranks(H5Tcopy(H5T_C_S1));
+    H5Tset_size(layout, sizeof(InstantiationRecord::layout));
+    H5Tset_size(ranks, sizeof(InstantiationRecord::ranks));
+    H5Tinsert(t, "step", HOFFSET(InstantiationRecord, step), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "time", HOFFSET(InstantiationRecord, time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "pipelines", HOFFSET(InstantiationRecord, pipelines), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "nodes_used", HOFFSET(InstantiationRecord, nodesUsed), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "nodes_idle", HOFFSET(InstantiationRecord, nodesIdle), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "pinned", HOFFSET(InstantiationRecord, pinned), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "predicted_step_s", HOFFSET(InstantiationRecord, predictedStepTime), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "layout", HOFFSET(InstantiationRecord, layout), layout);
+    H5Tinsert(t, "ranks", HOFFSET(InstantiationRecord, ranks), ranks);
     return t;
 }
 
@@ -65,12 +97,14 @@ h5::Handle openDiagForReading(const std::string& path) {
     return h5::Handle(id);
 }
 
-DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool continueRun)
+DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources,
+                   const std::vector<TemplateStageRecord>& templates, bool continueRun)
     : path_(path), sources_(sources.size()) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     stepType_ = stepType();
     eventType_ = eventType();
+    instantiationType_ = instantiationType();
     h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
     KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
     // A diag.h5 that exists is never overwritten. Appending copies its records
@@ -80,6 +114,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     std::vector<StepRecord> oldSteps;
     std::vector<std::vector<std::uint64_t>> oldTokens;
     std::vector<EventRecord> oldEvents;
+    std::vector<InstantiationRecord> oldInstantiations;
     std::string aside;
     if (std::filesystem::exists(path)) {
         const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::milliseconds(1);
@@ -90,6 +125,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
             oldSteps = readSteps(old);
             oldTokens = readSourceTokens(old, oldSources);
             oldEvents = readEvents(old);
+            oldInstantiations = readInstantiations(old);
             if (oldSources != sources)
                 throw InputError(fmt::format("diagnostics {} records the sources [{}], this run has [{}]; a different "
                                              "data.mix source list needs a new diag.h5 (move it aside)",
@@ -114,12 +150,15 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         for (const auto& s : sources) names += (names.empty() ? "" : "\n") + s;
         h5::writeAttribute(sourceTokens_, "sources", names);
         events_ = createTable(file_, "events", eventType_, 0, path);
+        instantiations_ = createTable(file_, "instantiations", instantiationType_, 0, path);
+        h5::writeRecords(file_, "templates", templateType(), templates, path);
     }
     std::vector<std::uint64_t> flatTokens;
     for (const auto& row : oldTokens) flatTokens.insert(flatTokens.end(), row.begin(), row.end());
     append(steps_, stepType_, oldSteps.data(), 0, oldSteps.size());
     append(sourceTokens_, H5T_NATIVE_UINT64, flatTokens.data(), std::max<std::size_t>(sources_, 1), oldTokens.size());
     append(events_, eventType_, oldEvents.data(), 0, oldEvents.size());
+    append(instantiations_, instantiationType_, oldInstantiations.data(), 0, oldInstantiations.size());
     KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path);
     if (continueRun && !aside.empty()) std::filesystem::remove(aside);  // everything is in the new file
     KILN_H5(H5Fstart_swmr_write(file_), path);
@@ -130,6 +169,7 @@ DiagFile::~DiagFile() {
     steps_.reset();
     sourceTokens_.reset();
     events_.reset();
+    instantiations_.reset();
     file_.reset();
 }
 
@@ -166,6 +206,23 @@ void DiagFile::event(std::uint64_t step, const std::string& kind, const std::str
     std::strncpy(e.kind, kind.c_str(), sizeof(e.kind) - 1);
     std::strncpy(e.detail, detail.c_str(), sizeof(e.detail) - 1);
     append(events_, eventType_, &e);
+}
+
+void DiagFile::instantiation(const InstantiationRecord& record) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    InstantiationRecord r = record;
+    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    append(instantiations_, instantiationType_, &r);
+}
+
+std::vector<InstantiationRecord> DiagFile::readInstantiations(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<InstantiationRecord>(file, "instantiations", instantiationType(), "diag", /*optional=*/true);
+}
+
+std::vector<TemplateStageRecord> DiagFile::readTemplates(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<TemplateStageRecord>(file, "templates", templateType(), "diag", /*optional=*/true);
 }
 
 std::vector<StepRecord> DiagFile::readSteps(hid_t file) {

@@ -101,6 +101,9 @@ Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::uint32_t last) : c
     for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i));
 }
 
+Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers)
+    : config_(config), first_(first), layers_(std::move(layers)) {}
+
 torch::Tensor Gpt::forward(torch::Tensor x) {
     for (auto& layer : layers_) x = layer->forward(x);
     return x;

@@ -14,6 +14,15 @@ std::uint64_t ModelConfig::parametersOf(std::uint32_t layer) const {
     return 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * H + H) + (H * C + C);  // LN, QKV, proj, LN, MLP
 }
 
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::parameterShapes(std::uint32_t layer) const {
+    const std::int64_t C = dModel, V = vocabSize, T = seqLen, H = std::int64_t{mlpRatio} * dModel;
+    if (layer == 0) return {{"token_embedding", {V, C}}, {"position_embedding", {T, C}}};
+    if (layer == numLayers() - 1) return {{"ln_weight", {C}}, {"ln_bias", {C}}, {"head_weight", {V, C}}};
+    return {{"ln1_weight", {C}},  {"ln1_bias", {C}},      {"qkv_weight", {3 * C, C}}, {"qkv_bias", {3 * C}},
+            {"proj_weight", {C, C}}, {"proj_bias", {C}},  {"ln2_weight", {C}},        {"ln2_bias", {C}},
+            {"fc_weight", {H, C}},  {"fc_bias", {H}},      {"out_weight", {C, H}},     {"out_bias", {C}}};
+}
+
 std::uint64_t ModelConfig::parameters() const {
     std::uint64_t n = 0;
     for (std::uint32_t i = 0; i < numLayers(); ++i) n += parametersOf(i);

@@ -34,13 +34,20 @@ std::string attributeName(const std::string& key) {
 
 std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}", layer); }
 
-// Creates (collectively) and, on rank 0, writes one float32 tensor.
-void writeTensor(hid_t group, const std::string& name, const torch::Tensor& tensor, bool writer, const std::string& context) {
-    const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    std::vector<hsize_t> dims(cpu.sizes().begin(), cpu.sizes().end());
+// Creates a float32 dataset of `shape` (collective: every rank creates every
+// dataset) and, on the rank that holds it, writes `tensor` into it.
+void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor* tensor,
+                 const std::string& context) {
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
     h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
     h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
-    if (writer) KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+    if (!tensor) return;
+    const auto cpu = tensor->detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    if (cpu.sizes().vec() != shape)
+        throw Error(fmt::format("{}: tensor {} has shape {}, the model config says {}", context, name,
+                                fmt::join(cpu.sizes().vec(), "x"), fmt::join(shape, "x")),
+                    ErrorScope::ThisRank);
+    KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
 }
 
 void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const std::string& context) {
@@ -95,13 +102,14 @@ std::string CheckpointStore::listing() const {
 }
 
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
-                                            const data::Cursor& cursor, const data::CursorContext& context,
-                                            const std::string& deck) {
+                                            const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
+                                            const data::CursorContext& context, const std::string& deck) {
     const std::string name = fmt::format("step-{:08}.h5", step);
     const std::filesystem::path path = dir_ / name;
     io::ParallelFileWriter writer(comm, path.string());
     const bool rank0 = writer.rank() == 0;
     const std::string ctx = path.string();
+    const auto& config = model.config();
     {
         h5::LibraryLock lock(h5::libraryMutex());
         const hid_t file = writer.file();
@@ -109,18 +117,31 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::writeAttribute(file, "format_version", kVersion);
         h5::writeAttribute(file, "step", step);
         h5::writeAttribute(file, "optimizer_steps", optimizer.steps());
-        for (const auto& [key, value] : shapeOf(model.config())) h5::writeAttribute(file, attributeName(key), value);
+        for (const auto& [key, value] : shapeOf(config)) h5::writeAttribute(file, attributeName(key), value);
         h5::writeAttribute(file, "deck", deck);
         h5::Handle layers = makeGroup(file, "layers", ctx);
-        for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
-            h5::Handle group = makeGroup(file, layerGroup(model.firstLayer() + l), ctx);
+        // Every layer once, whoever holds it: the file does not depend on the layout.
+        for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
+            h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
             h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
                        v = makeGroup(group, "adam_v", ctx);
-            const auto named = model.layer(l).named_parameters();
-            for (std::size_t k = 0; k < named.size(); ++k) {
-                writeTensor(params, named[k].key(), named[k].value(), rank0, ctx);
-                writeTensor(m, named[k].key(), optimizer.firstMoments(l)[k], rank0, ctx);
-                writeTensor(v, named[k].key(), optimizer.secondMoments(l)[k], rank0, ctx);
+            const bool mine = writerOfLayer.at(layer) == writer.rank();
+            if (mine && (layer < model.firstLayer() || layer >= model.firstLayer() + model.numLayers()))
+                throw Error(fmt::format("{}: this rank is to write layer {} but holds layers {}-{}", ctx, layer,
+                                        model.firstLayer(), model.firstLayer() + model.numLayers() - 1),
+                            ErrorScope::ThisRank);
+            const auto shapes = config.parameterShapes(layer);
+            for (std::size_t k = 0; k < shapes.size(); ++k) {
+                const auto& [tensorName, shape] = shapes[k];
+                if (!mine) {
+                    for (hid_t g : {params.id(), m.id(), v.id()}) writeTensor(g, tensorName, shape, nullptr, ctx);
+                    continue;
+                }
+                const std::uint32_t local = layer - model.firstLayer();
+                const auto named = model.layer(local).named_parameters();
+                writeTensor(params, tensorName, shape, &named[k].value(), ctx);
+                writeTensor(m, tensorName, shape, &optimizer.firstMoments(local)[k], ctx);
+                writeTensor(v, tensorName, shape, &optimizer.secondMoments(local)[k], ctx);
             }
         }
     }

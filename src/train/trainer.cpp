@@ -3,22 +3,21 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
-#include "kiln/comm/transport.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/fault/recovery.hpp"
 #include "kiln/io/diag_file.hpp"
-#include "kiln/model/gpt.hpp"
-#include "kiln/train/adamw.hpp"
+#include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 
-#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 namespace kiln::train {
 
@@ -33,32 +32,6 @@ std::string duration(double seconds) {
     return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-// bf16 autocast for the forward pass: matmuls in bfloat16, reductions,
-// norms and the loss in fp32; parameters and gradients stay fp32.
-class AutocastScope {
-public:
-    AutocastScope(bool enabled, const torch::Device& device) : enabled_(enabled), cuda_(device.is_cuda()) {
-        if (!enabled_) return;
-        if (cuda_) {
-            at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-            at::autocast::set_enabled(true);
-        } else {
-            at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-            at::autocast::set_cpu_enabled(true);
-        }
-    }
-    ~AutocastScope() {
-        if (!enabled_) return;
-        cuda_ ? at::autocast::set_enabled(false) : at::autocast::set_cpu_enabled(false);
-        at::autocast::clear_cache();
-    }
-    AutocastScope(const AutocastScope&) = delete;
-    AutocastScope& operator=(const AutocastScope&) = delete;
-
-private:
-    bool enabled_, cuda_;
-};
-
 torch::Device chooseDevice(const TrainConfig& config, const config::Deck& deck) {
     const bool cuda = torch::cuda::is_available();
     if (config.device == "cuda" && !cuda)
@@ -72,6 +45,57 @@ torch::Device chooseDevice(const TrainConfig& config, const config::Deck& deck) 
     return torch::Device(torch::kCPU);
 }
 
+// The live nodes of the world: their start-up ids and their ranks in the
+// control communicator, in node order.
+void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks) {
+    ids.clear();
+    ranks.clear();
+    const auto& members = world.members();
+    for (int node = 0; node < world.nodes().numNodes(); ++node) {
+        std::vector<int> here;
+        for (int r = 0; r < static_cast<int>(members.size()); ++r)
+            if (world.nodeOfOriginal(members[static_cast<std::size_t>(r)]) == node) here.push_back(r);
+        if (here.empty()) continue;
+        ids.push_back(node);
+        ranks.push_back(std::move(here));
+    }
+}
+
+std::vector<io::TemplateStageRecord> templateRecords(const plan::TemplateSet& set) {
+    std::vector<io::TemplateStageRecord> rows;
+    for (const auto& t : set.templates) {
+        if (t.nodes == 0) continue;
+        for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
+            const auto& st = t.stages[s];
+            rows.push_back({t.nodes, s, s / t.ranksPerNode, s % t.ranksPerNode, st.firstLayer, st.endLayer, st.time,
+                            st.sync, st.memory});
+        }
+    }
+    return rows;
+}
+
+io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const std::vector<int>& members,
+                                            std::uint64_t step, bool pinned) {
+    io::InstantiationRecord r;
+    r.step = step;
+    r.pipelines = static_cast<std::uint32_t>(layout.pipelines.size());
+    r.nodesIdle = static_cast<std::uint32_t>(layout.idleNodes.size());
+    r.pinned = pinned ? 1 : 0;
+    std::vector<std::string> shares, ranks;
+    for (const auto& p : layout.pipelines) {
+        r.nodesUsed += p.nodes;
+        r.predictedStepTime = std::max(r.predictedStepTime, p.predictedStepTime);
+        shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
+        std::vector<int> startup;
+        for (int rank : p.ranks) startup.push_back(members[static_cast<std::size_t>(rank)]);
+        ranks.push_back(fmt::format("{}", fmt::join(startup, ",")));
+    }
+    const auto layoutText = fmt::format("{}", fmt::join(shares, "+")), ranksText = fmt::format("{}", fmt::join(ranks, "|"));
+    std::strncpy(r.layout, layoutText.c_str(), sizeof(r.layout) - 1);
+    std::strncpy(r.ranks, ranksText.c_str(), sizeof(r.ranks) - 1);
+    return r;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -81,10 +105,9 @@ struct Trainer::State {
     data::LoaderSpec spec;
     std::unique_ptr<data::Corpus> probe;
     model::ModelConfig modelConfig;
-    std::unique_ptr<model::Gpt> model;
-    std::unique_ptr<AdamW> optimizer;
+    plan::RunPlan plan;
+    std::unique_ptr<ParallelState> parallel;
     std::unique_ptr<data::DataLoader> loader;
-    std::unique_ptr<comm::Transport> transport;
     std::unique_ptr<io::DiagFile> diag;
     std::unique_ptr<CheckpointStore> checkpoints;
     data::CursorContext context;
@@ -94,88 +117,160 @@ struct Trainer::State {
     std::uint64_t nodeFailures = 0;  // nodes retired since start-up
     std::uint64_t f = 0;
 
+    State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
+
     void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step) {
         std::vector<std::string> names;
         for (const auto& src : spec.sources) names.push_back(src.name);
-        diag = std::make_unique<io::DiagFile>((runDir / "diag.h5").string(), deck.resolvedText(), names, continueRun);
+        diag = std::make_unique<io::DiagFile>((runDir / "diag.h5").string(), deck.resolvedText(), names,
+                                              templateRecords(plan.templates), continueRun);
         diag->event(step, kind, detail);
+    }
+
+    // The layout of `inst` on the live nodes of the world.
+    plan::Layout layoutFor(const plan::Instantiation& inst) const {
+        std::vector<int> ids;
+        std::vector<std::vector<int>> ranks;
+        liveNodes(world, ids, ranks);
+        return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
+    }
+
+    // The samples of the global batch this rank reads: its pipeline's, on the
+    // first and last stages (inputs and targets); none elsewhere.
+    void sliceLoader() {
+        const auto& layout = parallel->layout();
+        const auto& role = parallel->role();
+        if (role.idle() || !(role.first() || role.last())) {
+            loader->setSlice(0, 0);
+            return;
+        }
+        const auto& p = layout.pipelines[static_cast<std::size_t>(role.pipeline)];
+        const std::uint64_t begin = layout.microbatchBegin(p.firstMicrobatch);
+        loader->setSlice(begin, layout.microbatchBegin(p.firstMicrobatch + p.microbatches) - begin);
+    }
+
+    void announceLayout(std::uint64_t step, bool pinned, const std::string& why) {
+        const auto& layout = parallel->layout();
+        const auto nodes = layout.idleNodes.size() + [&] {
+            std::size_t n = 0;
+            for (const auto& p : layout.pipelines) n += p.nodes;
+            return n;
+        }();
+        log::info("  layout     {} on {} node{}{}: {}", layout.describe(), nodes, nodes == 1 ? "" : "s",
+                  layout.idleNodes.empty() ? "" : fmt::format(" ({} idle)", layout.idleNodes.size()), why);
+        for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
+            const auto& pipeline = layout.pipelines[p];
+            std::vector<std::string> stages;
+            for (std::size_t s = 0; s < pipeline.ranks.size(); ++s)
+                stages.push_back(fmt::format("rank {}: {}-{}", world.members()[static_cast<std::size_t>(pipeline.ranks[s])],
+                                             pipeline.cuts[s], pipeline.cuts[s + 1] - 1));
+            log::info("    pipeline {} microbatches {}-{}  {}", p, pipeline.firstMicrobatch,
+                      pipeline.firstMicrobatch + pipeline.microbatches - 1, fmt::join(stages, " | "));
+        }
+        if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned));
     }
 
     enum class Recovery { Continue, Leave, BeyondF };
 
-    // On every survivor after an attempt failed: regroup, and either go on
-    // with the same step on fewer ranks, leave (this rank's node is retired),
-    // or stop with a checkpoint when more than f nodes are gone.
+    // On every survivor after an attempt failed: regroup the surviving nodes
+    // into pipelines from the start-up templates, move the layers each rank
+    // now needs from surviving holders, and go on with the same step; or leave
+    // (this rank's node is retired), or stop with a checkpoint beyond f.
     Recovery recoverFromFailure(std::uint64_t step) {
         const auto t0 = Clock::now();
+        const std::vector<int> oldMembers = world.members();
         const fault::RecoveryReport report = fault::recover(world);
         nodeFailures += report.retiredNodes.size();
         if (report.thisRankLeaves) {
             log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
             return Recovery::Leave;
         }
-        log::setIdentity(world.rank(), world.host());
-        transport->interrupt();
-        transport = comm::makeMpiTransport(world.control());
-        const std::uint64_t G = spec.globalBatch, n = static_cast<std::uint64_t>(world.size()), r = world.rank();
-        loader->setSlice(G * r / n, G * (r + 1) / n - G * r / n);
-        const std::string detail = fmt::format("step {}: {}; recovered in {:.1f} ms", step, report.describe(),
-                                               1e3 * since(t0));
+        log::speakForJob(world.rank() == 0);
+        if (world.rank() == 0 && !diag)
+            openDiag(true, "takeover", "diagnostics taken over by this rank after rank 0 failed", step);
+        const auto survivors = static_cast<std::uint32_t>(report.nodesLeft);
+        if (nodeFailures > f) return stopBeyondF(step, oldMembers, report.describe(), t0);
+        // Within f: the instantiation for the surviving nodes, from the same templates.
+        const auto c0 = Clock::now();
+        const std::uint32_t minPipelines =
+            static_cast<std::uint32_t>(std::max<std::uint64_t>(1, f + 1 - std::min(f + 1, nodeFailures)));
+        plan::Instantiation inst;
+        try {
+            inst = plan::instantiate(plan.templates, survivors, minPipelines, plan.globalMicrobatches);
+        } catch (const InputError& e) {
+            log::warn("step {}: the {} surviving nodes cannot form {} pipelines from the templates: {}", step, survivors,
+                      minPipelines, e.what());
+            return stopBeyondF(step, oldMembers, report.describe(), t0);
+        }
+        plan::Layout layout = layoutFor(inst);
+        const double choose = since(c0);
+        const auto m0 = Clock::now();
+        MigrationReport moved;
+        try {
+            moved = parallel->reconfigure(world, std::move(layout), oldMembers);
+        } catch (const Error& e) {
+            log::warn("step {}: {}", step, e.what());
+            return stopBeyondF(step, oldMembers, report.describe(), t0);
+        }
+        std::uint64_t totalBytes = moved.bytesReceived;
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+        sliceLoader();
+        const std::string detail = fmt::format(
+            "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
+            step, report.describe(), parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * since(m0),
+            1e3 * since(t0));
         log::info("  FAILURE {}", detail);
-        if (world.rank() == 0) {
-            if (diag) {
-                diag->event(step, "failure", detail);
-            } else {
-                openDiag(true, "failure", detail + " (diagnostics taken over by this rank)", step);
-            }
-        }
-        if (nodeFailures > f) {
-            log::info("  {} node failures, more than fault.f = {}: writing a checkpoint and stopping; requeue the job "
-                      "to continue on the nodes it gets",
-                      nodeFailures, f);
-            checkpoint(loader->cursor().step);
-            if (diag) diag->event(step, "stop", fmt::format("{} node failures > fault.f = {}", nodeFailures, f));
-            return Recovery::BeyondF;
-        }
+        if (diag) diag->event(step, "failure", detail);
+        announceLayout(step, false, fmt::format("regrouped from the templates after step {} failed", step));
         return Recovery::Continue;
     }
 
-    State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
-
-    // Sums every layer's gradient over the replicas, one flat buffer per layer.
-    void allReduceGradients() {
-        for (std::uint32_t l = 0; l < model->numLayers(); ++l) {
-            auto params = model->layer(l).parameters();
-            std::vector<torch::Tensor> grads;
-            for (auto& p : params)
-                grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
-            // The MPI transport works on host memory (NCCL, on device memory, comes with pipelines).
-            auto flat = torch::cat(grads).to(torch::kCPU).contiguous();
-            transport->allReduceSum(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
-            flat = flat.to(device);
-            std::int64_t offset = 0;
-            for (auto& p : params) {
-                if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-                p.mutable_grad().copy_(flat.slice(0, offset, offset + p.numel()).view_as(p));
-                offset += p.numel();
+    // More than f nodes lost (or no layout from the templates fits the
+    // survivors): a checkpoint of the last committed step, written by
+    // surviving holders, when every layer still has one; exit 75 either way.
+    Recovery stopBeyondF(std::uint64_t step, const std::vector<int>& oldMembers, const std::string& what,
+                         Clock::time_point t0) {
+        log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
+        const auto holders = holdersOfLayers(parallel->layout(), oldMembers);
+        const auto& members = world.members();
+        std::vector<int> writers;
+        std::vector<std::uint32_t> lost;
+        for (std::uint32_t l = 0; l < holders.size(); ++l) {
+            int writer = -1;
+            for (int startup : holders[l]) {
+                const auto it = std::find(members.begin(), members.end(), startup);
+                if (it != members.end()) {
+                    writer = static_cast<int>(it - members.begin());
+                    break;
+                }
             }
+            if (writer < 0) lost.push_back(l);
+            writers.push_back(writer);
         }
+        const std::string reason = fmt::format("{} node failure{} since start-up, {} fault.f = {}", nodeFailures,
+                                               nodeFailures == 1 ? "" : "s", nodeFailures > f ? "more than" : "within",
+                                               f);
+        if (lost.empty()) {
+            log::info("  {}: writing a checkpoint of step {} from the surviving holders and stopping; requeue the job to "
+                      "continue on the nodes it gets",
+                      reason, loader->cursor().step);
+            checkpoint(loader->cursor().step, writers);
+            if (diag) diag->event(step, "stop", reason + "; checkpoint written, exit 75");
+        } else {
+            const auto latest = checkpoints->latest();
+            const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
+            log::info("  {}: layers {} lost every holder; no checkpoint can be written. A requeued job resumes from {}",
+                      reason, fmt::join(lost, ", "), from);
+            if (diag)
+                diag->event(step, "stop", fmt::format("{}; layers {} lost; resume from {}", reason, fmt::join(lost, ","), from));
+        }
+        return Recovery::BeyondF;
     }
 
-    double clipGradients() {
-        torch::NoGradGuard noGrad;
-        double squares = 0.0;
-        for (auto& p : model->parameters()) squares += p.grad().pow(2).sum().item<double>();
-        const double norm = std::sqrt(squares);
-        if (config.gradClip > 0.0 && norm > config.gradClip)
-            for (auto& p : model->parameters()) p.mutable_grad().mul_(config.gradClip / (norm + 1e-6));
-        return norm;
-    }
-
-    void checkpoint(std::uint64_t step) {
+    void checkpoint(std::uint64_t step, const std::vector<int>& writers) {
         const auto t0 = Clock::now();
-        const auto path = checkpoints->save(world.control(), step, *model, *optimizer, loader->cursor(), context,
-                                            deck.resolvedText());
+        const auto path = checkpoints->save(world.control(), step, parallel->model(), parallel->optimizer(), writers,
+                                            loader->cursor(), context, deck.resolvedText());
         const double seconds = since(t0);
         log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
         if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));
@@ -190,14 +285,37 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.probe = std::make_unique<data::Corpus>(s.spec);
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id);
     s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
-    s.model = std::make_unique<model::Gpt>(s.modelConfig);
     s.device = chooseDevice(s.config, deck);
-    s.model->to(s.device);
-    s.optimizer = std::make_unique<AdamW>(*s.model, s.config);
+    s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
+
+    // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks);
+    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(ids.size()));
+    cluster.nodes = static_cast<std::uint32_t>(ids.size());
+    cluster.ranksPerNode = static_cast<std::uint32_t>(ranks.front().size());
+    for (std::size_t n = 0; n < ranks.size(); ++n)
+        if (ranks[n].size() != cluster.ranksPerNode)
+            throw InputError(fmt::format("node {} has {} ranks but node {} has {}: every node must run the same number of "
+                                         "ranks (launch with a fixed number per node, or set cluster.ranks_per_node)",
+                                         world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
+                                         world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
+    s.plan = plan::planRun(deck, s.modelConfig, cluster);
+    if (world.rank() == 0) {
+        fmt::print("  plan       profile {}; {} nodes x {} rank{}, {:.0f} GB per rank\n", s.plan.profileSource, cluster.nodes,
+                   cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s", cluster.memoryPerRank / 1e9);
+        fmt::print("{}", plan::describeTemplates(s.plan, false));
+        fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}):\n", cluster.nodes,
+                   s.f + 1, s.plan.globalMicrobatches, s.plan.microBatch,
+                   s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
+        fmt::print("{}", plan::describeInstantiation(s.plan.templates, s.plan.instantiation, s.plan.microBatch));
+        std::fflush(stdout);
+    }
+    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
+
     s.runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     s.checkpoints = std::make_unique<CheckpointStore>(s.runDir / "ckpt", s.config.checkpointKeep);
-    s.transport = comm::makeMpiTransport(world.control());
-
     data::Cursor cursor = data::BatchPlanner(s.spec, *s.probe).initial();
     std::optional<std::filesystem::path> latest;
     if (!s.config.resumeFrom.empty()) {
@@ -209,7 +327,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (latest) {
         data::Cursor saved;
         try {
-            CheckpointStore::load(*latest, *s.model, *s.optimizer, s.context, saved);
+            CheckpointStore::load(*latest, s.parallel->model(), s.parallel->optimizer(), s.context, saved);
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
                                          "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
@@ -220,17 +338,16 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         log::info("  resumed from {} at step {}", latest->string(), cursor.step);
     }
     s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
-    const std::uint64_t G = s.spec.globalBatch, n = static_cast<std::uint64_t>(world.size()), r = world.rank();
-    s.loader->setSlice(G * r / n, G * (r + 1) / n - G * r / n);
+    s.sliceLoader();
     if (world.rank() == 0)
         s.openDiag(resumed, resumed ? "resume" : "start",
                    resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
                            : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
                    cursor.step);
+    s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     std::vector<fault::Injection> injections;
     fault::parseInjections(deck.text("fault.inject"), injections);
     s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
-    s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
               s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision);
@@ -243,7 +360,9 @@ namespace {
 // What one attempt at a step computed; committed only if every survivor agrees.
 struct Attempt {
     bool ok = true;
-    double lossSum = 0.0, forward = 0.0, backward = 0.0, sync = 0.0;
+    double lossSum = 0.0, gradNorm = 0.0;
+    StageWork work;
+    double sync = 0.0;
 };
 
 }  // namespace
@@ -251,53 +370,35 @@ struct Attempt {
 TrainSummary Trainer::run(std::uint64_t untilStep) {
     State& s = *state_;
     const std::uint64_t end = std::min(untilStep, s.config.steps);
-    const std::uint64_t seqLen = s.spec.seqLen, L = seqLen + 1;
+    const std::uint64_t seqLen = s.spec.seqLen;
     const double targetsPerStep = double(s.spec.globalBatch * seqLen);
     TrainSummary summary;
     summary.firstStep = s.loader->cursor().step;
     const auto start = Clock::now();
     std::uint64_t stepsDone = 0;
 
-    // Forward and backward of this rank's slice, then the sums over replicas.
-    // A failed peer surfaces as ProcFailedError in a collective: the attempt
-    // is marked failed and every transport interrupted, so that no survivor
-    // waits on the dead one.
+    // This rank's stage of its pipeline, then the sums over replicas and the
+    // global norm. A failed peer surfaces as ProcFailedError in a transfer or
+    // a collective: the attempt is marked failed and every communicator
+    // interrupted, so that no survivor waits on the dead one.
     const auto attempt = [&](std::uint64_t step, const data::Batch& batch) {
         Attempt a;
         try {
-            for (auto& p : s.model->parameters())
+            for (auto& p : s.parallel->model().parameters())
                 if (p.grad().defined()) p.mutable_grad().zero_();
-            s.injector->at(step, fault::Phase::Forward);
-            for (std::uint64_t first = 0; first < batch.count; first += s.config.microBatch) {
-                const std::uint64_t m = std::min(s.config.microBatch, batch.count - first);
-                std::vector<std::int64_t> ids(batch.tokens.begin() + first * L, batch.tokens.begin() + (first + m) * L);
-                auto tokens = torch::from_blob(ids.data(), {static_cast<std::int64_t>(m), static_cast<std::int64_t>(L)},
-                                               torch::kInt64)
-                                  .to(s.device);
-                const auto f0 = Clock::now();
-                torch::Tensor loss;
-                {
-                    AutocastScope autocast(s.config.precision == "bf16", s.device);
-                    auto logits = s.model->forward(tokens.slice(1, 0, L - 1));
-                    loss = model::crossEntropySum(logits, tokens.slice(1, 1, L));
-                }
-                const auto f1 = Clock::now();
-                s.injector->at(step, fault::Phase::Backward);
-                (loss / targetsPerStep).backward();
-                a.backward += since(f1);
-                a.forward += std::chrono::duration<double>(f1 - f0).count();
-                a.lossSum += loss.item<double>();
-            }
+            a.work = s.parallel->stage().run(batch, targetsPerStep, *s.injector, step);
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();
+            a.lossSum = a.work.lossSum;
             KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &a.lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
-            s.allReduceGradients();
+            s.parallel->gradients().sum(s.parallel->model(), s.device);
+            a.gradNorm = s.parallel->gradients().globalNorm(s.parallel->model(), s.world.control());
             a.sync = since(s0);
         } catch (const ProcFailedError& e) {
             log::warn("step {}: {}", step, e.what());
             a.ok = false;
             comm::revoke(s.world.control());
-            s.transport->interrupt();
+            s.parallel->interrupt();
         }
         s.injector->at(step, fault::Phase::Commit);
         // The commit: all survivors apply this step, or none does.
@@ -319,15 +420,18 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 summary.seconds = since(start);
                 return summary;
             }
-            // The same global batch, sliced over the survivors: the step is replayed.
+            // The same global batch, over the new pipelines: the step is replayed.
             batch = &s.loader->current();
             wait += s.loader->lastWaitSeconds();
             a = attempt(step, *batch);
         }
-        const double gradNorm = s.clipGradients();
+        if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
+            torch::NoGradGuard noGrad;
+            for (auto& p : s.parallel->model().parameters()) p.mutable_grad().mul_(s.config.gradClip / (a.gradNorm + 1e-6));
+        }
         const double lr = learningRate(s.config, step);
         const auto o0 = Clock::now();
-        s.optimizer->step(lr);
+        s.parallel->optimizer().step(lr);
         const double optimizerTime = since(o0);
 
         const data::Cursor before = s.loader->cursor();
@@ -342,20 +446,20 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             std::vector<std::uint64_t> perSource;
             for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
                 perSource.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
-            s.diag->step({step, loss, lr, gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait, a.forward,
-                          a.backward, a.sync, optimizerTime},
+            s.diag->step({step, loss, lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait,
+                          a.work.forward, a.work.backward, a.sync, optimizerTime, a.work.waiting},
                          perSource);
         }
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
             const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;
             log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}", step + 1,
-                      s.config.steps, loss, lr, gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
+                      s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
                       duration(elapsed / stepsDone * double(end - step - 1)));
         }
         if (s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end)
-            s.checkpoint(step + 1);
+            s.checkpoint(step + 1, s.parallel->writers());
     }
-    if (stepsDone > 0) s.checkpoint(s.loader->cursor().step);
+    if (stepsDone > 0) s.checkpoint(s.loader->cursor().step, s.parallel->writers());
     summary.lastStep = s.loader->cursor().step;
     summary.seconds = since(start);
     summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;

@@ -108,3 +108,21 @@ TEST(Model, ProfileMeasuresEveryLayerAndRoundTrips) {
     EXPECT_EQ(back.microBatch, 2u);
     std::remove(path.c_str());
 }
+
+TEST(Model, ParameterShapesMatchTheLayers) {
+    // Checkpoints create every layer's datasets from ModelConfig::parameterShapes on
+    // ranks that do not build the layer: the two must never drift apart.
+    const auto config = smallConfig();
+    for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+        const auto shapes = config.parameterShapes(i);
+        const auto named = buildLayer(config, i)->named_parameters();
+        ASSERT_EQ(shapes.size(), named.size()) << "layer " << i;
+        std::uint64_t count = 0;
+        for (std::size_t k = 0; k < named.size(); ++k) {
+            EXPECT_EQ(shapes[k].first, named[k].key()) << "layer " << i;
+            EXPECT_EQ(shapes[k].second, named[k].value().sizes().vec()) << "layer " << i << " " << named[k].key();
+            count += static_cast<std::uint64_t>(named[k].value().numel());
+        }
+        EXPECT_EQ(count, config.parametersOf(i)) << "layer " << i;
+    }
+}

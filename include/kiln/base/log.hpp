@@ -1,5 +1,6 @@
-// Terminal output. `info` speaks for the job (rank 0 only); `warn` and
-// `rankLine` speak for one rank and say which.
+// Terminal output. `info` speaks for the job (one process: rank 0 at
+// start-up, the new rank 0 after a failure took it); `warn` speaks for one
+// process and names it by its start-up rank and host.
 #pragma once
 
 #include <fmt/core.h>
@@ -12,13 +13,16 @@ namespace kiln::log {
 void setIdentity(int rank, std::string host);
 int rank();
 const std::string& host();
+// Whether `info` lines of this process are printed (set by recovery when rank 0 is lost).
+void speakForJob(bool speaks);
+bool speaksForJob();
 
 void writeInfo(const std::string& line);
 void writeWarn(const std::string& line);
 
 template <typename... Args>
 void info(fmt::format_string<Args...> format, Args&&... args) {
-    if (rank() == 0) writeInfo(fmt::format(format, std::forward<Args>(args)...));
+    if (speaksForJob()) writeInfo(fmt::format(format, std::forward<Args>(args)...));
 }
 
 template <typename... Args>

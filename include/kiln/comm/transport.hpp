@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::comm {
 
@@ -21,6 +23,16 @@ public:
     // Blocking point-to-point of `bytes` bytes; buffers live where the transport expects.
     virtual void send(const void* data, std::size_t bytes, int peer) = 0;
     virtual void recv(void* data, std::size_t bytes, int peer) = 0;
+    // Non-blocking send: `data` must stay valid until the ticket it returns is
+    // among completedSends() or waitSends() returned. Pipelines send this way
+    // (a 1F1B schedule with blocking sends deadlocks once messages are large).
+    virtual std::uint64_t sendAsync(const void* data, std::size_t bytes, int peer) = 0;
+    // Tickets of sends that finished since the last call; never blocks.
+    virtual std::vector<std::uint64_t> completedSends() = 0;
+    // Blocks until every posted send finished.
+    virtual void waitSends() = 0;
+    // Whether buffers live in device memory (NCCL) or host memory (MPI).
+    virtual bool deviceMemory() const = 0;
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
     // After a failure: make every pending and future operation of every rank

@@ -5,7 +5,14 @@
 //
 //   /config         the resolved deck (string)
 //   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait, forward, backward,
-//                   sync, optimizer (one record per step; times in seconds)
+//                   sync, optimizer, pipeline_wait (one record per step; times in seconds, rank 0's)
+//   /templates      the pipeline templates of this run, one record per stage: template_nodes,
+//                   stage, node, rank_in_node, first_layer, end_layer, time_s (per microbatch),
+//                   sync_s (per step), memory_bytes
+//   /instantiations one record per instantiation the run used: step (its first), time, pipelines,
+//                   nodes_used, nodes_idle, pinned, predicted_step_s, layout ("2:5+1:3", nodes and
+//                   microbatches of each pipeline), ranks (start-up ranks of each pipeline's stages,
+//                   "0,1,2,3|4,5")
 //   /source_tokens  (steps, sources) target tokens per source; attribute `sources`
 //   /events         time, step, kind, detail (start, resume, checkpoint, failure, recovery, end)
 #pragma once
@@ -31,6 +38,21 @@ struct StepRecord {
     double backward = 0.0;   // seconds in backward passes
     double sync = 0.0;       // seconds summing gradients over replicas, and clipping
     double optimizer = 0.0;  // seconds in the optimizer update
+    double pipelineWait = 0.0;  // seconds waiting for neighbouring stages (the bubble) and pending sends
+};
+
+struct TemplateStageRecord {
+    std::uint32_t templateNodes = 0, stage = 0, node = 0, rankInNode = 0, firstLayer = 0, endLayer = 0;
+    double time = 0.0, sync = 0.0, memory = 0.0;
+};
+
+struct InstantiationRecord {
+    std::uint64_t step = 0;
+    double time = 0.0;  // seconds since the Unix epoch
+    std::uint32_t pipelines = 0, nodesUsed = 0, nodesIdle = 0, pinned = 0;
+    double predictedStepTime = 0.0;
+    char layout[128] = {};
+    char ranks[512] = {};
 };
 
 struct EventRecord {
@@ -47,16 +69,20 @@ class DiagFile {
 public:
     // Creates `path`, or continues it when `continueRun` and it exists. A fresh run
     // never overwrites an old diag.h5: it is moved aside (diag.h5.<ms since epoch>).
-    DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources, bool continueRun);
+    DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources,
+             const std::vector<TemplateStageRecord>& templates, bool continueRun);
     ~DiagFile();
     DiagFile(const DiagFile&) = delete;
     DiagFile& operator=(const DiagFile&) = delete;
 
     void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens);
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
+    void instantiation(const InstantiationRecord& record);
 
     static std::vector<StepRecord> readSteps(hid_t file);
     static std::vector<EventRecord> readEvents(hid_t file);
+    static std::vector<InstantiationRecord> readInstantiations(hid_t file);
+    static std::vector<TemplateStageRecord> readTemplates(hid_t file);
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
 
 private:
@@ -65,7 +91,7 @@ private:
 
     std::string path_;
     std::size_t sources_ = 0;
-    h5::Handle file_, steps_, sourceTokens_, events_, stepType_, eventType_;
+    h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, stepType_, eventType_, instantiationType_;
 };
 
 }  // namespace kiln::io

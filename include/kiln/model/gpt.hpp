@@ -33,11 +33,16 @@ class Gpt {
 public:
     // Builds layers [first, last) of the model (all by default).
     explicit Gpt(const ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u);
+    // Layers first, first + 1, ... given (already built, e.g. moved from another Gpt).
+    Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers);
 
     const ModelConfig& config() const { return config_; }
     std::uint32_t firstLayer() const { return first_; }
     std::uint32_t numLayers() const { return static_cast<std::uint32_t>(layers_.size()); }
     LayerImpl& layer(std::uint32_t local) { return *layers_[local]; }
+    Layer sharedLayer(std::uint32_t local) const { return layers_[local]; }
+    // Whether model layer `index` is one of this Gpt's.
+    bool holds(std::uint32_t index) const { return index >= first_ && index < first_ + numLayers(); }
     // Runs all built layers in order.
     torch::Tensor forward(torch::Tensor x);
     void to(torch::Device device, torch::Dtype dtype = torch::kFloat32);

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::config {
 class Deck;
@@ -24,6 +27,9 @@ struct ModelConfig {
     // Parameters of layer i (for planning and reports).
     std::uint64_t parametersOf(std::uint32_t layer) const;
     std::uint64_t parameters() const;
+    // Layer i's parameters as the layer names them, with their shapes, in the
+    // layer's order (what a checkpoint holds), without building the layer.
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameterShapes(std::uint32_t layer) const;
     // Forward FLOPs of one token through layer i (matmuls, 2 per multiply-add; attention included).
     double forwardFlopsPerToken(std::uint32_t layer) const;
 };

@@ -1,14 +1,16 @@
 // Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5, written by all ranks into a
-// temporary file and renamed when complete; `latest` (a one-line text file,
-// replaced atomically) names the last complete one; the last `keep` are kept.
+// temporary file (each layer by one of its holders) and renamed when
+// complete; `latest` (a one-line text file, replaced atomically) names the
+// last complete one; the last `keep` are kept.
 //
-//   attributes  format "kiln-checkpoint", format_version, step, optimizer_steps,
-//               model_blocks, model_d_model, model_heads, model_mlp_ratio, model_vocab, model_seq_len
-//   /deck                     the resolved deck of the run that wrote it
-//   /layers/NNNNN/params/*    each parameter of layer N (float32)
+//   attributes  format "kiln-checkpoint", format_version (1), step, optimizer_steps,
+//               shape_model_blocks, shape_model_d_model, shape_model_heads, shape_model_mlp_ratio,
+//               shape_the_tokenizer_s_vocabulary, shape_data_seq_len,
+//               deck (the resolved deck of the run that wrote it)
+//   /layers/NNNNN/params/*    each parameter of layer N (float32), every layer of the model once
 //   /layers/NNNNN/adam_m/*    AdamW first moments
 //   /layers/NNNNN/adam_v/*    AdamW second moments
-//   /loader                   the loader cursor, one row per rank (data/cursor_io.hpp)
+//   /loader                   the loader cursor, one row per rank of the writing job (data/cursor_io.hpp)
 #pragma once
 
 #include "kiln/data/cursor_io.hpp"
@@ -33,12 +35,15 @@ public:
     // The complete checkpoints present, oldest first, as "step-NNNNNNNN.h5, ..." (or "none").
     std::string listing() const;
 
-    // Collective over `comm`: every rank holds the same model (replicas).
-    // Returns the path written.
+    // Collective over `comm`. `model` holds this rank's layers; every layer of
+    // the model is written once, by the rank `writerOfLayer[layer]` (of
+    // `comm`), so the file is the same whatever the layout. Returns the path written.
     std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
-                               const data::Cursor& cursor, const data::CursorContext& context, const std::string& deck);
+                               const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
+                               const data::CursorContext& context, const std::string& deck);
 
-    // Reads `path` into `model` and `optimizer`; returns the step to continue
+    // Reads `path` into `model` and `optimizer` (its layers only: any layout
+    // restores from any checkpoint); returns the step to continue
     // from and sets `cursor`. Refuses a checkpoint of another model shape,
     // naming each key that differs.
     static std::uint64_t load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,

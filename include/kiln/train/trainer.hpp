@@ -1,8 +1,12 @@
-// Training from a deck on the ranks of a world. Every rank holds a replica of
-// the whole model for now (pipelines of one stage); each takes its slice of
-// the global batch, splits it into microbatches, and the replicas' gradients
-// are summed layer by layer. The loss of a step is the mean over all target
-// tokens of the global batch, however it is sliced and split.
+// Training from a deck on the ranks of a world: the loop. The job's nodes run
+// the planner's instantiation (or plan.pipelines): pipelines of one stage per
+// rank, each taking its microbatches of the same global batch through a 1F1B
+// schedule (pipeline_stage), gradients summed over the holders of each layer
+// (gradient_sync); every step is committed by a ULFM agreement; a failure
+// regroups the survivors into pipelines from the same templates and moves the
+// layers they lack (parallel_state); checkpoints hold every layer once. The
+// loss of a step is the mean over all target tokens of the global batch,
+// whatever the layout.
 #pragma once
 
 #include "kiln/comm/world.hpp"

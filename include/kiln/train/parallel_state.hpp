@@ -1,0 +1,67 @@
+// This rank's part of a layout: its layers and their AdamW state, the
+// pipeline transport, the gradient-sum groups and the stage executor. Made
+// for a layout at start-up; remade for another layout after a failure, when
+// the layers this rank now needs come from the surviving ranks that held them
+// (parameters, both moments: nothing is read from a checkpoint).
+#pragma once
+
+#include "kiln/comm/world.hpp"
+#include "kiln/model/gpt.hpp"
+#include "kiln/plan/layout.hpp"
+#include "kiln/train/adamw.hpp"
+#include "kiln/train/gradient_sync.hpp"
+#include "kiln/train/pipeline_stage.hpp"
+
+#include <memory>
+
+namespace kiln::train {
+
+struct MigrationReport {
+    std::uint64_t bytesReceived = 0, bytesSent = 0;
+    std::uint32_t layersReceived = 0;
+};
+
+class ParallelState {
+public:
+    // Collective over world.control(); builds this rank's layers fresh (layer-seeded).
+    ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device, comm::World& world,
+                  plan::Layout layout);
+    ~ParallelState();
+
+    // Collective over the new world.control(): switches to `layout`, taking the
+    // layers this rank keeps and receiving the others from a surviving holder.
+    // `oldMembers`: the start-up ranks of the control communicator the current
+    // layout was made for. Throws when some layer has no surviving holder.
+    MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers);
+
+    model::Gpt& model() { return *model_; }
+    AdamW& optimizer() { return *optimizer_; }
+    const plan::Layout& layout() const { return layout_; }
+    const plan::RankRole& role() const { return role_; }
+    PipelineStage& stage() { return *stage_; }
+    GradientSync& gradients() { return *gradients_; }
+    // The rank (of control) that writes each layer to checkpoints.
+    std::vector<int> writers() const;
+    // After a failure: every pending and future transfer returns an error.
+    void interrupt();
+
+private:
+    void connect(comm::World& world);
+
+    model::ModelConfig modelConfig_;
+    TrainConfig config_;
+    torch::Device device_;
+    plan::Layout layout_;
+    plan::RankRole role_;
+    std::unique_ptr<model::Gpt> model_;
+    std::unique_ptr<AdamW> optimizer_;
+    std::unique_ptr<comm::Transport> transport_;
+    std::unique_ptr<GradientSync> gradients_;
+    std::unique_ptr<PipelineStage> stage_;
+};
+
+// The start-up ranks that hold each layer in `layout` (whose ranks are those of
+// a communicator with start-up ranks `members`).
+std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const std::vector<int>& members);
+
+}  // namespace kiln::train

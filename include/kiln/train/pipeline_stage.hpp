@@ -1,0 +1,60 @@
+// One rank's stage of a pipeline: its layers, and the 1F1B schedule that runs
+// the pipeline's microbatches through them. Activations go forward and their
+// gradients backward through the transport to the neighbouring stages; their
+// shapes follow from the deck and the layout (microbatch k has a known number
+// of samples, seq_len tokens, d_model wide), so no sizes are exchanged.
+#pragma once
+
+#include "kiln/comm/transport.hpp"
+#include "kiln/data/loader.hpp"
+#include "kiln/fault/fault_injector.hpp"
+#include "kiln/model/gpt.hpp"
+#include "kiln/plan/layout.hpp"
+
+#include <torch/torch.h>
+
+namespace kiln::train {
+
+// What this rank did in one step.
+struct StageWork {
+    double lossSum = 0.0;  // summed cross-entropy of its microbatches (last stages only)
+    double forward = 0.0, backward = 0.0;  // seconds computing
+    double waiting = 0.0;  // seconds waiting for neighbours: the pipeline bubble as this rank sees it
+};
+
+class PipelineStage {
+public:
+    // `transport` connects the ranks of the layout's communicator.
+    PipelineStage(model::Gpt& model, const plan::Layout& layout, int rank, comm::Transport& transport,
+                  torch::Device device, bool bf16);
+
+    // Forward and backward of every microbatch of this rank's pipeline for
+    // `batch` (this rank's slice: the pipeline's samples on first and last
+    // stages, nothing on the others), in 1F1B order. Gradients accumulate in
+    // the layers' .grad(); each microbatch's loss is divided by `targetsPerStep`.
+    StageWork run(const data::Batch& batch, double targetsPerStep, const fault::FaultInjector& injector, std::uint64_t step);
+
+private:
+    struct InFlight {
+        torch::Tensor input;   // what the stage received (ids on the first stage)
+        torch::Tensor output;  // activation, or the loss on the last stage
+    };
+    void forward(std::uint64_t local, const data::Batch& batch, StageWork& work);
+    void backward(std::uint64_t local, double targetsPerStep, StageWork& work);
+    void send(torch::Tensor tensor, int peer);
+    torch::Tensor receive(std::int64_t samples, int peer, StageWork& work);
+    std::int64_t samplesOf(std::uint64_t local) const;
+    void releaseFinishedSends();
+
+    model::Gpt& model_;
+    const plan::Layout& layout_;
+    plan::RankRole role_;
+    const plan::PipelinePlacement* pipeline_ = nullptr;
+    comm::Transport& transport_;
+    torch::Device device_;
+    bool bf16_;
+    std::vector<InFlight> inFlight_;
+    std::vector<std::pair<std::uint64_t, torch::Tensor>> sending_;  // ticket, buffer kept alive
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,167 @@
+#include "kiln/train/parallel_state.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/comm/mpi_check.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::train {
+namespace {
+
+// Gradient buckets: large enough to amortise a collective, small enough to bound the copy.
+constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
+
+// Parameters, then first moments, then second moments of local layer `l`, flat.
+torch::Tensor packLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
+    std::vector<torch::Tensor> parts;
+    for (auto& p : model.layer(l).parameters()) parts.push_back(p.detach().reshape({-1}));
+    for (auto& m : optimizer.firstMoments(l)) parts.push_back(m.reshape({-1}));
+    for (auto& v : optimizer.secondMoments(l)) parts.push_back(v.reshape({-1}));
+    return torch::cat(parts).to(torch::kCPU, torch::kFloat32).contiguous();
+}
+
+void unpackLayer(const torch::Tensor& flat, model::Gpt& model, AdamW& optimizer, std::uint32_t l, torch::Device device) {
+    torch::NoGradGuard noGrad;
+    const auto values = flat.to(device);
+    std::int64_t offset = 0;
+    const auto take = [&](torch::Tensor& into) {
+        into.copy_(values.slice(0, offset, offset + into.numel()).view_as(into));
+        offset += into.numel();
+    };
+    for (auto& p : model.layer(l).parameters()) take(p);
+    for (auto& m : optimizer.firstMoments(l)) take(m);
+    for (auto& v : optimizer.secondMoments(l)) take(v);
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const std::vector<int>& members) {
+    std::vector<std::vector<int>> holders(layout.layers);
+    for (const auto& segment : layout.segments)
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
+            for (int rank : segment.holders) holders[l].push_back(members[static_cast<std::size_t>(rank)]);
+    return holders;
+}
+
+ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
+                             comm::World& world, plan::Layout layout)
+    : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
+    role_ = layout_.roles.at(static_cast<std::size_t>(world.rank()));
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
+    model_->to(device_);
+    optimizer_ = std::make_unique<AdamW>(*model_, config_);
+    connect(world);
+}
+
+ParallelState::~ParallelState() = default;
+
+void ParallelState::connect(comm::World& world) {
+    stage_.reset();
+    gradients_.reset();
+    transport_ = comm::makeMpiTransport(world.control());
+    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes);
+    stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
+                                             config_.precision == "bf16");
+}
+
+std::vector<int> ParallelState::writers() const {
+    std::vector<int> out(layout_.layers);
+    for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolder(l);
+    return out;
+}
+
+void ParallelState::interrupt() {
+    if (transport_) transport_->interrupt();
+    if (gradients_) gradients_->interrupt();
+}
+
+MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers) {
+    MigrationReport report;
+    const auto oldHolders = holdersOfLayers(layout_, oldMembers);
+    // Start-up rank -> rank in the new control communicator (-1: gone).
+    const auto& members = world.members();
+    const auto rankOf = [&](int startup) {
+        const auto it = std::find(members.begin(), members.end(), startup);
+        return it == members.end() ? -1 : static_cast<int>(it - members.begin());
+    };
+    // Who sends each layer to each new holder that lacks it: the surviving old
+    // holders take turns (layer index modulo their count), the same on every rank.
+    struct Transfer {
+        std::uint32_t layer;
+        int from, to;
+    };
+    std::vector<Transfer> transfers;
+    std::vector<std::uint32_t> lost;
+    const auto newHolders = holdersOfLayers(layout, members);
+    for (std::uint32_t l = 0; l < layout.layers; ++l) {
+        std::vector<int> alive;
+        for (int startup : oldHolders[l])
+            if (rankOf(startup) >= 0) alive.push_back(rankOf(startup));
+        if (alive.empty()) {
+            lost.push_back(l);
+            continue;
+        }
+        for (int startup : newHolders[l]) {
+            const int to = rankOf(startup);
+            if (std::find(alive.begin(), alive.end(), to) != alive.end()) continue;  // it has the layer already
+            transfers.push_back({l, alive[l % alive.size()], to});
+        }
+    }
+    if (!lost.empty())
+        throw Error(fmt::format("layers {} have no surviving holder", fmt::join(lost, ", ")), ErrorScope::AllRanks);
+
+    // The new model: layers kept from the old one, the others built (then overwritten).
+    const plan::RankRole role = layout.roles.at(static_cast<std::size_t>(world.rank()));
+    std::vector<model::Layer> layers;
+    for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
+        if (model_->holds(l)) {
+            layers.push_back(model_->sharedLayer(l - model_->firstLayer()));
+        } else {
+            auto built = model::buildLayer(modelConfig_, l);
+            built->to(device_);
+            layers.push_back(built);
+        }
+    }
+    auto model = std::make_unique<model::Gpt>(modelConfig_, role.firstLayer, std::move(layers));
+    auto optimizer = std::make_unique<AdamW>(*model, config_);
+    optimizer->setSteps(optimizer_->steps());
+    for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
+        if (!model_->holds(l)) continue;
+        optimizer->firstMoments(l - role.firstLayer) = optimizer_->firstMoments(l - model_->firstLayer());
+        optimizer->secondMoments(l - role.firstLayer) = optimizer_->secondMoments(l - model_->firstLayer());
+    }
+
+    // Every transfer at once: receives into buffers, sends from packed copies.
+    auto migration = comm::makeMpiTransport(world.control());
+    std::vector<std::pair<std::uint32_t, torch::Tensor>> incoming;
+    std::vector<torch::Tensor> outgoing;
+    const int me = world.rank();
+    for (const auto& t : transfers) {
+        if (t.from == me) {
+            outgoing.push_back(packLayer(*model_, *optimizer_, t.layer - model_->firstLayer()));
+            migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
+            report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
+        }
+    }
+    for (const auto& t : transfers) {
+        if (t.to != me) continue;
+        const auto local = t.layer - role.firstLayer;
+        auto buffer = torch::empty_like(packLayer(*model, *optimizer, local));
+        migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
+        unpackLayer(buffer, *model, *optimizer, local, device_);
+        report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());
+        ++report.layersReceived;
+    }
+    migration->waitSends();
+
+    layout_ = std::move(layout);
+    role_ = role;
+    model_ = std::move(model);
+    optimizer_ = std::move(optimizer);
+    connect(world);
+    return report;
+}
+
+}  // namespace kiln::train

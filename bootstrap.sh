@@ -97,10 +97,11 @@ case $cmd in
     prepare_demo_data
     say "demo: the first global batches of input/tiny-cpu.ini (2 ranks, each reads its slice)"
     (cd "$root" && mpirun -n 2 --oversubscribe "$build/kiln" data input/tiny-cpu.ini --steps 2 --show 4)
-    say "demo: kiln run input/tiny-cpu.ini on 4 ranks (2 nodes of 2), ULFM on; rank 3 is killed at step 20"
+    say "demo: kiln run input/tiny-cpu.ini on 6 ranks (3 nodes of 2): a 4-stage and a 2-stage pipeline, ULFM on;"
+    say "      rank 2 (node 1, the third stage of the longer pipeline) is killed at step 20"
     cd "$root"
-    mpirun -n 4 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini --set checkpoint.resume=false \
-      --set fault.inject=3:20:allreduce
+    mpirun -n 6 --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini --set checkpoint.resume=false \
+      --set fault.inject=2:20:allreduce
     "$build/kiln" diag runs/tiny/diag.h5 --plot runs/tiny/plots
     ;;
   test)

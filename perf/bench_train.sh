@@ -16,7 +16,8 @@ export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_A
 cd "$root"
 [ -f data/manuals/manifest.json ] || { echo "bench_train: run ./bootstrap.sh demo first (it prepares data/)" >&2; exit 1; }
 rm -rf "$work"
-common=(--set fault.f=0 --set cluster.ranks_per_node=0 --set run.out_dir="$work" --set train.threads=2 --set checkpoint.resume=false)
+common=(--set fault.f=0 --set cluster.ranks_per_node=0 --set plan.pipelines= --set run.out_dir="$work" --set train.threads=2
+        --set checkpoint.resume=false)
 
 bench() {  # name steps micro_batch global_batch extra-settings...
   local name=$1 steps=$2 micro=$3 batch=$4; shift 4
@@ -32,5 +33,5 @@ bench() {  # name steps micro_batch global_batch extra-settings...
 }
 
 mkdir -p "$work"
-bench demo 30 4 16
+bench demo 30 4 16 --set model.blocks=2  # the 2-block demo model of the earlier figures
 bench 6x256 10 4 16 --set model.blocks=6 --set model.d_model=256 --set model.heads=8 --set data.seq_len=128

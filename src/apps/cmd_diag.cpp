@@ -7,6 +7,7 @@
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -76,7 +77,7 @@ int diagMain(int argc, char** argv) {
         ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
         ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory")
         ("json", "print the summary as one JSON object")
-        ("losses", "print one line per step: step (from 0) and loss, full precision");
+        ("losses", "print one line per step: step (from 0), loss and gradient norm, full precision");
     po::positional_options_description positional;
     positional.add("file", 1);
     po::variables_map values;
@@ -91,45 +92,74 @@ int diagMain(int argc, char** argv) {
     for (auto r : rows) mix.push_back(r < allMix.size() ? allMix[r] : std::vector<std::uint64_t>(sources.size()));
     const auto events = io::DiagFile::readEvents(file);
 
+    const auto layouts = io::DiagFile::readInstantiations(file);
     const bool json = values.count("json") > 0;
     if (values.count("losses")) {
-        for (const auto& r : steps) fmt::print("{} {:.17g}\n", r.step, r.loss);
+        for (const auto& r : steps) fmt::print("{} {:.17g} {:.17g}\n", r.step, r.loss, r.gradNorm);
         return 0;
     }
-    if (!json) fmt::print("{}: {} steps recorded\n", path, steps.size());
+    double time = 0, wait = 0, tokens = 0, forward = 0, backward = 0, sync = 0, optimizer = 0, pipeline = 0;
+    for (const auto& r : steps) {
+        time += r.stepTime;
+        wait += r.dataWait;
+        tokens += double(r.tokens);
+        forward += r.forward;
+        backward += r.backward;
+        sync += r.sync;
+        optimizer += r.optimizer;
+        pipeline += r.pipelineWait;
+    }
+    std::vector<std::uint64_t> perSource(sources.size());
+    for (const auto& row : mix)
+        for (std::size_t s = 0; s < sources.size() && s < row.size(); ++s) perSource[s] += row[s];
+    if (json) {
+        // Everything the text summary shows, for scripts.
+        nlohmann::json out;
+        out["file"] = path;
+        out["steps"] = steps.size();
+        if (!steps.empty()) {
+            out["first_loss"] = steps.front().loss;
+            out["last_loss"] = steps.back().loss;
+            out["tokens_per_s"] = tokens / time;
+            out["seconds_per_step"] = time / double(steps.size());
+            out["share_data_wait"] = wait / time;
+            out["share_forward"] = forward / time;
+            out["share_backward"] = backward / time;
+            out["share_sync"] = sync / time;
+            out["share_optimizer"] = optimizer / time;
+            out["share_pipeline_wait"] = pipeline / time;
+        }
+        out["source_tokens"] = nlohmann::json::object();
+        for (std::size_t s = 0; s < sources.size(); ++s) out["source_tokens"][sources[s]] = perSource[s];
+        out["instantiations"] = nlohmann::json::array();
+        for (const auto& l : layouts)
+            out["instantiations"].push_back({{"step", l.step}, {"time", l.time}, {"pipelines", l.pipelines},
+                                             {"nodes_used", l.nodesUsed}, {"nodes_idle", l.nodesIdle},
+                                             {"pinned", l.pinned != 0}, {"predicted_step_s", l.predictedStepTime},
+                                             {"layout", l.layout}, {"ranks", l.ranks}});
+        out["events"] = nlohmann::json::array();
+        for (const auto& e : events)
+            out["events"].push_back({{"step", e.step}, {"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
+        fmt::print("{}\n", out.dump());
+        return 0;
+    }
+    fmt::print("{}: {} steps recorded\n", path, steps.size());
     if (!steps.empty()) {
-        double time = 0, wait = 0, tokens = 0, forward = 0, backward = 0, sync = 0, optimizer = 0;
-        for (const auto& r : steps) {
-            time += r.stepTime;
-            wait += r.dataWait;
-            tokens += double(r.tokens);
-            forward += r.forward;
-            backward += r.backward;
-            sync += r.sync;
-            optimizer += r.optimizer;
-        }
-        if (json) {
-            fmt::print("{{\"steps\":{},\"first_loss\":{:.6f},\"last_loss\":{:.6f},\"tokens_per_s\":{:.1f},"
-                       "\"seconds_per_step\":{:.6f},\"share_data_wait\":{:.4f},\"share_forward\":{:.4f},"
-                       "\"share_backward\":{:.4f},\"share_sync\":{:.4f},\"share_optimizer\":{:.4f}}}\n",
-                       steps.size(), steps.front().loss, steps.back().loss, tokens / time, time / steps.size(), wait / time,
-                       forward / time, backward / time, sync / time, optimizer / time);
-            return 0;
-        }
         fmt::print("  loss {:.4f} at step {} -> {:.4f} at step {}\n", steps.front().loss, steps.front().step + 1,
                    steps.back().loss, steps.back().step + 1);
         fmt::print("  {:.0f} tokens in {:.1f} s of steps: {:.1f}k tokens/s, {:.1f} ms per step\n", tokens, time,
                    tokens / time / 1e3, 1e3 * time / steps.size());
-        fmt::print("  time shares: data wait {:.1f}%, forward {:.1f}%, backward {:.1f}%, gradient sync {:.1f}%, optimizer "
-                   "{:.1f}%, other {:.1f}%\n",
-                   100 * wait / time, 100 * forward / time, 100 * backward / time, 100 * sync / time,
-                   100 * optimizer / time, 100 * (time - wait - forward - backward - sync - optimizer) / time);
-        std::vector<std::uint64_t> perSource(sources.size());
-        for (const auto& row : mix)
-            for (std::size_t s = 0; s < sources.size() && s < row.size(); ++s) perSource[s] += row[s];
+        fmt::print("  time shares (rank 0): data wait {:.1f}%, forward {:.1f}%, backward {:.1f}%, waiting for other "
+                   "stages {:.1f}%, gradient sync {:.1f}%, optimizer {:.1f}%, other {:.1f}%\n",
+                   100 * wait / time, 100 * forward / time, 100 * backward / time, 100 * pipeline / time, 100 * sync / time,
+                   100 * optimizer / time,
+                   100 * (time - wait - forward - backward - pipeline - sync - optimizer) / time);
         for (std::size_t s = 0; s < sources.size(); ++s)
             fmt::print("  source {:<12} {:>12} tokens ({:.1f}%)\n", sources[s], perSource[s], 100.0 * perSource[s] / tokens);
     }
+    fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages):\n");
+    for (const auto& l : layouts)
+        fmt::print("    from step {:>7}  {:<16} ranks {}{}\n", l.step, l.layout, l.ranks, l.pinned ? "  (pinned)" : "");
     fmt::print("  events:\n");
     for (const auto& e : events) fmt::print("    step {:>7}  {:<12} {}\n", e.step, e.kind, e.detail);
     if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources);

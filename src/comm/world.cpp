@@ -36,6 +36,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     // Funneled: only the training thread calls MPI; the prefetch thread reads files.
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    // Known from here on, so that an error every rank meets (a bad deck) is printed once, by rank 0.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    log::setIdentity(rank, hostName());
 }
 
 MpiSession::~MpiSession() {

@@ -8,7 +8,7 @@ set -euo pipefail
 kiln=$1 work=$2 data=$3
 rm -rf "$work"
 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work" --set run.steps=100000 --set checkpoint.every=5 --set fault.f=0 \
-  --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 >"$work.log" 2>&1 &
+  --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 --set plan.pipelines= >"$work.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do  # until some steps are recorded, at most 60 s
   grep -q "step *12/" "$work.log" 2>/dev/null && break
@@ -23,7 +23,7 @@ steps=$("$kiln" diag "$work/tiny/diag.h5" | sed -nE 's/.*: ([0-9]+) steps record
 [ -s "$work/plots/loss.png" ] || exit 1
 echo "killed mid-run; diag.h5 still reads $steps steps"
 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work" --set run.steps=$((steps + 3)) --set fault.f=0 \
-  --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 | grep "resumed from"
+  --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 --set plan.pipelines= | grep "resumed from"
 after=$("$kiln" diag "$work/tiny/diag.h5")
 echo "$after" | grep -q "resume " || { echo "no resume event"; echo "$after"; exit 1; }
 echo "$after" | grep -q ": $((steps + 3)) steps recorded" || { echo "$after"; exit 1; }

@@ -1,47 +1,84 @@
 #!/usr/bin/env bash
-# Fault test of kiln run under ULFM. Pass criteria, each printed as PASS:
-#  1. 4 ranks as 2 nodes, f = 1; rank 3 is SIGKILLed in the gradient all-reduce
-#     of step 5. The survivors revoke, shrink and agree; rank 2 leaves with its
-#     node; ranks 0-1 replay step 5 with the same global batch and finish all
-#     steps, and every step's loss equals the loss of the same run without a
-#     failure to 1e-5 relative (only the reduction order differs).
-#  2. 6 ranks as 3 nodes, f = 1, two nodes lost (steps 3 and 6): after the
-#     second, more than f, kiln writes a checkpoint of the last committed step
-#     and stops with exit code 75; run again on 2 ranks (a requeued job on
-#     fewer nodes), it resumes from that checkpoint and finishes.
+# Fault tests of kiln run under ULFM, on pipelines. Pass criteria, each printed as PASS:
+#  1. 6 ranks as 3 nodes of 2, f = 1, pipelines 2+1 (4 and 2 stages), clipping off (so that a mis-scaled
+#     gradient cannot hide behind it); rank 2 (the third stage of the longer pipeline) is SIGKILLed in the
+#     gradient sums of step 5. The survivors revoke, shrink and agree; rank 3 leaves with its node; the
+#     others regroup into pipelines from the start-up templates, receive the layers they lack from
+#     surviving holders and replay step 5. Every step's loss and gradient norm equal those of the same run
+#     without a failure to 1e-5 relative, and the final checkpoint's parameters and both AdamW moments equal
+#     its checkpoint's to 1e-5 (relative L2 over the model).
+#  2. Two nodes at once (ranks 5 and 1 at step 3) on 1+1+1: more than f. The surviving node holds every
+#     layer, so it writes a checkpoint of step 3 and kiln exits with 75; resumed on the 2 ranks left (f = 0),
+#     the run finishes with the failure-free run's losses.
+#  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout: after the
+#     first, the survivors run one 2-node pipeline (f + 1 - 1 replicas), so the second loses layers that no
+#     one else holds: kiln says which, names the checkpoint a requeued job resumes from, keeps it as
+#     `latest`, and exits with 75.
 set -euo pipefail
-kiln=$1 mpirun=$2 data=$3 work=$4
+kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
 mkdir -p "$work"
 run() {  # out_dir ranks settings...
   local out=$1 ranks=$2
   shift 2
   timeout 120 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
-    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 "$@"
+    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
+    --set train.grad_clip=0 --set run.steps=10 "$@"
+}
+same_curve() {  # reference.losses candidate.losses steps
+  paste "$1" "$2" | awk -v steps="$3" '
+    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
+      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": loss " $2 " vs " $5 ", |g| " $3 " vs " $6 } }
+    END { if (n != steps || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
+}
+expect_status() {  # wanted actual log
+  [ "$1" = "$2" ] || { cat "$3"; echo "FAIL: exit status $2, expected $1"; exit 1; }
 }
 
-run "$work/clean" 4 --set run.steps=10 >"$work/clean.log" 2>&1
-run "$work/failed" 4 --set run.steps=10 --set fault.inject=3:5:allreduce >"$work/failed.log" 2>&1 || true
-grep -q "FAILURE step 5: failed rank 3 (node 1 retired); 2 ranks on 1 node remain" "$work/failed.log" \
-  || { cat "$work/failed.log"; echo "FAIL: no recovery report"; exit 1; }
-grep -q "rank 2 on .*this rank's node is retired" "$work/failed.log" || { echo "FAIL: rank 2 did not leave"; exit 1; }
-grep -q "kiln run: steps 0 to 10" "$work/failed.log" || { cat "$work/failed.log"; echo "FAIL: survivors did not finish"; exit 1; }
+run "$work/clean" 6 >"$work/clean.log" 2>&1 || { cat "$work/clean.log"; echo "FAIL: the failure-free run"; exit 1; }
 "$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses"
-"$kiln" diag "$work/failed/tiny/diag.h5" --losses >"$work/failed.losses"
-paste "$work/clean.losses" "$work/failed.losses" | awk '
-  { n++; d = $2 - $4; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $3) { bad++; print "step " $1 ": " $2 " vs " $4 } }
-  END { if (n != 10 || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
-"$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "failure .*failed rank 3" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
-echo "PASS 1: node lost at step 5, training went on with the same loss curve"
 
 set +e
-run "$work/twice" 6 --set run.steps=10 --set fault.inject="5:3:forward,1:6:allreduce" >"$work/twice.log" 2>&1
+run "$work/failed" 6 --set fault.inject=2:5:allreduce >"$work/failed.log" 2>&1
+status=$?
 set -e
-grep -q "2 node failures since start-up, more than fault.f = 1: writing a checkpoint of step 6 from the surviving holders" "$work/twice.log" \
-  || { cat "$work/twice.log"; echo "FAIL: no stop beyond f"; exit 1; }
-grep -q "checkpoint .*step-00000006.h5 written" "$work/twice.log" || { cat "$work/twice.log"; echo "FAIL: no checkpoint at the stop"; exit 1; }
-run "$work/twice" 2 --set run.steps=10 --set cluster.ranks_per_node=1 >"$work/requeue.log" 2>&1 \
+expect_status 0 $status "$work/failed.log"
+grep -q "FAILURE step 5: failed rank 2 (node 1 retired); 4 ranks on 2 nodes remain.*re-instantiated as" "$work/failed.log" \
+  || { cat "$work/failed.log"; echo "FAIL: no recovery report"; exit 1; }
+grep -q "rank 3 on .*this rank's node is retired" "$work/failed.log" || { echo "FAIL: rank 3 did not leave"; exit 1; }
+grep -q "kiln run: steps 0 to 10" "$work/failed.log" || { cat "$work/failed.log"; echo "FAIL: survivors did not finish"; exit 1; }
+"$kiln" diag "$work/failed/tiny/diag.h5" --losses >"$work/failed.losses"
+same_curve "$work/clean.losses" "$work/failed.losses" 10
+for kind in params adam_m adam_v; do
+  "$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/failed/tiny/ckpt/step-00000010.h5" $kind 1e-5
+done
+"$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "failure .*failed rank 2" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
+"$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "from step       5  " || { echo "FAIL: no second layout in diag.h5"; exit 1; }
+echo "PASS 1: node of the longer pipeline lost at step 5; regrouped, layers migrated, same losses, norms and final state"
+
+set +e
+run "$work/twice" 6 --set plan.pipelines=1+1+1 --set fault.inject="5:3:forward,1:3:forward" >"$work/twice.log" 2>&1
+status=$?
+set -e
+expect_status 75 $status "$work/twice.log"
+grep -q "2 node failures since start-up, more than fault.f = 1: writing a checkpoint of step 3 from the surviving holders" \
+  "$work/twice.log" || { cat "$work/twice.log"; echo "FAIL: no checkpoint beyond f"; exit 1; }
+grep -q "checkpoint .*step-00000003.h5 written" "$work/twice.log" || { cat "$work/twice.log"; echo "FAIL: no checkpoint at the stop"; exit 1; }
+run "$work/twice" 2 --set fault.f=0 --set plan.pipelines= >"$work/requeue.log" 2>&1 \
   || { cat "$work/requeue.log"; echo "FAIL: the requeued run failed"; exit 1; }
-grep -q "resumed from .*step-00000006.h5 at step 6" "$work/requeue.log" || { cat "$work/requeue.log"; echo "FAIL: no resume"; exit 1; }
-grep -q "kiln run: steps 6 to 10" "$work/requeue.log" || { cat "$work/requeue.log"; echo "FAIL: requeued run did not finish"; exit 1; }
-echo "PASS 2: beyond f, checkpoint and stop; the requeued run on fewer nodes finished"
+grep -q "resumed from .*step-00000003.h5 at step 3" "$work/requeue.log" || { cat "$work/requeue.log"; echo "FAIL: no resume"; exit 1; }
+grep -q "kiln run: steps 3 to 10" "$work/requeue.log" || { cat "$work/requeue.log"; echo "FAIL: requeued run did not finish"; exit 1; }
+"$kiln" diag "$work/twice/tiny/diag.h5" --losses >"$work/twice.losses"
+same_curve "$work/clean.losses" "$work/twice.losses" 10
+echo "PASS 2: two nodes at once, beyond f: checkpoint from the survivors, exit 75, resumed on fewer ranks with the same losses"
+
+set +e
+run "$work/lost" 6 --set plan.pipelines= --set checkpoint.every=2 --set fault.inject="5:3:forward,1:6:allreduce" \
+  >"$work/lost.log" 2>&1
+status=$?
+set -e
+expect_status 75 $status "$work/lost.log"
+grep -q "more than fault.f = 1: layers 0, 1 lost every holder; no checkpoint can be written. A requeued job resumes from .*step-00000006.h5" \
+  "$work/lost.log" || { cat "$work/lost.log"; echo "FAIL: lost layers not reported"; exit 1; }
+grep -qx "step-00000006.h5" "$work/lost/tiny/ckpt/latest" || { echo "FAIL: latest changed"; exit 1; }
+echo "PASS 3: beyond f with layers lost: reported, latest kept, exit 75"

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,10 @@ int diagMain(int argc, char** argv) {
             out["last_loss"] = steps.back().loss;
             out["tokens_per_s"] = tokens / time;
             out["seconds_per_step"] = time / double(steps.size());
+            std::vector<double> times;
+            for (const auto& r : steps) times.push_back(r.stepTime);
+            std::sort(times.begin(), times.end());
+            out["median_step_s"] = times[times.size() / 2];
             out["share_data_wait"] = wait / time;
             out["share_forward"] = forward / time;
             out["share_backward"] = backward / time;

@@ -164,8 +164,12 @@ struct Trainer::State {
             for (std::size_t s = 0; s < pipeline.ranks.size(); ++s)
                 stages.push_back(fmt::format("rank {}: {}-{}", world.members()[static_cast<std::size_t>(pipeline.ranks[s])],
                                              pipeline.cuts[s], pipeline.cuts[s + 1] - 1));
-            log::info("    pipeline {} microbatches {}-{}  {}", p, pipeline.firstMicrobatch,
-                      pipeline.firstMicrobatch + pipeline.microbatches - 1, fmt::join(stages, " | "));
+            log::info("    pipeline {} {}  {}", p,
+                      pipeline.microbatches == 0
+                          ? std::string("no microbatches (a standby replica)")
+                          : fmt::format("microbatches {}-{}", pipeline.firstMicrobatch,
+                                        pipeline.firstMicrobatch + pipeline.microbatches - 1),
+                      fmt::join(stages, " | "));
         }
         if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned));
     }

@@ -10,8 +10,9 @@
 #  2. Two nodes at once (ranks 5 and 1 at step 3) on 1+1+1: more than f. The surviving node holds every
 #     layer, so it writes a checkpoint of step 3 and kiln exits with 75; resumed on the 2 ranks left (f = 0),
 #     the run finishes with the failure-free run's losses.
-#  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout: after the
-#     first, the survivors run one 2-node pipeline (f + 1 - 1 replicas), so the second loses layers that no
+#  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout (for a
+#     sync-bound cost model): after the first, the planner regroups the survivors into one 2-node pipeline
+#     (f + 1 - 1 replicas are all the guarantee needs), so the second loses layers that no
 #     one else holds: kiln says which, names the checkpoint a requeued job resumes from, keeps it as
 #     `latest`, and exits with 75.
 set -euo pipefail
@@ -73,7 +74,9 @@ same_curve "$work/clean.losses" "$work/twice.losses" 10
 echo "PASS 2: two nodes at once, beyond f: checkpoint from the survivors, exit 75, resumed on fewer ranks with the same losses"
 
 set +e
+# A GPU-like cost model (sync-bound): the planner regroups 2 nodes into one 2-node pipeline.
 run "$work/lost" 6 --set plan.pipelines= --set checkpoint.every=2 --set fault.inject="5:3:forward,1:6:allreduce" \
+  --set plan.device_tflops=100 --set plan.inter_node_gb_s=25 --set plan.intra_node_gb_s=200 \
   >"$work/lost.log" 2>&1
 status=$?
 set -e

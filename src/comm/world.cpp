@@ -61,6 +61,10 @@ World::World(int ranksPerNode) {
     nodesEmulated_ = ranksPerNode > 0;
     nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(gatherHosts(control_, host_, size_));
     faultTolerant_ = ulfmActive();
+    MPI_Comm host = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
+    KILN_MPI(MPI_Comm_size(host, &ranksOnHost_));
+    MPI_Comm_free(&host);
     members_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
 }

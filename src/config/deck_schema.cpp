@@ -128,7 +128,10 @@ const std::vector<KeySpec>& deckSchema() {
         {"train.precision", KeyType::Text, "fp32",
          "fp32, or bf16: matmuls in bfloat16 under libtorch's autocast, weights, gradients and AdamW moments in fp32.",
          oneOf({"fp32", "bf16"})},
-        {"train.threads", KeyType::Integer, "0", "CPU threads per rank for libtorch; 0 = libtorch's default.", atLeast(0)},
+        {"train.threads", KeyType::Integer, "0",
+         "CPU threads per rank (libtorch's and OpenBLAS's pools alike); 0 = the host's cores divided by the ranks on "
+         "the host.",
+         atLeast(0)},
         {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
 
         // [checkpoint]

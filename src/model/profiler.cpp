@@ -1,5 +1,6 @@
 #include "kiln/model/profiler.hpp"
 
+#include "kiln/model/compute_threads.hpp"
 #include "kiln/model/gpt.hpp"
 
 #include <algorithm>
@@ -18,7 +19,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads) {
-    if (threads > 0) torch::set_num_threads(threads);
+    useComputeThreads(threads, 1);
     plan::ModelProfile profile{config, microBatch, "cpu", {}};
     const auto B = static_cast<std::int64_t>(microBatch), T = static_cast<std::int64_t>(config.seqLen);
     for (std::uint32_t i = 0; i < config.numLayers(); ++i) {

@@ -8,6 +8,7 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/fault/recovery.hpp"
 #include "kiln/io/diag_file.hpp"
+#include "kiln/model/compute_threads.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -284,7 +285,7 @@ struct Trainer::State {
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
     s.config = trainConfigFromDeck(deck);
-    if (s.config.threads > 0) torch::set_num_threads(s.config.threads);
+    const int threads = model::useComputeThreads(s.config.threads, world.ranksOnHost());
     s.spec = data::loaderSpecFromDeck(deck);
     s.probe = std::make_unique<data::Corpus>(s.spec);
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id);
@@ -352,9 +353,10 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     std::vector<fault::Injection> injections;
     fault::parseInjections(deck.text("fault.inject"), injections);
     s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
-    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}",
+    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} thread{} "
+              "per rank",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
-              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision);
+              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads, threads == 1 ? "" : "s");
 }
 
 Trainer::~Trainer() = default;

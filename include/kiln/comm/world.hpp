@@ -37,6 +37,8 @@ public:
     int node() const { return nodes_.nodeOfRank[members_[rank_]]; }
     bool nodesEmulated() const { return nodesEmulated_; }
     bool faultTolerant() const { return faultTolerant_; }
+    // Processes of this job on this host (they share its cores), at start-up.
+    int ranksOnHost() const { return ranksOnHost_; }
     // The rank this process had at start-up, and the start-up ranks of the
     // current members of control() (they change after failures).
     int originalRank() const { return members_[rank_]; }
@@ -56,6 +58,7 @@ private:
     std::vector<int> members_;
     bool nodesEmulated_ = false;
     bool faultTolerant_ = false;
+    int ranksOnHost_ = 1;
 };
 
 // The MPI library's own version string (one line).

@@ -1,10 +1,21 @@
 #include "kiln/base/log.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace kiln::log {
 namespace {
-int rank_ = 0;
+
+// Before MPI starts (a bad command line, a bad deck) the launcher's
+// environment says which process this is, so that an error every process
+// meets is printed once.
+int launcherRank() {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+        if (const char* value = std::getenv(name)) return std::atoi(value);
+    return 0;
+}
+
+int rank_ = launcherRank();
 std::string host_ = "localhost";
 int speaker_ = -1;  // -1: rank 0 speaks
 }  // namespace

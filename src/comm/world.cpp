@@ -64,6 +64,7 @@ World::World(int ranksPerNode) {
     MPI_Comm host = MPI_COMM_NULL;
     KILN_MPI(MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
     KILN_MPI(MPI_Comm_size(host, &ranksOnHost_));
+    KILN_MPI(MPI_Comm_rank(host, &rankOnHost_));
     MPI_Comm_free(&host);
     members_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;

@@ -7,6 +7,8 @@
 #include "kiln/data/tokenizer.hpp"
 
 #include <fmt/format.h>
+
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -114,7 +116,9 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
                 auto& skip = result.skipped[problem];
                 if (skip.count++ < kExamplesKept) skip.examples.push_back(reader.location(record));
                 if (o.strict)
-                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error)", reader.location(record), problem),
+                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error); nothing was "
+                                                 "written",
+                                                 reader.location(record), problem),
                                      ErrorScope::ThisRank);
                 continue;
             }
@@ -207,6 +211,39 @@ std::string describeSkipped(const std::map<std::string, SkipCount>& skipped) {
     return text.empty() ? "  (no records at all)\n" : text;
 }
 
+namespace {
+
+// Every rank brings the error it met (or none); if any rank met one, the
+// lowest such rank's message becomes everyone's error (printed once), and
+// rank 0 removes the staging directory: nothing is left behind.
+void agreeOnErrors(MPI_Comm comm, const std::string& mine, const fs::path& staging) {
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    int first = mine.empty() ? std::numeric_limits<int>::max() : rank;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == std::numeric_limits<int>::max()) return;
+    std::string message = mine;
+    int length = static_cast<int>(message.size());
+    KILN_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+    message.resize(static_cast<std::size_t>(length));
+    KILN_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
+    std::error_code ignored;
+    if (rank == 0) fs::remove_all(staging, ignored);
+    throw InputError(message);
+}
+
+template <typename Work>
+std::string messageOf(Work&& work) {
+    try {
+        work();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
 PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     const auto start = Clock::now();
     int rank = 0, size = 1;
@@ -217,11 +254,24 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     checkOptions(o, target);
     const auto units = planWorkUnits(o.inputs, o.format, o.splitBytes);
 
+    // The tokenizer is checked before anything is written (unless it is to be trained).
+    const auto checkTokenBits = [&](const TokenizerInfo& info) {
+        const int bits = o.tokenBits == 0 ? tokenBitsFor(info.vocabSize) : o.tokenBits;
+        if (bits < tokenBitsFor(info.vocabSize))
+            throw InputError(fmt::format("--token-bits {}: tokenizer {} has a vocabulary of {} ids, which does not fit in "
+                                         "uint{}; use --token-bits 32 (or 0 to choose)",
+                                         bits, o.tokenizer, info.vocabSize, bits));
+        return bits;
+    };
+    if (!o.trainTokenizer) checkTokenBits(openTokenizer(o.tokenizer)->info());
+
     // A staging directory left by a killed prep is never a complete source: start afresh.
+    std::string problem;
     if (rank == 0) {
-        fs::remove_all(staging);
-        fs::create_directories(staging);
-        if (o.trainTokenizer) {
+        problem = messageOf([&] {
+            fs::remove_all(staging);
+            fs::create_directories(staging);
+            if (!o.trainTokenizer) return;
             const std::string sample = writeTokenizerSample(units, o, staging);
             const std::string prefix = (fs::path(o.tokenizer).parent_path() / fs::path(o.tokenizer).stem()).string();
             log::info("  prep {}: training a SentencePiece model of {} pieces on {:.1f} MB of its text", o.source, o.vocabSize,
@@ -230,19 +280,18 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
             if (fs::path(model) != fs::path(o.tokenizer)) fs::rename(model, o.tokenizer);
             log::info("  prep {}: tokenizer written to {} (vocabulary {}, asked for {})", o.source, o.tokenizer,
                       openTokenizer(o.tokenizer)->info().vocabSize, o.vocabSize);
-        }
+        });
     }
-    KILN_MPI(MPI_Barrier(comm));
+    agreeOnErrors(comm, problem, staging);
 
     const auto tokenizer = openTokenizer(o.tokenizer);
     const auto& info = tokenizer->info();
-    const int tokenBits = o.tokenBits == 0 ? tokenBitsFor(info.vocabSize) : o.tokenBits;
-    if (tokenBits < tokenBitsFor(info.vocabSize))
-        throw InputError(fmt::format("--token-bits {}: tokenizer {} has a vocabulary of {} ids, which does not fit in "
-                                     "uint{}; use --token-bits 32 (or 0 to choose)",
-                                     tokenBits, o.tokenizer, info.vocabSize, tokenBits));
+    const int tokenBits = checkTokenBits(info);
 
-    const RankResult mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging);
+    // A bad record under --strict (or an unreadable input) on any rank stops every rank alike.
+    RankResult mine;
+    problem = messageOf([&] { mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging); });
+    agreeOnErrors(comm, problem, staging);
     const auto results = gatherResults(comm, mine, rank, size);
 
     PrepSummary summary;

@@ -7,7 +7,8 @@
 
 namespace kiln::train {
 
-GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes)
+GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes,
+                           const TransportFactory& makeTransport)
     : bucketBytes_(std::max<std::size_t>(bucketBytes, 4)) {
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(control, &rank));
@@ -20,7 +21,7 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::si
                                 holds ? static_cast<int>(it - segment.holders.begin()) : 0, &comm));
         if (!holds) continue;
         Group group{segment.firstLayer, segment.endLayer, nullptr};
-        if (segment.holders.size() > 1) group.transport = comm::makeMpiTransport(comm);
+        if (segment.holders.size() > 1) group.transport = makeTransport(comm);
         MPI_Comm_free(&comm);
         groups_.push_back(std::move(group));
         if (segment.holders.front() == rank)

@@ -6,12 +6,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace kiln::train {
 namespace {
 
 // Gradient buckets: large enough to amortise a collective, small enough to bound the copy.
 constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
+// A GPU transfer that has not finished by then has a dead or hung peer.
+constexpr std::chrono::milliseconds kNcclDeadline{120'000};
 
 // Parameters, then first moments, then second moments of local layer `l`, flat.
 torch::Tensor packLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
@@ -60,8 +63,14 @@ ParallelState::~ParallelState() = default;
 void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();
-    transport_ = comm::makeMpiTransport(world.control());
-    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes);
+    // Tensors on a GPU travel by NCCL in device memory; on the CPU by MPI.
+    const bool nccl = device_.is_cuda() && comm::ncclBuiltIn();
+    const int gpu = device_.is_cuda() ? device_.index() : 0;
+    const auto makeTransport = [nccl, gpu](MPI_Comm comm) {
+        return nccl ? comm::makeNcclTransport(comm, gpu, kNcclDeadline) : comm::makeMpiTransport(comm);
+    };
+    transport_ = makeTransport(world.control());
+    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes, makeTransport);
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
                                              config_.precision == "bf16");
 }

@@ -39,6 +39,8 @@ public:
     bool faultTolerant() const { return faultTolerant_; }
     // Processes of this job on this host (they share its cores), at start-up.
     int ranksOnHost() const { return ranksOnHost_; }
+    // This process's place among them (0-based): which of the host's GPUs it uses.
+    int rankOnHost() const { return rankOnHost_; }
     // The rank this process had at start-up, and the start-up ranks of the
     // current members of control() (they change after failures).
     int originalRank() const { return members_[rank_]; }
@@ -58,7 +60,7 @@ private:
     std::vector<int> members_;
     bool nodesEmulated_ = false;
     bool faultTolerant_ = false;
-    int ranksOnHost_ = 1;
+    int ranksOnHost_ = 1, rankOnHost_ = 0;
 };
 
 // The MPI library's own version string (one line).

@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,8 +21,10 @@ namespace kiln::train {
 
 class GradientSync {
 public:
+    // Makes the transport of one segment's holders (MPI, or NCCL on GPUs).
+    using TransportFactory = std::function<std::unique_ptr<comm::Transport>(MPI_Comm)>;
     // Collective over `control`, whose ranks the layout numbers.
-    GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes);
+    GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes, const TransportFactory& transport);
 
     // Sums this rank's layers' gradients with the other holders (undefined
     // gradients count as zeros and are defined afterwards). Returns the bytes

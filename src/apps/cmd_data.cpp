@@ -1,8 +1,11 @@
 // kiln data DECK: what the model will be fed. Prints the next global batches
-// (source, epoch, document, decoded text), each batch's fingerprint (equal on
-// any rank count), and the realised mix against the target.
+// (every rank's slice, in rank order: source and decoded text of each sample,
+// whole with --full), each batch's fingerprint (equal on any rank count), and
+// the realised mix against the target.
 #include "cli_options.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/error.hpp"
+#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
@@ -15,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 
 namespace kiln::apps {
 namespace {
@@ -39,6 +43,24 @@ std::string snippet(const data::Tokenizer* tokenizer, const std::uint32_t* token
     return text;
 }
 
+// Every rank's text, printed by rank 0 in rank order.
+void printInRankOrder(MPI_Comm comm, const std::string& mine) {
+    int rank = 0, size = 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+    KILN_MPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm));
+    std::string all;
+    if (rank == 0) {
+        for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+        all.resize(static_cast<std::size_t>(offsets.back() + lengths.back()));
+    }
+    KILN_MPI(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm));
+    if (rank == 0 && !all.empty()) std::fputs(all.c_str(), stdout);
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int dataMain(int argc, char** argv) {
@@ -49,7 +71,8 @@ int dataMain(int argc, char** argv) {
     options.add_options()
         ("deck", po::value<std::string>(&deckPath)->required(), "the input deck")
         ("steps", po::value<std::uint64_t>(&steps)->default_value(steps), "global batches to produce")
-        ("show", po::value<std::uint64_t>(&show)->default_value(show), "samples to print per batch (0: none)")
+        ("show", po::value<std::uint64_t>(&show)->default_value(show), "samples of each rank's slice to print per batch (0: none)")
+        ("full", "print whole samples (all seq_len + 1 tokens, decoded text as is) rather than their first 48 tokens")
         ("cursor-in", po::value<std::string>(&cursorIn), "continue from a saved loader cursor (any rank count)")
         ("cursor-out", po::value<std::string>(&cursorOut), "save the loader cursor at the end (collective write)")
         ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
@@ -67,7 +90,7 @@ int dataMain(int argc, char** argv) {
 
     const auto startUp = std::chrono::steady_clock::now();
     data::Corpus probe(spec);  // checks the sources before anything else; gives the tokenizer
-    const auto context = data::cursorContext(spec, probe.tokenizer().id);
+    const auto context = data::cursorContext(spec, probe.tokenizer().id, probe.tokenizer().legacyId);
     data::Cursor start;
     {
         data::BatchPlanner planner(spec, probe);
@@ -82,14 +105,37 @@ int dataMain(int argc, char** argv) {
               start.step, world.size(), world.size() == 1 ? "" : "s", G, spec.seqLen + 1, startSeconds);
 
     const auto decoder = decoderFor(spec, loader.tokenizer());
+    const bool full = values.count("full") > 0;
     for (std::uint64_t s = 0; s < steps; ++s) {
-        const data::Batch& batch = loader.current();
-        std::uint64_t part = data::sliceFingerprint(batch), fingerprint = 0;
+        // A rank whose slice cannot be read (a corrupt chunk) stops every rank with its message.
+        const data::Batch* batch = nullptr;
+        std::string problem;
+        try {
+            batch = &loader.current();
+        } catch (const InputError& e) {
+            problem = e.what();
+        }
+        if (const auto error = comm::firstError(world.control(), problem); !error.empty()) throw InputError(error);
+        std::uint64_t part = data::sliceFingerprint(*batch), fingerprint = 0;
         KILN_MPI(MPI_Reduce(&part, &fingerprint, 1, MPI_UINT64_T, MPI_SUM, 0, world.control()));
-        log::info("step {}  fingerprint {:016x}  data wait {:.1f} ms", batch.step, fingerprint, 1e3 * loader.lastWaitSeconds());
-        for (std::uint64_t i = 0; i < std::min(show, batch.count); ++i)
-            log::info("  [{:>3}] {:<10} {}", batch.first + i, spec.sources[batch.sourceOfSample[i]].name,
-                      snippet(decoder.get(), &batch.tokens[i * batch.sampleLength], std::min<std::size_t>(batch.sampleLength, 48), 90));
+        log::info("step {}  fingerprint {:016x}  data wait {:.1f} ms", batch->step, fingerprint, 1e3 * loader.lastWaitSeconds());
+        std::string lines;
+        if (show > 0 && world.size() > 1)
+            lines += fmt::format(" rank {}: samples {}-{}\n", world.rank(), batch->first, batch->first + batch->count - 1);
+        for (std::uint64_t i = 0; i < std::min(show, batch->count); ++i) {
+            const std::uint32_t* tokens = &batch->tokens[i * batch->sampleLength];
+            const std::string& source = spec.sources[batch->sourceOfSample[i]].name;
+            if (full) {
+                lines += fmt::format("  [{:>3}] {} ({} tokens):\n", batch->first + i, source, batch->sampleLength);
+                lines += decoder ? decoder->decode(std::vector<std::uint32_t>(tokens, tokens + batch->sampleLength))
+                                 : fmt::format("{}", fmt::join(tokens, tokens + batch->sampleLength, " "));
+                lines += "\n";
+            } else {
+                lines += fmt::format("  [{:>3}] {:<10} {}\n", batch->first + i, source,
+                                     snippet(decoder.get(), tokens, std::min<std::size_t>(batch->sampleLength, 48), 90));
+            }
+        }
+        printInRankOrder(world.control(), lines);
         loader.commit();
     }
 

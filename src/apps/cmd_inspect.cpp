@@ -44,7 +44,10 @@ int inspectMain(int argc, char** argv) {
     if (!parseCommandLine(argc, argv, "kiln inspect DATA_DIR/SOURCE [--tokenizer T] [--decode N]", options, positional, values))
         return 0;
 
-    data::SourceReader reader(dir);
+    // Shards are opened one by one as they are verified, so that every problem is reported, not only the first.
+    data::ReaderOptions lazy;
+    lazy.checkShardsAtOpen = false;
+    data::SourceReader reader(dir, lazy);
     const auto& m = reader.manifest();
     fmt::print("source {} ({})\n  tokenizer {} (vocabulary {}, EOS {}), tokens stored as uint{}\n  {} documents, {} tokens "
                "in {} shard{}\n",

@@ -1,5 +1,9 @@
 #include "kiln/data/batch_planner.hpp"
 
+#include "kiln/base/log.hpp"
+
+#include <set>
+
 #include "kiln/base/error.hpp"
 #include "kiln/data/keyed_permutation.hpp"
 
@@ -26,6 +30,11 @@ Corpus::Corpus(const LoaderSpec& spec) {
                                          source.name, source.dir.string(), source.name, source.dir.parent_path().string()));
         readers_.push_back(std::make_unique<SourceReader>(source.dir));
         auto& reader = *readers_.back();
+        static std::set<std::string> noted;  // once per source and process
+        if (!reader.checksummed() && noted.insert(source.dir.string()).second)
+            log::info("  note: source {} has shards of format version 1, without per-chunk checksums: its reads are not "
+                      "verified (token ids still are). Prepare it again with this kiln to have them verified.",
+                      source.dir.string());
         if (reader.numTokens() + reader.numDocuments() < spec.seqLen + 1)
             throw InputError(fmt::format("source {} holds {} tokens (with EOS), fewer than one sample of data.seq_len + 1 = {}",
                                          source.dir.string(), reader.numTokens() + reader.numDocuments(), spec.seqLen + 1));

@@ -2,13 +2,13 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/data/tokenizer.hpp"
 
 #include <fmt/format.h>
 
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -217,16 +217,10 @@ namespace {
 // lowest such rank's message becomes everyone's error (printed once), and
 // rank 0 removes the staging directory: nothing is left behind.
 void agreeOnErrors(MPI_Comm comm, const std::string& mine, const fs::path& staging) {
+    const std::string message = comm::firstError(comm, mine);
+    if (message.empty()) return;
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(comm, &rank));
-    int first = mine.empty() ? std::numeric_limits<int>::max() : rank;
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
-    if (first == std::numeric_limits<int>::max()) return;
-    std::string message = mine;
-    int length = static_cast<int>(message.size());
-    KILN_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm));
-    message.resize(static_cast<std::size_t>(length));
-    KILN_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
     std::error_code ignored;
     if (rank == 0) fs::remove_all(staging, ignored);
     throw InputError(message);

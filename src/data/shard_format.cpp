@@ -32,12 +32,13 @@ ShardHeader readShardHeader(hid_t file, const std::string& context) {
                                      kShardFormat),
                          ErrorScope::ThisRank);
     const auto version = h5::readIntAttribute(file, "format_version", context);
-    if (version != kShardFormatVersion)
-        throw InputError(fmt::format("{}: shard format version {}, this kiln reads version {}; re-run kiln prep with this "
-                                     "kiln, or use the kiln that wrote it",
-                                     context, version, kShardFormatVersion),
+    if (version < kOldestShardFormatVersion || version > kShardFormatVersion)
+        throw InputError(fmt::format("{}: shard format version {}, this kiln reads versions {} to {}; re-run kiln prep with "
+                                     "this kiln, or use the kiln that wrote it",
+                                     context, version, kOldestShardFormatVersion, kShardFormatVersion),
                          ErrorScope::ThisRank);
     ShardHeader h;
+    h.formatVersion = version;
     h.source = h5::readStringAttribute(file, "source", context);
     h.tokenizer.id = h5::readStringAttribute(file, "tokenizer_id", context);
     h.tokenizer.vocabSize = static_cast<std::uint32_t>(h5::readUintAttribute(file, "vocab_size", context));

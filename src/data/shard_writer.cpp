@@ -29,6 +29,9 @@ h5::Handle createChunked1d(hid_t file, const char* name, hid_t type, std::uint64
     h5::Handle space(KILN_H5(H5Screate_simple(1, dims, maxDims), context));
     h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
     KILN_H5(H5Pset_chunk(props, 1, chunkDims), context);
+    // Every chunk carries a Fletcher-32 checksum that HDF5 verifies on every
+    // read: a flipped bit can never reach the model (format version 2).
+    KILN_H5(H5Pset_fletcher32(props), context);
     return h5::Handle(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
 }
 

@@ -51,6 +51,20 @@ SourceReader::SourceReader(std::filesystem::path sourceDir, ReaderOptions option
     docStart_.push_back(0);
     for (const auto& s : manifest_.shards) docStart_.push_back(docStart_.back() + s.numDocs);
     shards_.resize(manifest_.shards.size());
+    if (!options_.checkShardsAtOpen) return;
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+        // Every rank opening the source meets the same problem: an error of all ranks.
+        try {
+            open(i);
+        } catch (const InputError& e) {
+            throw InputError(e.what(), ErrorScope::AllRanks);
+        }
+        // Keep at most a few open after the check: the stream opens what it needs.
+        if (openOrder_.size() > 4) {
+            shards_[openOrder_.front()].reset();
+            openOrder_.pop_front();
+        }
+    }
 }
 
 SourceReader::~SourceReader() {
@@ -75,6 +89,7 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
                                      context, std::filesystem::file_size(shardPath(index))),
                          ErrorScope::ThisRank);
     const ShardHeader header = readShardHeader(shard->file, context);
+    if (header.formatVersion < 2) checksummed_ = false;
     const auto mismatch = [&](const char* what, auto inFile, auto inManifest) {
         return InputError(fmt::format("{}: {} is {} in the shard but {} in {}; the source is inconsistent, prepare it again",
                                       context, what, inFile, inManifest, (dir_ / kManifestName).string()),
@@ -127,7 +142,45 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));
     readShardTokens(span.shard, span.begin + begin, count, out);
+    // An id outside the vocabulary would index past the embedding: never hand it on.
+    const std::uint32_t vocab = manifest_.tokenizer.vocabSize;
+    for (std::uint64_t i = 0; i < count; ++i)
+        if (out[i] >= vocab)
+            throw InputError(fmt::format("source {}: {}: document {} (number {} of the shard), token {} is id {}, outside "
+                                         "the vocabulary of {}; the shard is corrupt.\n  Check it with kiln inspect {} "
+                                         "and prepare the source again.",
+                                         manifest_.source, shardPath(span.shard).string(), doc, doc - docStart_[span.shard],
+                                         begin + i, out[i], vocab, dir_.string(), dir_.string()),
+                             ErrorScope::ThisRank);
 }
+
+namespace {
+
+// A failed read of stored data (a Fletcher-32 mismatch, a truncated file) as an
+// error that names the source, the shard and the chunk, and says what to do.
+// `readChunk(k)` reads chunk k alone: on this error path only, the chunks of
+// the range are read one by one to name the one that is corrupt.
+template <typename ReadChunk>
+[[noreturn]] void corruptRead(const std::string& source, const std::filesystem::path& dir, const std::string& shard,
+                              const char* what, std::uint64_t at, std::uint64_t count, std::uint64_t chunk,
+                              const std::string& cause, ReadChunk&& readChunk) {
+    std::uint64_t bad = at / chunk;
+    for (std::uint64_t k = at / chunk; k <= (at + count - 1) / chunk; ++k) {
+        try {
+            readChunk(k);
+        } catch (const Error&) {
+            bad = k;
+            break;
+        }
+    }
+    throw InputError(fmt::format("source {}: {}: reading {} [{}, {}) failed in chunk {} ({} [{}, {})): the stored data is "
+                                 "corrupt ({}).\n  Check it with kiln inspect {} and prepare the source again.",
+                                 source, shard, what, at, at + count, bad, what, bad * chunk, (bad + 1) * chunk, cause,
+                                 dir.string()),
+                     ErrorScope::ThisRank);
+}
+
+}  // namespace
 
 std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
     const DocumentSpan span = locate(doc);
@@ -140,25 +193,45 @@ void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uin
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     const std::string context = shardPath(shard).string();
-    if (manifest_.tokenBits == 32) {
-        readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT32, at, count, out, context);
-        return;
+    try {
+        if (manifest_.tokenBits == 32) {
+            readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT32, at, count, out, context);
+            return;
+        }
+        // Read at the stored width and widen here: cheaper than HDF5's type conversion.
+        narrow_.resize(count);
+        readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT16, at, count, narrow_.data(), context);
+    } catch (const LibraryError& e) {
+        const std::uint64_t total = manifest_.shards[shard].numTokens;
+        std::vector<std::uint32_t> one(kTokenChunk);
+        corruptRead(manifest_.source, dir_, context, "tokens", at, count, kTokenChunk, e.what(), [&](std::uint64_t k) {
+            const std::uint64_t from = k * kTokenChunk, n = std::min(kTokenChunk, total - from);
+            readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT32, from, n, one.data(), context);
+        });
     }
-    // Read at the stored width and widen here: cheaper than HDF5's type conversion.
-    narrow_.resize(count);
-    readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT16, at, count, narrow_.data(), context);
     std::copy(narrow_.begin(), narrow_.end(), out);
 }
 
 void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
-    readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, at, count, out, shardPath(shard).string());
+    const std::string context = shardPath(shard).string();
+    try {
+        readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, at, count, out, context);
+    } catch (const LibraryError& e) {
+        const std::uint64_t total = manifest_.shards[shard].numDocs + 1;
+        std::vector<std::uint64_t> one(kOffsetChunk);
+        corruptRead(manifest_.source, dir_, context, "document offsets", at, count, kOffsetChunk, e.what(),
+                    [&](std::uint64_t k) {
+                        const std::uint64_t from = k * kOffsetChunk, n = std::min(kOffsetChunk, total - from);
+                        readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, from, n, one.data(), context);
+                    });
+    }
 }
 
 void SourceReader::requireTokenizer(const TokenizerInfo& expected) const {
     const auto& actual = manifest_.tokenizer;
-    if (actual.id == expected.id && actual.vocabSize == expected.vocabSize && actual.eosId == expected.eosId) return;
+    if (expected.is(actual.id) && actual.vocabSize == expected.vocabSize && actual.eosId == expected.eosId) return;
     throw InputError(fmt::format(
         "source {} was prepared with tokenizer {} (vocabulary {}, EOS {}), but this run uses tokenizer {} (vocabulary {}, "
         "EOS {}).\n  Prepare the source again with the run's tokenizer, or name the tokenizer it was prepared with.",

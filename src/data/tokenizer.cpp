@@ -75,6 +75,86 @@ private:
     }
 };
 
+// The identity of a SentencePiece model: a CRC-32 of what decides its ids
+// (every piece with its score and type, the normaliser and denormaliser, and
+// the trainer settings that encoding uses), not of the file: a model file also
+// records where it was trained from (the input and output paths), so two
+// trainings of the same text would otherwise get two identities. The model is
+// a protobuf ModelProto (pieces = 1, trainer_spec = 2, normalizer_spec = 3,
+// denormalizer_spec = 5); Debian ships no header for it, so the wire format is
+// walked here.
+class ProtoFields {
+public:
+    explicit ProtoFields(std::string_view bytes) : bytes_(bytes) {}
+    // The next field: its number, its whole encoding (key included) and its payload.
+    bool next(std::uint32_t& number, std::string_view& whole, std::string_view& payload) {
+        if (at_ >= bytes_.size()) return false;
+        const std::size_t start = at_;
+        std::uint64_t key = 0;
+        if (!varint(key)) return false;
+        number = static_cast<std::uint32_t>(key >> 3);
+        std::size_t begin = at_, length = 0;
+        switch (key & 7) {
+            case 0: {
+                std::uint64_t ignored = 0;
+                if (!varint(ignored)) return false;
+                length = at_ - begin;
+                break;
+            }
+            case 1: length = 8; break;
+            case 5: length = 4; break;
+            case 2: {
+                std::uint64_t n = 0;
+                if (!varint(n)) return false;
+                begin = at_;
+                length = static_cast<std::size_t>(n);
+                break;
+            }
+            default: return false;
+        }
+        if (begin + length > bytes_.size()) return false;
+        at_ = begin + length;
+        whole = bytes_.substr(start, at_ - start);
+        payload = bytes_.substr(begin, length);
+        return true;
+    }
+
+private:
+    bool varint(std::uint64_t& value) {
+        value = 0;
+        for (int shift = 0; shift < 64 && at_ < bytes_.size(); shift += 7) {
+            const auto byte = static_cast<unsigned char>(bytes_[at_++]);
+            value |= std::uint64_t{byte & 0x7fu} << shift;
+            if (!(byte & 0x80)) return true;
+        }
+        return false;
+    }
+    std::string_view bytes_;
+    std::size_t at_ = 0;
+};
+
+std::string sentencePieceIdentity(const std::string& proto) {
+    std::string content;
+    ProtoFields model(proto);
+    std::uint32_t number = 0;
+    std::string_view whole, payload;
+    while (model.next(number, whole, payload)) {
+        if (number != 2) {  // pieces, normaliser, denormaliser, anything else of the model: as stored
+            content.append(whole);
+            continue;
+        }
+        // TrainerSpec without what only says where and how fast it was trained:
+        // input (1), model_prefix (2), num_threads (16).
+        ProtoFields trainer(payload);
+        std::uint32_t field = 0;
+        std::string_view fieldWhole, fieldPayload;
+        while (trainer.next(field, fieldWhole, fieldPayload))
+            if (field != 1 && field != 2 && field != 16) content.append(fieldWhole);
+    }
+    const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(content.data()), static_cast<uInt>(content.size()));
+    return fmt::format("spm-{:08x}", crc);
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
 public:
     explicit SentencePieceTokenizer(const std::string& path) : module_(SentencePieceModule::get()) {
@@ -90,9 +170,10 @@ public:
             throw InputError(fmt::format("tokenizer '{}' has no end-of-sequence piece; kiln joins documents with EOS "
                                          "(train it with --eos_id >= 0)",
                                          path));
-        const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(proto.data()), static_cast<uInt>(proto.size()));
-        info_ = {fmt::format("sentencepiece-{:08x}", crc), static_cast<std::uint32_t>(module_.pieceSize(processor_)),
-                 static_cast<std::uint32_t>(module_.eosId(processor_))};
+        // Sources prepared by kiln before identities were by content name the model by its file's CRC.
+        const auto fileCrc = crc32(0L, reinterpret_cast<const Bytef*>(proto.data()), static_cast<uInt>(proto.size()));
+        info_ = {sentencePieceIdentity(proto), static_cast<std::uint32_t>(module_.pieceSize(processor_)),
+                 static_cast<std::uint32_t>(module_.eosId(processor_)), fmt::format("sentencepiece-{:08x}", fileCrc)};
     }
     ~SentencePieceTokenizer() override { module_.free(processor_); }
     SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
@@ -290,7 +291,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     const int threads = model::useComputeThreads(s.config.threads, world.ranksOnHost());
     s.spec = data::loaderSpecFromDeck(deck);
     s.probe = std::make_unique<data::Corpus>(s.spec);
-    s.context = data::cursorContext(s.spec, s.probe->tokenizer().id);
+    s.context = data::cursorContext(s.spec, s.probe->tokenizer().id, s.probe->tokenizer().legacyId);
     s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
     s.device = chooseDevice(s.config, deck, world.rankOnHost());
     s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
@@ -368,6 +369,7 @@ namespace {
 // What one attempt at a step computed; committed only if every survivor agrees.
 struct Attempt {
     bool ok = true;
+    std::string dataError;  // a rank's batch could not be read: every rank stops with this
     double lossSum = 0.0, gradNorm = 0.0;
     StageWork work;
     double sync = 0.0;
@@ -389,12 +391,23 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     // global norm. A failed peer surfaces as ProcFailedError in a transfer or
     // a collective: the attempt is marked failed and every communicator
     // interrupted, so that no survivor waits on the dead one.
-    const auto attempt = [&](std::uint64_t step, const data::Batch& batch) {
+    const auto attempt = [&](std::uint64_t step, double& wait) {
         Attempt a;
         try {
+            // Only the ranks that read a corrupt chunk see it: they tell the others.
+            const data::Batch* batch = nullptr;
+            std::string problem;
+            try {
+                batch = &s.loader->current();
+                wait += s.loader->lastWaitSeconds();
+            } catch (const InputError& e) {
+                problem = e.what();
+            }
+            a.dataError = comm::firstError(s.world.control(), problem);
+            if (!a.dataError.empty()) return a;
             for (auto& p : s.parallel->model().parameters())
                 if (p.grad().defined()) p.mutable_grad().zero_();
-            a.work = s.parallel->stage().run(batch, targetsPerStep, *s.injector, step);
+            a.work = s.parallel->stage().run(*batch, targetsPerStep, *s.injector, step);
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();
             a.lossSum = a.work.lossSum;
@@ -416,9 +429,9 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
 
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
         const auto t0 = Clock::now();
-        const data::Batch* batch = &s.loader->current();
-        double wait = s.loader->lastWaitSeconds();
-        Attempt a = attempt(step, *batch);
+        double wait = 0.0;
+        Attempt a = attempt(step, wait);
+        if (!a.dataError.empty()) throw InputError(a.dataError);
         while (!a.ok) {
             const auto outcome = s.recoverFromFailure(step);
             if (outcome != State::Recovery::Continue) {
@@ -429,9 +442,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 return summary;
             }
             // The same global batch, over the new pipelines: the step is replayed.
-            batch = &s.loader->current();
-            wait += s.loader->lastWaitSeconds();
-            a = attempt(step, *batch);
+            a = attempt(step, wait);
+            if (!a.dataError.empty()) throw InputError(a.dataError);
         }
         if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
             torch::NoGradGuard noGrad;

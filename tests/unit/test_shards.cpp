@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 namespace fs = std::filesystem;
@@ -133,11 +134,96 @@ TEST(Shards, CorruptedTokenIsCaughtByChecksum) {
     EXPECT_NE(report.problems[0].find("checksum"), std::string::npos) << report.problems[0];
 }
 
+namespace {
+
+ReaderOptions lazily() {
+    ReaderOptions o;
+    o.checkShardsAtOpen = false;
+    return o;
+}
+
+// Flips one bit of the bytes stored on disk for chunk `chunk` of /tokens, as a
+// failing disk would (not through HDF5, which would update the checksum).
+void flipStoredBit(const fs::path& shard, hsize_t chunk) {
+    hid_t file = H5Fopen(shard.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(file, "tokens", H5P_DEFAULT);
+    hid_t space = H5Dget_space(dset);
+    hsize_t offset[1];
+    unsigned mask = 0;
+    haddr_t address = 0;
+    hsize_t size = 0;
+    ASSERT_GE(H5Dget_chunk_info(dset, space, chunk, offset, &mask, &address, &size), 0);
+    H5Sclose(space);
+    H5Dclose(dset);
+    H5Fclose(file);
+    std::fstream bytes(shard, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekg(static_cast<std::streamoff>(address + 101));
+    char b = 0;
+    bytes.read(&b, 1);
+    b = static_cast<char>(b ^ 0x40);
+    bytes.seekp(static_cast<std::streamoff>(address + 101));
+    bytes.write(&b, 1);
+}
+
+}  // namespace
+
+// Pass criterion: a bit flipped on disk is caught on the read that would have
+// delivered it (HDF5's per-chunk Fletcher-32), with an error naming the source,
+// the shard and the chunk and pointing to kiln inspect; kiln inspect names it too.
+TEST(Shards, BitFlippedOnDiskIsCaughtOnEveryRead) {
+    const auto c = writeCorpus("flipped", 1000, 1200, 400000);
+    ASSERT_EQ(c.manifest.shards.size(), 1u);
+    ASSERT_GT(c.manifest.shards[0].numTokens, 2 * kTokenChunk);
+    flipStoredBit(c.dir / c.manifest.shards[0].file, 1);
+    SourceReader reader(c.dir);
+    EXPECT_TRUE(reader.checksummed());
+    std::vector<std::uint32_t> token(1);
+    EXPECT_NO_THROW(reader.readShardTokens(0, 5, 1, token.data())) << "chunk 0 is intact";
+    const std::string error = errorOf([&] { reader.readShardTokens(0, kTokenChunk + 7, 1, token.data()); });
+    EXPECT_NE(error.find("source flipped"), std::string::npos) << error;
+    EXPECT_NE(error.find(c.manifest.shards[0].file), std::string::npos) << error;
+    EXPECT_NE(error.find("in chunk 1"), std::string::npos) << error;
+    EXPECT_NE(error.find("kiln inspect"), std::string::npos) << error;
+    SourceReader again(c.dir, lazily());
+    const auto report = verifySource(again);
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.problems[0].find("chunk 1"), std::string::npos) << report.problems[0];
+}
+
+// Pass criterion: a token id outside the vocabulary (checksums intact: it was
+// written so) never leaves the reader; the error names source, shard, document.
+TEST(Shards, IdOutsideTheVocabularyIsRefused) {
+    const fs::path dir = fs::temp_directory_path() / ("kiln-shards-" + std::to_string(::getpid())) / "badid";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    // The writer refuses such ids, so this shard is written for a larger vocabulary
+    // than its manifest (the reader holds ids to the manifest's).
+    const TokenizerInfo tokenizer{"test-tokenizer", 300, 299}, wider{"test-tokenizer", 65536, 65535};
+    ShardWriter writer(dir / "shard-0.h5", ShardHeader{"badid", wider, 16});
+    const std::vector<std::uint32_t> good{1, 2, 3}, bad{4, 5, 40000, 6};
+    writer.addDocument(good);
+    writer.addDocument(bad);
+    writeManifest(dir, SourceManifest{"badid", tokenizer, 16, {writer.finish()}});
+    SourceReader reader(dir);
+    EXPECT_EQ(reader.readDocument(0).size(), 3u);
+    std::vector<std::uint32_t> out(4);
+    const std::string error = errorOf([&] { reader.readTokens(1, 0, 4, out.data()); });
+    EXPECT_NE(error.find("source badid"), std::string::npos) << error;
+    EXPECT_NE(error.find("document 1"), std::string::npos) << error;
+    EXPECT_NE(error.find("id 40000, outside the vocabulary of 300"), std::string::npos) << error;
+    EXPECT_NE(error.find("kiln inspect"), std::string::npos) << error;
+}
+
+// Pass criterion: problems of a shard's metadata are found when the source is
+// opened (the loader opens its sources at start-up), not at first read.
 TEST(Shards, TruncatedShardIsNamed) {
     const auto c = writeCorpus("truncated", 1000, 100, 4000);
     const fs::path shard = c.dir / c.manifest.shards[0].file;
     fs::resize_file(shard, fs::file_size(shard) / 2);
-    SourceReader reader(c.dir);
+    const std::string atOpen = errorOf([&] { SourceReader reader(c.dir); });
+    EXPECT_NE(atOpen.find(shard.string()), std::string::npos) << atOpen;
+    EXPECT_NE(atOpen.find("truncated"), std::string::npos) << atOpen;
+    SourceReader reader(c.dir, lazily());
     const std::string error = errorOf([&] { reader.readDocument(0); });
     EXPECT_NE(error.find(shard.string()), std::string::npos) << error;
     EXPECT_NE(error.find("truncated"), std::string::npos) << error;
@@ -147,7 +233,9 @@ TEST(Shards, TruncatedShardIsNamed) {
 TEST(Shards, MissingShardAndMissingManifestAreNamed) {
     const auto c = writeCorpus("missing", 1000, 50, 2000);
     fs::remove(c.dir / c.manifest.shards.back().file);
-    SourceReader reader(c.dir);
+    EXPECT_NE(errorOf([&] { SourceReader reader(c.dir); }).find("shard listed in the manifest is missing"),
+              std::string::npos);
+    SourceReader reader(c.dir, lazily());
     EXPECT_NE(errorOf([&] { reader.readDocument(c.docs.size() - 1); }).find("shard listed in the manifest is missing"),
               std::string::npos);
     fs::remove(c.dir / kManifestName);
@@ -160,8 +248,7 @@ TEST(Shards, ManifestThatDisagreesWithAShardIsNamed) {
     auto c = writeCorpus("disagree", 1000, 50, 2000);
     c.manifest.shards[0].numTokens += 1;
     writeManifest(c.dir, c.manifest);
-    SourceReader reader(c.dir);
-    const std::string error = errorOf([&] { reader.readDocument(0); });
+    const std::string error = errorOf([&] { SourceReader reader(c.dir); });
     EXPECT_NE(error.find("n_tokens is"), std::string::npos) << error;
 }
 

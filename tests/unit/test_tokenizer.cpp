@@ -56,7 +56,8 @@ TEST(SentencePieceTokenizer, TrainsAndRoundTripsExactly) {
     // A soft limit: this small sample supports fewer pieces than asked for.
     EXPECT_LE(t->info().vocabSize, 400u);
     EXPECT_GT(t->info().vocabSize, 259u);  // 3 specials + 256 byte pieces + learned ones
-    EXPECT_EQ(t->info().id.rfind("sentencepiece-", 0), 0u);
+    EXPECT_EQ(t->info().id.rfind("spm-", 0), 0u);
+    EXPECT_EQ(t->info().legacyId.rfind("sentencepiece-", 0), 0u);
     const std::string text = "the  node fails\n\tand   training goes on: naïve 日本 ünseen ☃\n";
     std::vector<std::uint32_t> ids;
     t->encode(text, ids);
@@ -65,6 +66,29 @@ TEST(SentencePieceTokenizer, TrainsAndRoundTripsExactly) {
     // Same content at another path: same identity.
     fs::copy_file(model, scratch("copy.model"), fs::copy_options::overwrite_existing);
     EXPECT_EQ(openTokenizer(scratch("copy.model").string())->info().id, t->info().id);
+}
+
+// Pass criterion: the same tokenizer trained twice on the same text (in other
+// directories, so the model files differ: they record their training paths)
+// has one identity, so sources prepared with either accept the other.
+TEST(SentencePieceTokenizer, IdentityIsTheContentNotTheFile) {
+    const auto sample = scratch("again.txt");
+    std::ofstream(sample) << corpus(3000, 1);
+    fs::create_directories(scratch("a"));
+    fs::create_directories(scratch("elsewhere/b"));
+    const std::string first = kiln::data::trainSentencePiece(sample.string(), 400, scratch("a/tok").string());
+    const std::string second = kiln::data::trainSentencePiece(sample.string(), 400, scratch("elsewhere/b/tok").string());
+    std::ifstream fa(first, std::ios::binary), fb(second, std::ios::binary);
+    const std::string bytesA((std::istreambuf_iterator<char>(fa)), {}), bytesB((std::istreambuf_iterator<char>(fb)), {});
+    ASSERT_NE(bytesA, bytesB) << "the two model files should differ (they record their paths)";
+    const auto a = openTokenizer(first), b = openTokenizer(second);
+    EXPECT_EQ(a->info().id, b->info().id);
+    EXPECT_NE(a->info().legacyId, b->info().legacyId);
+    EXPECT_TRUE(a->info().is(b->info().id));
+    // Other pieces are another identity (this sample supports about 290 pieces and needs 282: ask for 286).
+    const std::string smaller = kiln::data::trainSentencePiece(sample.string(), 286, scratch("a/small").string());
+    ASSERT_LT(openTokenizer(smaller)->info().vocabSize, a->info().vocabSize);
+    EXPECT_NE(openTokenizer(smaller)->info().id, a->info().id);
 }
 
 TEST(Tokenizer, MissingOrBogusModelNamesTheFile) {

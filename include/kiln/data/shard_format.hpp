@@ -1,7 +1,7 @@
 // The token shard format (documented in the README, "HDF5 files").
 //
-//   /tokens        uint16 (vocabulary <= 65536) or uint32, 1-D, chunked
-//   /doc_offsets   uint64, n_docs+1, chunked; document d is tokens[off[d], off[d+1])
+//   /tokens        uint16 (vocabulary <= 65536) or uint32, 1-D, chunked, Fletcher-32 per chunk
+//   /doc_offsets   uint64, n_docs+1, chunked, Fletcher-32 per chunk; document d is tokens[off[d], off[d+1])
 //   attributes on the root group:
 //     format ("kiln-token-shard"), format_version, source, tokenizer_id,
 //     vocab_size, eos_id, token_bits (16|32), n_tokens, n_docs,
@@ -20,12 +20,16 @@
 namespace kiln::data {
 
 inline constexpr const char* kShardFormat = "kiln-token-shard";
-inline constexpr std::int64_t kShardFormatVersion = 1;
+// Version 2 adds the per-chunk checksums. Version 1 shards stay readable, but
+// their reads are not verified (kiln says so once per source).
+inline constexpr std::int64_t kShardFormatVersion = 2;
+inline constexpr std::int64_t kOldestShardFormatVersion = 1;
 
 // 64 Ki tokens per chunk: 128 KiB (uint16) or 256 KiB (uint32). A 2049-token
 // sequence touches at most two chunks, so random reads stay cheap, and a
 // sequential scan moves large blocks. No compression: token ids barely compress
-// and random access must stay one read away.
+// and random access must stay one read away. A corrupt chunk is named by its
+// index: tokens [k * kTokenChunk, (k + 1) * kTokenChunk).
 inline constexpr std::uint64_t kTokenChunk = 64 * 1024;
 inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets
 
@@ -37,6 +41,7 @@ struct ShardHeader {
     std::uint64_t numDocs = 0;
     std::uint32_t tokensCrc = 0;
     std::uint32_t offsetsCrc = 0;
+    std::int64_t formatVersion = kShardFormatVersion;  // as read; writers write the current one
 };
 
 // 16 when every id of the vocabulary fits in uint16, else 32.

@@ -19,6 +19,10 @@ struct ReaderOptions {
     std::size_t tokenCacheBytes = 4u << 20;   // per open shard
     std::size_t offsetCacheBytes = 1u << 20;  // per open shard
     std::size_t maxOpenShards = 64;
+    // Open every shard's metadata at construction (existence, counts, tokenizer
+    // against the manifest), so that a missing or mismatched shard is found at
+    // start-up, not when the stream first reaches it. No tokens are read.
+    bool checkShardsAtOpen = true;
 };
 
 // Where one document lives.
@@ -54,6 +58,8 @@ public:
 
     // Throws InputError naming both tokenizers unless the source was prepared with `expected`.
     void requireTokenizer(const TokenizerInfo& expected) const;
+    // Whether every shard checked so far carries per-chunk checksums (format 2 and later).
+    bool checksummed() const { return checksummed_; }
 
 private:
     struct OpenShard;
@@ -66,6 +72,7 @@ private:
     std::vector<std::unique_ptr<OpenShard>> shards_;
     std::deque<std::size_t> openOrder_;
     std::vector<std::uint16_t> narrow_;  // read buffer for 16-bit shards
+    bool checksummed_ = true;
 };
 
 }  // namespace kiln::data

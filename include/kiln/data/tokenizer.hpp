@@ -12,9 +12,15 @@
 namespace kiln::data {
 
 struct TokenizerInfo {
-    std::string id;  // "bytes-v1" or "sentencepiece-<crc32 of the model>"
+    // "bytes-v1", or "spm-<crc32>" of what decides a SentencePiece model's ids
+    // (its pieces, scores, normaliser and encoding settings; not its file).
+    std::string id;
     std::uint32_t vocabSize = 0;
     std::uint32_t eosId = 0;
+    // The identity older kiln gave the same model ("sentencepiece-<crc32 of the
+    // file>"): sources and cursors that carry it are accepted.
+    std::string legacyId;
+    bool is(const std::string& other) const { return other == id || (!legacyId.empty() && other == legacyId); }
 };
 
 class Tokenizer {

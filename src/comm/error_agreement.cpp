@@ -1,0 +1,23 @@
+#include "kiln/comm/error_agreement.hpp"
+
+#include "kiln/comm/mpi_check.hpp"
+
+#include <limits>
+
+namespace kiln::comm {
+
+std::string firstError(MPI_Comm comm, const std::string& mine) {
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    int first = mine.empty() ? std::numeric_limits<int>::max() : rank;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == std::numeric_limits<int>::max()) return "";
+    std::string message = mine;
+    int length = static_cast<int>(message.size());
+    KILN_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+    message.resize(static_cast<std::size_t>(length));
+    KILN_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
+    return message;
+}
+
+}  // namespace kiln::comm

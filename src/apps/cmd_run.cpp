@@ -86,14 +86,14 @@ int runMain(int argc, char** argv) {
     checkDeckAgainstWorld(world, deck);
 
     const std::filesystem::path runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
-    if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText());
-    log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());
-
     const WorldCheck check = checkControlCommunicator(world);
     log::info("  world      control communicator answers: {} ranks, sum of ranks {} (expected {})", check.ranks,
               check.sumOfRanks, check.expectedSum);
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
     train::Trainer trainer(deck, world);
+    // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).
+    if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText() + trainer.notes());
+    log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());
     const auto summary = trainer.run();
     if (summary.stopped == train::TrainSummary::Stop::NodeRetired) return 0;  // the survivors go on without this node
     if (summary.stopped == train::TrainSummary::Stop::BeyondF) return 75;    // EX_TEMPFAIL: requeue

@@ -34,11 +34,12 @@ std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int
 MpiSession::MpiSession(int* argc, char*** argv) {
     int provided = 0;
     // Funneled: only the training thread calls MPI; the prefetch thread reads files.
+    // MPI_Init's errors are fatal by the standard; from here on they return, and are checked.
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    KILN_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     // Known from here on, so that an error every rank meets (a bad deck) is printed once, by rank 0.
     int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    KILN_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     log::setIdentity(rank, hostName());
 }
 
@@ -47,6 +48,7 @@ MpiSession::~MpiSession() {
     // an error of one rank instead of hanging in a collective MPI_Finalize.
     if (std::uncaught_exceptions() > 0) return;
     int finalized = 0;
+    // A destructor cannot throw: a failing finalize has nothing left to report to.
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
 }
@@ -65,7 +67,7 @@ World::World(int ranksPerNode) {
     KILN_MPI(MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
     KILN_MPI(MPI_Comm_size(host, &ranksOnHost_));
     KILN_MPI(MPI_Comm_rank(host, &rankOnHost_));
-    MPI_Comm_free(&host);
+    KILN_MPI(MPI_Comm_free(&host));
     members_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
 }
@@ -77,17 +79,19 @@ void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {
     KILN_MPI(MPI_Comm_rank(control_, &rank_));
     KILN_MPI(MPI_Comm_size(control_, &size_));
     members_ = std::move(members);
+    // The old control communicator was revoked by the failure: freeing it may
+    // report that failure again, and releases the handle all the same.
     if (old != MPI_COMM_NULL) MPI_Comm_free(&old);
 }
 
 World::~World() {
-    if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+    if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);  // in a destructor: nothing to report to
 }
 
 std::string mpiLibraryVersion() {
     char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int length = 0;
-    MPI_Get_library_version(text, &length);
+    KILN_MPI(MPI_Get_library_version(text, &length));
     std::string version(text, static_cast<std::size_t>(length));
     if (const auto nl = version.find_first_of("\n,"); nl != std::string::npos) version.resize(nl);
     return version;

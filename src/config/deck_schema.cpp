@@ -28,17 +28,19 @@ const std::vector<KeySpec>& deckSchema() {
          "(mpirun --with-ft ulfm). One failure more and kiln writes a checkpoint and stops (exit 75) for a requeue.",
          atLeast(0)},
         {"fault.inject", KeyType::Text, "",
-         "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, allreduce, commit, "
-         "checkpoint); that start-up rank kills itself with SIGKILL there. E.g. '3:5:allreduce'.",
+         "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, allreduce (before the "
+         "sums), sums (in the middle of the gradient sums), commit, checkpoint); that start-up rank kills itself with "
+         "SIGKILL there. E.g. '3:5:allreduce'.",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|commit|checkpoint))");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|sums|commit|checkpoint))");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
-                     return "'" + word + "' is not RANK:STEP:PHASE with phase forward, backward, allreduce, commit or checkpoint";
+                     return "'" + word + "' is not RANK:STEP:PHASE with phase forward, backward, allreduce, sums, commit or "
+                                         "checkpoint";
              return "";
          }},
 
@@ -115,7 +117,11 @@ const std::vector<KeySpec>& deckSchema() {
         {"train.lr", KeyType::Real, "0.003", "Peak learning rate (after warm-up).", realInRange(0.0, 10.0)},
         {"train.min_lr", KeyType::Real, "0.0003", "Learning rate at the end of the cosine decay.", realInRange(0.0, 10.0)},
         {"train.warmup_steps", KeyType::Integer, "10", "Linear warm-up steps from 0 to train.lr.", atLeast(0)},
-        {"train.decay_steps", KeyType::Integer, "0", "Steps of the cosine decay after warm-up; 0 = until run.steps.", atLeast(0)},
+        {"train.decay_steps", KeyType::Integer, "0",
+         "Steps of the cosine decay after warm-up. 0 = until run.steps of the run's first start; the horizon is kept "
+         "in checkpoints, so raising run.steps on a resume adds steps at train.min_lr rather than reshaping the "
+         "schedule (set this key to change the horizon).",
+         atLeast(0)},
         {"train.beta1", KeyType::Real, "0.9", "AdamW beta1.", realInRange(0.0, 0.999999)},
         {"train.beta2", KeyType::Real, "0.95", "AdamW beta2.", realInRange(0.0, 0.999999)},
         {"train.eps", KeyType::Real, "1e-8", "AdamW epsilon.", realInRange(0.0, 1.0)},

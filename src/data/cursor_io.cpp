@@ -93,7 +93,7 @@ Cursor readCursor(hid_t file, const std::string& groupName, const CursorContext&
     h5::Handle rows(KILN_H5(H5Dopen2(group, "rows", H5P_DEFAULT), where));
     h5::Handle space(KILN_H5(H5Dget_space(rows), where));
     hsize_t dims[2] = {0, 0};
-    if (H5Sget_simple_extent_ndims(space) != 2) throw InputError(fmt::format("{}: cursor rows are not 2-D", where));
+    if (KILN_H5(H5Sget_simple_extent_ndims(space), where) != 2) throw InputError(fmt::format("{}: cursor rows are not 2-D", where));
     KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), where);
     std::vector<std::uint64_t> all(dims[0] * dims[1]);
     KILN_H5(H5Dread(rows, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()), where);

@@ -15,6 +15,7 @@ const char* phaseName(Phase phase) {
         case Phase::Forward: return "forward";
         case Phase::Backward: return "backward";
         case Phase::AllReduce: return "allreduce";
+        case Phase::Sums: return "sums";
         case Phase::Commit: return "commit";
         case Phase::Checkpoint: return "checkpoint";
     }
@@ -35,13 +36,13 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
             return fmt::format("'{}' is not RANK:STEP:PHASE (e.g. 3:5:allreduce)", item);
         const std::string name = phase;
         bool known = false;
-        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Commit, Phase::Checkpoint}) {
+        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Sums, Phase::Commit, Phase::Checkpoint}) {
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
-        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, commit, checkpoint", item, name);
+        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, sums, commit, checkpoint", item, name);
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

@@ -13,61 +13,61 @@ namespace {
 
 h5::Handle stepType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StepRecord)), "diag"));
-    H5Tinsert(t, "step", HOFFSET(StepRecord, step), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "loss", HOFFSET(StepRecord, loss), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "lr", HOFFSET(StepRecord, lr), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "grad_norm", HOFFSET(StepRecord, gradNorm), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "tokens", HOFFSET(StepRecord, tokens), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "step_time", HOFFSET(StepRecord, stepTime), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "data_wait", HOFFSET(StepRecord, dataWait), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "forward", HOFFSET(StepRecord, forward), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "backward", HOFFSET(StepRecord, backward), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "sync", HOFFSET(StepRecord, sync), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "optimizer", HOFFSET(StepRecord, optimizer), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "pipeline_wait", HOFFSET(StepRecord, pipelineWait), H5T_NATIVE_DOUBLE);
+    KILN_H5(H5Tinsert(t, "step", HOFFSET(StepRecord, step), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "loss", HOFFSET(StepRecord, loss), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "lr", HOFFSET(StepRecord, lr), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "grad_norm", HOFFSET(StepRecord, gradNorm), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "tokens", HOFFSET(StepRecord, tokens), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "step_time", HOFFSET(StepRecord, stepTime), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "data_wait", HOFFSET(StepRecord, dataWait), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "forward", HOFFSET(StepRecord, forward), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "backward", HOFFSET(StepRecord, backward), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "sync", HOFFSET(StepRecord, sync), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "optimizer", HOFFSET(StepRecord, optimizer), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "pipeline_wait", HOFFSET(StepRecord, pipelineWait), H5T_NATIVE_DOUBLE), "diag");
     return t;
 }
 
 h5::Handle templateType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateStageRecord)), "diag"));
-    H5Tinsert(t, "template_nodes", HOFFSET(TemplateStageRecord, templateNodes), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "stage", HOFFSET(TemplateStageRecord, stage), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "node", HOFFSET(TemplateStageRecord, node), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "rank_in_node", HOFFSET(TemplateStageRecord, rankInNode), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "first_layer", HOFFSET(TemplateStageRecord, firstLayer), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "end_layer", HOFFSET(TemplateStageRecord, endLayer), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "time_s", HOFFSET(TemplateStageRecord, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "sync_s", HOFFSET(TemplateStageRecord, sync), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "memory_bytes", HOFFSET(TemplateStageRecord, memory), H5T_NATIVE_DOUBLE);
+    KILN_H5(H5Tinsert(t, "template_nodes", HOFFSET(TemplateStageRecord, templateNodes), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "stage", HOFFSET(TemplateStageRecord, stage), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "node", HOFFSET(TemplateStageRecord, node), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "rank_in_node", HOFFSET(TemplateStageRecord, rankInNode), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "first_layer", HOFFSET(TemplateStageRecord, firstLayer), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "end_layer", HOFFSET(TemplateStageRecord, endLayer), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "time_s", HOFFSET(TemplateStageRecord, time), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(TemplateStageRecord, sync), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "memory_bytes", HOFFSET(TemplateStageRecord, memory), H5T_NATIVE_DOUBLE), "diag");
     return t;
 }
 
 h5::Handle instantiationType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(InstantiationRecord)), "diag"));
-    h5::Handle layout(H5Tcopy(H5T_C_S1)), ranks(H5Tcopy(H5T_C_S1));
-    H5Tset_size(layout, sizeof(InstantiationRecord::layout));
-    H5Tset_size(ranks, sizeof(InstantiationRecord::ranks));
-    H5Tinsert(t, "step", HOFFSET(InstantiationRecord, step), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "time", HOFFSET(InstantiationRecord, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "pipelines", HOFFSET(InstantiationRecord, pipelines), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "nodes_used", HOFFSET(InstantiationRecord, nodesUsed), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "nodes_idle", HOFFSET(InstantiationRecord, nodesIdle), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "pinned", HOFFSET(InstantiationRecord, pinned), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "predicted_step_s", HOFFSET(InstantiationRecord, predictedStepTime), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "layout", HOFFSET(InstantiationRecord, layout), layout);
-    H5Tinsert(t, "ranks", HOFFSET(InstantiationRecord, ranks), ranks);
+    h5::Handle layout(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), ranks(H5Tcopy(H5T_C_S1));
+    KILN_H5(H5Tset_size(layout, sizeof(InstantiationRecord::layout)), "diag");
+    KILN_H5(H5Tset_size(ranks, sizeof(InstantiationRecord::ranks)), "diag");
+    KILN_H5(H5Tinsert(t, "step", HOFFSET(InstantiationRecord, step), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "time", HOFFSET(InstantiationRecord, time), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "pipelines", HOFFSET(InstantiationRecord, pipelines), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "nodes_used", HOFFSET(InstantiationRecord, nodesUsed), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "nodes_idle", HOFFSET(InstantiationRecord, nodesIdle), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "pinned", HOFFSET(InstantiationRecord, pinned), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "predicted_step_s", HOFFSET(InstantiationRecord, predictedStepTime), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "layout", HOFFSET(InstantiationRecord, layout), layout), "diag");
+    KILN_H5(H5Tinsert(t, "ranks", HOFFSET(InstantiationRecord, ranks), ranks), "diag");
     return t;
 }
 
 h5::Handle eventType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EventRecord)), "diag"));
-    h5::Handle kind(H5Tcopy(H5T_C_S1)), detail(H5Tcopy(H5T_C_S1));
-    H5Tset_size(kind, sizeof(EventRecord::kind));
-    H5Tset_size(detail, sizeof(EventRecord::detail));
-    H5Tinsert(t, "time", HOFFSET(EventRecord, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "step", HOFFSET(EventRecord, step), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "kind", HOFFSET(EventRecord, kind), kind);
-    H5Tinsert(t, "detail", HOFFSET(EventRecord, detail), detail);
+    h5::Handle kind(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), detail(H5Tcopy(H5T_C_S1));
+    KILN_H5(H5Tset_size(kind, sizeof(EventRecord::kind)), "diag");
+    KILN_H5(H5Tset_size(detail, sizeof(EventRecord::detail)), "diag");
+    KILN_H5(H5Tinsert(t, "time", HOFFSET(EventRecord, time), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "step", HOFFSET(EventRecord, step), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "kind", HOFFSET(EventRecord, kind), kind), "diag");
+    KILN_H5(H5Tinsert(t, "detail", HOFFSET(EventRecord, detail), detail), "diag");
     return t;
 }
 
@@ -179,7 +179,7 @@ void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uin
     hsize_t dims[2] = {0, 0};
     {
         h5::Handle space(KILN_H5(H5Dget_space(dataset), path_));
-        H5Sget_simple_extent_dims(space, dims, nullptr);
+        KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
     }
     hsize_t newDims[2] = {dims[0] + rows, columns}, start[2] = {dims[0], 0}, count[2] = {rows, columns};
     KILN_H5(H5Dset_extent(dataset, newDims), path_);
@@ -243,7 +243,7 @@ std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, s
     for (std::string line; std::getline(names, line);) sources.push_back(line);
     h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
     hsize_t dims[2] = {0, 0};
-    H5Sget_simple_extent_dims(space, dims, nullptr);
+    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
     std::vector<std::uint64_t> flat(dims[0] * dims[1]);
     if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
     std::vector<std::vector<std::uint64_t>> rows(dims[0]);

@@ -23,14 +23,14 @@ struct Row {
 
 h5::Handle rowType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(Row)), "profile"));
-    h5::Handle kind(H5Tcopy(H5T_C_S1));
-    H5Tset_size(kind, sizeof(Row::kind));
-    H5Tinsert(t, "kind", HOFFSET(Row, kind), kind);
-    H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "param_bytes", HOFFSET(Row, paramBytes), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "output_bytes", HOFFSET(Row, outputBytes), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "activation_bytes", HOFFSET(Row, activationBytes), H5T_NATIVE_UINT64);
+    h5::Handle kind(KILN_H5(H5Tcopy(H5T_C_S1), "profile"));
+    KILN_H5(H5Tset_size(kind, sizeof(Row::kind)), "profile");
+    KILN_H5(H5Tinsert(t, "kind", HOFFSET(Row, kind), kind), "profile");
+    KILN_H5(H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE), "profile");
+    KILN_H5(H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE), "profile");
+    KILN_H5(H5Tinsert(t, "param_bytes", HOFFSET(Row, paramBytes), H5T_NATIVE_UINT64), "profile");
+    KILN_H5(H5Tinsert(t, "output_bytes", HOFFSET(Row, outputBytes), H5T_NATIVE_UINT64), "profile");
+    KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(Row, activationBytes), H5T_NATIVE_UINT64), "profile");
     return t;
 }
 

@@ -30,35 +30,35 @@ struct PipelineRow {
 
 h5::Handle templateType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateRow)), "plan"));
-    H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "ranks_per_node", HOFFSET(TemplateRow, ranksPerNode), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "sync_s", HOFFSET(TemplateRow, sync), H5T_NATIVE_DOUBLE);
+    KILN_H5(H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "ranks_per_node", HOFFSET(TemplateRow, ranksPerNode), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64), "plan");
+    KILN_H5(H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(TemplateRow, sync), H5T_NATIVE_DOUBLE), "plan");
     return t;
 }
 
 h5::Handle stageType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StageRow)), "plan"));
-    H5Tinsert(t, "template_nodes", HOFFSET(StageRow, templateNodes), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "stage", HOFFSET(StageRow, stage), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "first_layer", HOFFSET(StageRow, firstLayer), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "end_layer", HOFFSET(StageRow, endLayer), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "time_s", HOFFSET(StageRow, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "sync_s", HOFFSET(StageRow, sync), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "memory_bytes", HOFFSET(StageRow, memory), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "param_bytes", HOFFSET(StageRow, paramBytes), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "activation_bytes", HOFFSET(StageRow, activationBytes), H5T_NATIVE_DOUBLE);
+    KILN_H5(H5Tinsert(t, "template_nodes", HOFFSET(StageRow, templateNodes), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "stage", HOFFSET(StageRow, stage), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "first_layer", HOFFSET(StageRow, firstLayer), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "end_layer", HOFFSET(StageRow, endLayer), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "time_s", HOFFSET(StageRow, time), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(StageRow, sync), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "memory_bytes", HOFFSET(StageRow, memory), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "param_bytes", HOFFSET(StageRow, paramBytes), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(StageRow, activationBytes), H5T_NATIVE_DOUBLE), "plan");
     return t;
 }
 
 h5::Handle pipelineType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(PipelineRow)), "plan"));
-    H5Tinsert(t, "nodes", HOFFSET(PipelineRow, nodes), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "microbatches", HOFFSET(PipelineRow, microbatches), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "step_time_s", HOFFSET(PipelineRow, stepTime), H5T_NATIVE_DOUBLE);
+    KILN_H5(H5Tinsert(t, "nodes", HOFFSET(PipelineRow, nodes), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "microbatches", HOFFSET(PipelineRow, microbatches), H5T_NATIVE_UINT64), "plan");
+    KILN_H5(H5Tinsert(t, "step_time_s", HOFFSET(PipelineRow, stepTime), H5T_NATIVE_DOUBLE), "plan");
     return t;
 }
 

@@ -55,8 +55,8 @@ void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const
         throw InputError(fmt::format("{}: tensor {} is missing", context, name), ErrorScope::ThisRank);
     h5::Handle set(KILN_H5(H5Dopen2(group, name.c_str(), H5P_DEFAULT), context));
     h5::Handle space(KILN_H5(H5Dget_space(set), context));
-    std::vector<hsize_t> dims(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space)));
-    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(KILN_H5(H5Sget_simple_extent_ndims(space), context)));
+    KILN_H5(H5Sget_simple_extent_dims(space, dims.data(), nullptr), context);
     std::vector<std::int64_t> shape(dims.begin(), dims.end());
     if (shape != into.sizes().vec())
         throw InputError(fmt::format("{}: tensor {} has shape {}, the model expects {}", context, name,
@@ -103,7 +103,8 @@ std::string CheckpointStore::listing() const {
 
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                             const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
-                                            const data::CursorContext& context, const std::string& deck) {
+                                            const data::CursorContext& context, const std::string& deck,
+                                            std::uint64_t lrDecaySteps) {
     const std::string name = fmt::format("step-{:08}.h5", step);
     const std::filesystem::path path = dir_ / name;
     io::ParallelFileWriter writer(comm, path.string());
@@ -117,6 +118,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::writeAttribute(file, "format_version", kVersion);
         h5::writeAttribute(file, "step", step);
         h5::writeAttribute(file, "optimizer_steps", optimizer.steps());
+        h5::writeAttribute(file, "lr_decay_steps", lrDecaySteps);
         for (const auto& [key, value] : shapeOf(config)) h5::writeAttribute(file, attributeName(key), value);
         h5::writeAttribute(file, "deck", deck);
         h5::Handle layers = makeGroup(file, "layers", ctx);
@@ -157,7 +159,8 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
 }
 
 std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
-                                    const data::CursorContext& context, data::Cursor& cursor) {
+                                    const data::CursorContext& context, data::Cursor& cursor,
+                                    std::uint64_t& lrDecaySteps) {
     const std::string ctx = path.string();
     h5::Handle file = io::openForReading(ctx, "checkpoint");
     h5::LibraryLock lock(h5::libraryMutex());
@@ -190,6 +193,7 @@ std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gp
         }
     }
     optimizer.setSteps(h5::readUintAttribute(file, "optimizer_steps", ctx));
+    lrDecaySteps = h5::hasAttribute(file, "lr_decay_steps") ? h5::readUintAttribute(file, "lr_decay_steps", ctx) : 0;
     cursor = data::readCursor(file, "loader", context, ctx);
     return h5::readUintAttribute(file, "step", ctx);
 }

@@ -29,7 +29,7 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::si
     }
 }
 
-std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device) {
+std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device, const std::function<void()>& afterFirstBucket) {
     torch::NoGradGuard noGrad;
     std::uint64_t bytes = 0;
     for (auto& group : groups_) {
@@ -52,6 +52,7 @@ std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device) {
             if (!group.transport->deviceMemory()) bucket = bucket.to(torch::kCPU);
             bucket = bucket.to(torch::kFloat32).contiguous();
             group.transport->allReduceSum(bucket.data_ptr<float>(), static_cast<std::size_t>(bucket.numel()));
+            if (bytes == 0 && afterFirstBucket) afterFirstBucket();
             bytes += static_cast<std::uint64_t>(bucket.nbytes());
             bucket = bucket.to(device);
             std::int64_t offset = 0;

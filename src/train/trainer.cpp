@@ -120,6 +120,7 @@ struct Trainer::State {
     std::unique_ptr<fault::FaultInjector> injector;
     std::uint64_t nodeFailures = 0;  // nodes retired since start-up
     std::uint64_t f = 0;
+    std::string notes;
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
@@ -278,7 +279,7 @@ struct Trainer::State {
     void checkpoint(std::uint64_t step, const std::vector<int>& writers) {
         const auto t0 = Clock::now();
         const auto path = checkpoints->save(world.control(), step, parallel->model(), parallel->optimizer(), writers,
-                                            loader->cursor(), context, deck.resolvedText());
+                                            loader->cursor(), context, deck.resolvedText(), config.decaySteps);
         const double seconds = since(t0);
         log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
         if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));
@@ -332,10 +333,17 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         latest = s.checkpoints->latest();
     }
     bool resumed = false;
+    // The cosine horizon: the deck's train.decay_steps, or else fixed at the first
+    // start from run.steps and kept from then on, so that raising run.steps on a
+    // resume adds steps at the final learning rate instead of reshaping the rest.
+    const bool horizonFromDeck = s.config.decaySteps > 0;
+    if (!horizonFromDeck)
+        s.config.decaySteps = s.config.steps > s.config.warmupSteps ? s.config.steps - s.config.warmupSteps : 1;
     if (latest) {
         data::Cursor saved;
+        std::uint64_t savedHorizon = 0;
         try {
-            CheckpointStore::load(*latest, s.parallel->model(), s.parallel->optimizer(), s.context, saved);
+            CheckpointStore::load(*latest, s.parallel->model(), s.parallel->optimizer(), s.context, saved, savedHorizon);
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
                                          "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
@@ -344,6 +352,16 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         cursor = data::BatchPlanner(s.spec, *s.probe).resume(saved);
         resumed = true;
         log::info("  resumed from {} at step {}", latest->string(), cursor.step);
+        if (!horizonFromDeck && savedHorizon > 0 && savedHorizon != s.config.decaySteps) {
+            s.config.decaySteps = savedHorizon;
+            s.notes += fmt::format("# train.decay_steps = 0: the cosine decay keeps the horizon of the run's first start, "
+                                   "{} steps after warm-up (from {}), not run.steps = {}; set train.decay_steps to change "
+                                   "it.\n",
+                                   savedHorizon, latest->filename().string(), s.config.steps);
+            log::info("  learning rate: cosine horizon {} steps after warm-up, kept from the first start (set "
+                      "train.decay_steps to change it)",
+                      savedHorizon);
+        }
     }
     s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
     s.sliceLoader();
@@ -363,6 +381,8 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
 }
 
 Trainer::~Trainer() = default;
+
+std::string Trainer::notes() const { return state_->notes; }
 
 namespace {
 
@@ -412,7 +432,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             const auto s0 = Clock::now();
             a.lossSum = a.work.lossSum;
             KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &a.lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
-            s.parallel->gradients().sum(s.parallel->model(), s.device);
+            s.parallel->gradients().sum(s.parallel->model(), s.device, [&] { s.injector->at(step, fault::Phase::Sums); });
             a.gradNorm = s.parallel->gradients().globalNorm(s.parallel->model(), s.world.control());
             a.sync = since(s0);
         } catch (const ProcFailedError& e) {

@@ -10,6 +10,8 @@
 #  2. Two nodes at once (ranks 5 and 1 at step 3) on 1+1+1: more than f. The surviving node holds every
 #     layer, so it writes a checkpoint of step 3 and kiln exits with 75; resumed on the 2 ranks left (f = 0),
 #     the run finishes with the failure-free run's losses.
+#  4. As 1, but rank 2 dies in the middle of the gradient sums (after its first bucket), so some replicas
+#     have summed and others not: the replayed step gives the same losses, norms and final parameters.
 #  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout (for a
 #     sync-bound cost model): after the first, the planner regroups the survivors into one 2-node pipeline
 #     (f + 1 - 1 replicas are all the guarantee needs), so the second loses layers that no
@@ -56,6 +58,14 @@ done
 "$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "failure .*failed rank 2" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
 "$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "from step       5  " || { echo "FAIL: no second layout in diag.h5"; exit 1; }
 echo "PASS 1: node of the longer pipeline lost at step 5; regrouped, layers migrated, same losses, norms and final state"
+
+# The same loss in the middle of the layer-by-layer sums: after the first bucket of rank 2.
+run "$work/midsums" 6 --set fault.inject=2:5:sums >"$work/midsums.log" 2>&1 || { cat "$work/midsums.log"; echo "FAIL: midsums"; exit 1; }
+grep -q "killing this process (SIGKILL) at step 5 in sums" "$work/midsums.log" || { cat "$work/midsums.log"; echo "FAIL: no kill"; exit 1; }
+"$kiln" diag "$work/midsums/tiny/diag.h5" --losses >"$work/midsums.losses"
+same_curve "$work/clean.losses" "$work/midsums.losses" 10
+"$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/midsums/tiny/ckpt/step-00000010.h5" params 1e-5
+echo "PASS 4: a node lost in the middle of the gradient sums; the same losses, norms and final parameters"
 
 set +e
 run "$work/twice" 6 --set plan.pipelines=1+1+1 --set fault.inject="5:3:forward,1:3:forward" >"$work/twice.log" 2>&1

@@ -6,7 +6,9 @@
 #include "kiln/config/deck.hpp"
 #include "kiln/data/prep.hpp"
 #include "kiln/io/diag_file.hpp"
+#include "kiln/io/hdf5.hpp"
 #include "kiln/io/parallel_file.hpp"
+#include "kiln/model/model_config.hpp"
 #include "kiln/train/trainer.hpp"
 #include "../support/error_text.hpp"
 #include "../support/shared_dir.hpp"
@@ -14,9 +16,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 
 namespace fs = std::filesystem;
 using kiln::test::errorOf;
@@ -44,28 +47,36 @@ kiln::train::TrainSummary train(const kiln::config::Deck& d, std::uint64_t until
     return trainer.run(until);
 }
 
-// Every dataset under /layers of a checkpoint, flattened in name order.
+// Every dataset under /layers of a checkpoint of the test model (4 layers),
+// flattened in name order. Every HDF5 call is checked and the values must
+// number the model's parameters: two empty lists can never compare equal here.
 std::vector<float> tensorsOf(const fs::path& checkpoint, const std::string& kind) {
-    auto file = kiln::io::openForReading(checkpoint.string(), "checkpoint");
+    namespace h5 = kiln::io::h5;
+    const std::string where = checkpoint.string();
+    auto file = kiln::io::openForReading(where, "checkpoint");
     std::vector<float> all;
     for (int l = 0; l < 4; ++l) {
         const std::string group = "/layers/0000" + std::to_string(l) + "/" + kind;
-        hid_t g = H5Gopen2(file, group.c_str(), H5P_DEFAULT);
+        h5::Handle g(KILN_H5(H5Gopen2(file, group.c_str(), H5P_DEFAULT), where));
         H5G_info_t info;
-        H5Gget_info(g, &info);
+        KILN_H5(H5Gget_info(g, &info), where);
         for (hsize_t i = 0; i < info.nlinks; ++i) {
             char name[128];
-            H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
-            hid_t set = H5Dopen2(g, name, H5P_DEFAULT);
-            hid_t space = H5Dget_space(set);
-            std::vector<float> values(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
-            H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+            KILN_H5(H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT), where);
+            h5::Handle set(KILN_H5(H5Dopen2(g, name, H5P_DEFAULT), where));
+            h5::Handle space(KILN_H5(H5Dget_space(set), where));
+            std::vector<float> values(static_cast<std::size_t>(KILN_H5(H5Sget_simple_extent_npoints(space), where)));
+            KILN_H5(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), where);
             all.insert(all.end(), values.begin(), values.end());
-            H5Sclose(space);
-            H5Dclose(set);
         }
-        H5Gclose(g);
     }
+    kiln::model::ModelConfig model;  // the test deck's: 2 blocks, d_model 32, byte vocabulary
+    model.vocabSize = 257;
+    model.blocks = 2;
+    model.dModel = 32;
+    model.heads = 2;
+    model.seqLen = 32;
+    EXPECT_EQ(all.size(), model.parameters()) << where << " " << kind;
     return all;
 }
 
@@ -134,9 +145,7 @@ TEST_F(Training, DamagedCheckpointIsRefusedAndLatestStaysGood) {
     train(deck("damaged", {"checkpoint.every=2", "run.steps=4"}));
     const fs::path ckpt = work() / "runs/damaged/ckpt";
     // A write that crashed midway leaves only a temporary, which nothing reads.
-    if (::getpid() > 0) {
-        std::ofstream(ckpt / ".step-00000006.h5.tmp.999") << "half a file";
-    }
+    std::ofstream(ckpt / ".step-00000006.h5.tmp.999") << "half a file";
     const auto resumed = train(deck("damaged", {"run.steps=5"}));
     EXPECT_EQ(resumed.firstStep, 4u);
     // Now damage the checkpoint `latest` names: refused, naming the file and the older ones.
@@ -160,8 +169,14 @@ TEST_F(Training, Bf16AutocastTrainsLikeFp32) {
     EXPECT_NE(bf16.lastLoss, fp32.lastLoss) << "bf16 autocast did not change the arithmetic";
 }
 
-TEST_F(Training, CudaWithoutAGpuIsAClearError) {
-    if (torch::cuda::is_available()) return;  // on a GPU machine this deck is valid; Training runs cover it
+// train.device = cuda: trains where libtorch sees a GPU, and is a clear error where it does not.
+TEST_F(Training, CudaTrainsOrIsAClearError) {
+    if (torch::cuda::is_available()) {
+        const auto s = train(deck("cuda", {"train.device=cuda", "run.steps=2"}));
+        EXPECT_EQ(s.lastStep, 2u);
+        EXPECT_TRUE(std::isfinite(s.lastLoss));
+        return;
+    }
     const std::string error = errorOf([&] { train(deck("cuda", {"train.device=cuda"})); });
     EXPECT_NE(error.find("train.device = cuda, but libtorch sees no CUDA device"), std::string::npos) << error;
 }
@@ -170,4 +185,21 @@ TEST_F(Training, AnotherModelShapeIsRefusedByName) {
     train(deck("shape", {"run.steps=1"}));
     const std::string error = errorOf([&] { train(deck("shape", {"run.steps=2", "model.d_model=48"})); });
     EXPECT_NE(error.find("model.d_model is 32 in the checkpoint but 48 in this run"), std::string::npos) << error;
+}
+
+// Raising run.steps on a resume keeps the cosine horizon of the first start:
+// the steps already planned get the learning rates they would have had, the
+// added ones train.min_lr; setting train.decay_steps changes it on purpose.
+TEST_F(Training, RaisingRunStepsKeepsTheLearningRateSchedule) {
+    train(deck("horizon-ref", {"run.steps=8"}));
+    train(deck("horizon", {"run.steps=8"}), 4);
+    train(deck("horizon", {"run.steps=12"}));
+    auto ref = kiln::io::openDiagForReading((work() / "runs/horizon-ref/diag.h5").string());
+    auto run = kiln::io::openDiagForReading((work() / "runs/horizon/diag.h5").string());
+    const auto a = kiln::io::DiagFile::readSteps(ref), b = kiln::io::DiagFile::readSteps(run);
+    ASSERT_EQ(a.size(), 8u);
+    ASSERT_EQ(b.size(), 12u);
+    for (std::size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(a[i].lr, b[i].lr) << "step " << i;
+    for (std::size_t i = 8; i < 12; ++i) EXPECT_DOUBLE_EQ(b[i].lr, 0.0003) << "step " << i << " (train.min_lr)";
+    EXPECT_GT(a[4].lr, a[7].lr) << "the reference decays";
 }

@@ -13,6 +13,8 @@
 #include "kiln/data/source_manifest.hpp"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -73,25 +75,43 @@ struct Seen {
     std::vector<std::uint32_t> tokens;
 };
 
-// Runs `steps` steps from `cursor`, reading each global batch as `ranks`
-// slices, and records every sample by source. Returns the cursor after.
+// Runs `steps` steps from `cursor` and records every sample by source, as the
+// planner reads it. The global batch is also read as `ranks` ranks read it,
+// each through its own DataLoader with its slice (the real read-ahead path),
+// and every slice must hold exactly the planner's samples. Returns the cursor after.
 Cursor run(const LoaderSpec& s, Cursor cursor, std::uint64_t steps, int ranks, std::map<std::string, std::vector<Seen>>& seen,
            double* worstMixError = nullptr) {
     Corpus corpus(s);
     BatchPlanner planner(s, corpus);
     cursor = planner.resume(cursor);
     const std::uint64_t L = s.seqLen + 1;
+    std::vector<std::unique_ptr<DataLoader>> loaders;
+    for (int r = 0; r < ranks; ++r) {
+        loaders.push_back(std::make_unique<DataLoader>(s, cursor));
+        const std::uint64_t first = s.globalBatch * r / ranks, last = s.globalBatch * (r + 1) / ranks;
+        loaders.back()->setSlice(first, last - first);
+    }
     for (std::uint64_t step = 0; step < steps; ++step) {
         const StepPlan plan = planner.plan(cursor);
         EXPECT_EQ(plan.step, cursor.step);
-        for (int r = 0; r < ranks; ++r) {
-            const std::uint64_t first = s.globalBatch * r / ranks, last = s.globalBatch * (r + 1) / ranks;
-            for (std::uint64_t i = first; i < last; ++i) {
-                const SampleStart& start = plan.samples[i];
-                Seen sample{start.epoch, start.docPos, start.tokenOffset, std::vector<std::uint32_t>(L)};
-                planner.readSample(start, sample.tokens.data());
-                seen[s.sources[start.source].name].push_back(std::move(sample));
-            }
+        for (std::uint64_t i = 0; i < s.globalBatch; ++i) {
+            const SampleStart& start = plan.samples[i];
+            Seen sample{start.epoch, start.docPos, start.tokenOffset, std::vector<std::uint32_t>(L)};
+            planner.readSample(start, sample.tokens.data());
+            // The rank whose slice holds sample i read exactly these tokens.
+            const int r = static_cast<int>(std::upper_bound(loaders.begin(), loaders.end(), i,
+                                                            [&](std::uint64_t j, const auto& l) { return j < l->current().first; }) -
+                                           loaders.begin()) - 1;
+            const Batch& batch = loaders[static_cast<std::size_t>(r)]->current();
+            EXPECT_EQ(batch.step, cursor.step);
+            const auto offset = static_cast<std::ptrdiff_t>((i - batch.first) * L);
+            EXPECT_TRUE(std::equal(sample.tokens.begin(), sample.tokens.end(), batch.tokens.begin() + offset))
+                << "rank " << r << " of " << ranks << ", sample " << i << " of step " << cursor.step;
+            seen[s.sources[start.source].name].push_back(std::move(sample));
+        }
+        for (auto& loader : loaders) {
+            loader->commit();
+            EXPECT_EQ(loader->cursor(), plan.next);
         }
         cursor = plan.next;
         if (worstMixError) {
@@ -212,10 +232,20 @@ TEST_F(LoaderTest, DataLoaderPrefetchesCommitsAndReplays) {
     BatchPlanner planner(s, corpus);
     DataLoader loader(s, planner.initial());
     loader.setSlice(2, 3);
-    const Batch first = loader.current();
+    const Batch first = loader.current();  // a copy: the loader's own batch is replaced below
     EXPECT_EQ(first.step, 0u);
     EXPECT_EQ(first.count, 3u);
-    EXPECT_EQ(loader.current().tokens, first.tokens) << "an uncommitted step is replayed with the same data";
+    // A failed step: recovery re-slices (which restarts the read-ahead from the
+    // committed cursor) and replays. The replay holds the same samples.
+    loader.setSlice(0, s.globalBatch);
+    const Batch& whole = loader.current();
+    EXPECT_EQ(whole.step, 0u) << "an uncommitted step is replayed";
+    ASSERT_EQ(whole.count, s.globalBatch);
+    const std::uint64_t L = s.seqLen + 1;
+    EXPECT_TRUE(std::equal(first.tokens.begin(), first.tokens.end(), whole.tokens.begin() + 2 * L))
+        << "the replayed batch holds the same samples";
+    loader.setSlice(2, 3);
+    EXPECT_EQ(loader.current().tokens, first.tokens) << "and the same slice of them";
     loader.commit();
     EXPECT_EQ(loader.current().step, 1u);
     EXPECT_EQ(loader.cursor().step, 1u);

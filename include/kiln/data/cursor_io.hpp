@@ -1,7 +1,13 @@
 // Saving and restoring the loader cursor with parallel HDF5. Every rank
-// writes its own row of /loader/cursor in one collective write; restoring
-// reads all rows on any number of ranks and checks that they agree, so a
-// rank that drifted is caught instead of silently feeding other data.
+// writes its own row in one collective write; restoring reads all rows on any
+// number of ranks and checks that they agree, so a rank that drifted is caught
+// instead of silently feeding other data.
+//
+//   GROUP (e.g. /loader of a checkpoint, / of a cursor file)
+//     attributes  format "kiln-loader-cursor", format_version (1), sources (names, one per line),
+//                 seq_len, seed, shuffle_block, shuffle_window, tokenizer_id
+//     rows        uint64 (ranks of the writing job, row length): row r is rank r's cursor as
+//                 cursorToRow (data/cursor.hpp) writes it
 #pragma once
 
 #include "kiln/data/cursor.hpp"

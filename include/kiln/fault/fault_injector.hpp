@@ -10,7 +10,11 @@
 
 namespace kiln::fault {
 
-enum class Phase { Forward, Backward, AllReduce, Commit, Checkpoint };
+// Forward: before the first forward of a step; Backward: before its first
+// backward; AllReduce: before the loss and gradient sums; Sums: in the middle
+// of the gradient sums (after this rank's first bucket); Commit: before the
+// step's agreement; Checkpoint: before a checkpoint write.
+enum class Phase { Forward, Backward, AllReduce, Sums, Commit, Checkpoint };
 
 const char* phaseName(Phase phase);
 

@@ -4,6 +4,7 @@
 // last complete one; the last `keep` are kept.
 //
 //   attributes  format "kiln-checkpoint", format_version (1), step, optimizer_steps,
+//               lr_decay_steps (the cosine horizon the run fixed at its first start),
 //               shape_model_blocks, shape_model_d_model, shape_model_heads, shape_model_mlp_ratio,
 //               shape_the_tokenizer_s_vocabulary, shape_data_seq_len,
 //               deck (the resolved deck of the run that wrote it)
@@ -40,14 +41,15 @@ public:
     // `comm`), so the file is the same whatever the layout. Returns the path written.
     std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
-                               const data::CursorContext& context, const std::string& deck);
+                               const data::CursorContext& context, const std::string& deck, std::uint64_t lrDecaySteps);
 
     // Reads `path` into `model` and `optimizer` (its layers only: any layout
     // restores from any checkpoint); returns the step to continue
     // from and sets `cursor`. Refuses a checkpoint of another model shape,
     // naming each key that differs.
+    // `lrDecaySteps` gets the saved cosine horizon (0 in checkpoints that predate it).
     static std::uint64_t load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
-                              const data::CursorContext& context, data::Cursor& cursor);
+                              const data::CursorContext& context, data::Cursor& cursor, std::uint64_t& lrDecaySteps);
 
 private:
     std::filesystem::path dir_;

@@ -28,8 +28,9 @@ public:
 
     // Sums this rank's layers' gradients with the other holders (undefined
     // gradients count as zeros and are defined afterwards). Returns the bytes
-    // this rank all-reduced.
-    std::uint64_t sum(model::Gpt& model, torch::Device device);
+    // this rank all-reduced. `afterFirstBucket` runs once the first bucket is
+    // summed (fault injection in the middle of the sums).
+    std::uint64_t sum(model::Gpt& model, torch::Device device, const std::function<void()>& afterFirstBucket = {});
     // The L2 norm of the whole model's summed gradient; collective over `control`.
     double globalNorm(model::Gpt& model, MPI_Comm control) const;
     // After a failure: make every pending and future sum return an error.

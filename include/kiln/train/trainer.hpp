@@ -32,6 +32,9 @@ public:
     ~Trainer();
     // Trains until run.steps (or `untilStep` when smaller); collective.
     TrainSummary run(std::uint64_t untilStep = ~0ull);
+    // What the run decided beyond the deck (e.g. the learning-rate horizon kept
+    // from the first start), for the resolved deck: comment lines.
+    std::string notes() const;
 
 private:
     struct State;

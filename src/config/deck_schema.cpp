@@ -29,18 +29,18 @@ const std::vector<KeySpec>& deckSchema() {
          atLeast(0)},
         {"fault.inject", KeyType::Text, "",
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, allreduce (before the "
-         "sums), sums (in the middle of the gradient sums), commit, checkpoint); that start-up rank kills itself with "
-         "SIGKILL there. E.g. '3:5:allreduce'.",
+         "sums), sums (in the middle of the gradient sums), commit, checkpoint (before a checkpoint write), regroup "
+         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there. E.g. '3:5:allreduce'.",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|sums|commit|checkpoint))");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|sums|commit|checkpoint|regroup|migrate))");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
-                     return "'" + word + "' is not RANK:STEP:PHASE with phase forward, backward, allreduce, sums, commit or "
-                                         "checkpoint";
+                     return "'" + word + "' is not RANK:STEP:PHASE with phase forward, backward, allreduce, sums, commit, "
+                                         "checkpoint, regroup or migrate";
              return "";
          }},
 

@@ -43,14 +43,11 @@ CursorContext cursorContext(const LoaderSpec& spec, const std::string& tokenizer
     return {spec.seqLen, spec.seed, spec.blockDocs, spec.windowBlocks, tokenizerId, legacyId};
 }
 
-void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const Cursor& cursor, const CursorContext& ctx) {
-    h5::LibraryLock lock(h5::libraryMutex());
-    int rank = 0, size = 1;
-    KILN_MPI(MPI_Comm_rank(comm, &rank));
-    KILN_MPI(MPI_Comm_size(comm, &size));
-    const std::vector<std::uint64_t> row = cursorToRow(cursor);
+namespace {
+
+// The group and its attributes (collective metadata when the file is parallel).
+h5::Handle createCursorGroup(hid_t file, const std::string& groupName, const Cursor& cursor, const CursorContext& ctx) {
     h5::Handle group(KILN_H5(H5Gcreate2(file, groupName.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
-    // Attributes and dataset creation are collective metadata: every rank, same values.
     h5::writeAttribute(group, "format", std::string("kiln-loader-cursor"));
     h5::writeAttribute(group, "format_version", std::int64_t{1});
     h5::writeAttribute(group, "sources", joinNames(cursor));
@@ -59,6 +56,37 @@ void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const 
     h5::writeAttribute(group, "shuffle_block", ctx.blockDocs);
     h5::writeAttribute(group, "shuffle_window", ctx.windowBlocks);
     h5::writeAttribute(group, "tokenizer_id", ctx.tokenizerId);
+    return group;
+}
+
+}  // namespace
+
+void writeCursorRows(hid_t file, const std::string& groupName, const std::vector<std::vector<std::uint64_t>>& rows,
+                     const Cursor& cursor, const CursorContext& ctx) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    h5::Handle group = createCursorGroup(file, groupName, cursor, ctx);
+    const std::size_t width = rows.empty() ? 0 : rows.front().size();
+    std::vector<std::uint64_t> flat;
+    for (const auto& row : rows) {
+        if (row.size() != width)
+            throw Error(fmt::format("{}: loader cursor rows of different lengths ({} and {})", groupName, width, row.size()),
+                        ErrorScope::AllRanks);
+        flat.insert(flat.end(), row.begin(), row.end());
+    }
+    hsize_t dims[2] = {rows.size(), width};
+    h5::Handle space(KILN_H5(H5Screate_simple(2, dims, nullptr), groupName));
+    h5::Handle set(KILN_H5(H5Dcreate2(group, "rows", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
+    if (!flat.empty()) KILN_H5(H5Dwrite(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), groupName);
+}
+
+void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const Cursor& cursor, const CursorContext& ctx) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    int rank = 0, size = 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    const std::vector<std::uint64_t> row = cursorToRow(cursor);
+    // Attributes and dataset creation are collective metadata: every rank, same values.
+    h5::Handle group = createCursorGroup(file, groupName, cursor, ctx);
     hsize_t dims[2] = {static_cast<hsize_t>(size), row.size()};
     h5::Handle space(KILN_H5(H5Screate_simple(2, dims, nullptr), groupName));
     h5::Handle rows(KILN_H5(H5Dcreate2(group, "rows", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));

@@ -18,6 +18,8 @@ const char* phaseName(Phase phase) {
         case Phase::Sums: return "sums";
         case Phase::Commit: return "commit";
         case Phase::Checkpoint: return "checkpoint";
+        case Phase::Regroup: return "regroup";
+        case Phase::Migrate: return "migrate";
     }
     return "?";
 }
@@ -36,13 +38,14 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
             return fmt::format("'{}' is not RANK:STEP:PHASE (e.g. 3:5:allreduce)", item);
         const std::string name = phase;
         bool known = false;
-        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Sums, Phase::Commit, Phase::Checkpoint}) {
+        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Sums, Phase::Commit, Phase::Checkpoint,
+                        Phase::Regroup, Phase::Migrate}) {
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
-        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, sums, commit, checkpoint", item, name);
+        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, sums, commit, checkpoint, regroup, migrate", item, name);
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

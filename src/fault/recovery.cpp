@@ -1,5 +1,6 @@
 #include "kiln/fault/recovery.hpp"
 
+#include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -52,7 +53,15 @@ RecoveryReport recover(comm::World& world) {
     report.thisRankLeaves = retired.count(world.node()) > 0;
 
     MPI_Comm staying = MPI_COMM_NULL;
-    KILN_MPI(MPI_Comm_split(survivors, report.thisRankLeaves ? MPI_UNDEFINED : 0, 0, &staying));
+    // A rank that dies now makes the split fail: release the shrunk communicator
+    // and let the caller recover again from the (revoked) control communicator.
+    try {
+        KILN_MPI(MPI_Comm_split(survivors, report.thisRankLeaves ? MPI_UNDEFINED : 0, 0, &staying));
+    } catch (const ProcFailedError&) {
+        comm::revoke(survivors);
+        MPI_Comm_free(&survivors);
+        throw;
+    }
     std::vector<int> stayingMembers;
     std::set<int> nodes;
     for (int r : survivorMembers)

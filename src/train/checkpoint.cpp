@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
@@ -34,15 +35,13 @@ std::string attributeName(const std::string& key) {
 
 std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}", layer); }
 
-// Creates a float32 dataset of `shape` (collective: every rank creates every
-// dataset) and, on the rank that holds it, writes `tensor` into it.
-void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor* tensor,
+// Creates a float32 dataset of `shape` and writes `tensor` into it.
+void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor& tensor,
                  const std::string& context) {
     std::vector<hsize_t> dims(shape.begin(), shape.end());
     h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
     h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
-    if (!tensor) return;
-    const auto cpu = tensor->detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
     if (cpu.sizes().vec() != shape)
         throw Error(fmt::format("{}: tensor {} has shape {}, the model config says {}", context, name,
                                 fmt::join(cpu.sizes().vec(), "x"), fmt::join(shape, "x")),
@@ -95,25 +94,80 @@ std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::pa
 }
 }  // namespace
 
+std::size_t CheckpointStore::removeStaleTemporaries() const {
+    const std::regex pattern(R"(\.step-\d{8}\.h5\.tmp\..*)");
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
+        if (std::regex_match(entry.path().filename().string(), pattern) && std::filesystem::remove(entry.path(), ec)) ++removed;
+    return removed;
+}
+
 std::string CheckpointStore::listing() const {
     std::string text;
     for (const auto& p : completeCheckpoints(dir_)) text += (text.empty() ? "" : ", ") + p.filename().string();
     return text.empty() ? "none" : text;
 }
 
+namespace {
+
+// Parameters, first moments, second moments of local layer `l`, one flat float32 buffer on the host.
+torch::Tensor packLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
+    std::vector<torch::Tensor> parts;
+    for (auto& p : model.layer(l).parameters()) parts.push_back(p.detach().reshape({-1}));
+    for (auto& m : optimizer.firstMoments(l)) parts.push_back(m.reshape({-1}));
+    for (auto& v : optimizer.secondMoments(l)) parts.push_back(v.reshape({-1}));
+    return torch::cat(parts).to(torch::kCPU, torch::kFloat32).contiguous();
+}
+
+// Removes the temporary file unless the checkpoint was committed.
+struct TemporaryFile {
+    std::filesystem::path path;
+    bool keep = false;
+    ~TemporaryFile() {
+        std::error_code ignored;
+        if (!keep && !path.empty()) std::filesystem::remove(path, ignored);
+    }
+};
+
+constexpr int kLayerTag = 31;
+
+}  // namespace
+
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                             const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
                                             const data::CursorContext& context, const std::string& deck,
                                             std::uint64_t lrDecaySteps) {
+    int rank = 0, size = 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Comm_size(comm, &size));
     const std::string name = fmt::format("step-{:08}.h5", step);
     const std::filesystem::path path = dir_ / name;
-    io::ParallelFileWriter writer(comm, path.string());
-    const bool rank0 = writer.rank() == 0;
     const std::string ctx = path.string();
     const auto& config = model.config();
+
+    // Every layer's holder sends it to rank 0, which alone writes the file
+    // (serial HDF5): no MPI-IO, so a rank that fails meanwhile is an ordinary
+    // MPI error on this communicator, and the previous checkpoint stays `latest`.
+    if (rank != 0) {
+        for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
+            if (writerOfLayer.at(layer) != rank) continue;
+            const auto flat = packLayer(model, optimizer, layer - model.firstLayer());
+            KILN_MPI(MPI_Send(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, 0, kLayerTag, comm));
+        }
+        const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
+        KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, nullptr, 0, MPI_UINT64_T, 0, comm));
+        int done = 0;
+        KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
+        return path;
+    }
+
+    std::filesystem::create_directories(dir_);
+    TemporaryFile temporary{io::temporarySibling(path)};
     {
         h5::LibraryLock lock(h5::libraryMutex());
-        const hid_t file = writer.file();
+        h5::quietErrors();
+        h5::Handle file(KILN_H5(H5Fcreate(temporary.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), ctx));
         h5::writeAttribute(file, "format", std::string(kFormat));
         h5::writeAttribute(file, "format_version", kVersion);
         h5::writeAttribute(file, "step", step);
@@ -124,37 +178,60 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::Handle layers = makeGroup(file, "layers", ctx);
         // Every layer once, whoever holds it: the file does not depend on the layout.
         for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
+            const auto shapes = config.parameterShapes(layer);
+            std::int64_t count = 0;
+            for (const auto& [tensorName, shape] : shapes) {
+                std::int64_t n = 1;
+                for (auto d : shape) n *= d;
+                count += n;
+            }
+            torch::Tensor flat;
+            if (writerOfLayer.at(layer) == 0) {
+                if (!model.holds(layer))
+                    throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
+                                ErrorScope::ThisRank);
+                flat = packLayer(model, optimizer, layer - model.firstLayer());
+            } else {
+                flat = torch::empty({3 * count}, torch::kFloat32);
+                KILN_MPI(MPI_Recv(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, writerOfLayer[layer],
+                                  kLayerTag, comm, MPI_STATUS_IGNORE));
+            }
+            if (flat.numel() != 3 * count)
+                throw Error(fmt::format("{}: layer {} arrived with {} values, its shapes hold {}", ctx, layer, flat.numel(),
+                                        3 * count),
+                            ErrorScope::ThisRank);
             h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
             h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
                        v = makeGroup(group, "adam_v", ctx);
-            const bool mine = writerOfLayer.at(layer) == writer.rank();
-            if (mine && (layer < model.firstLayer() || layer >= model.firstLayer() + model.numLayers()))
-                throw Error(fmt::format("{}: this rank is to write layer {} but holds layers {}-{}", ctx, layer,
-                                        model.firstLayer(), model.firstLayer() + model.numLayers() - 1),
-                            ErrorScope::ThisRank);
-            const auto shapes = config.parameterShapes(layer);
-            for (std::size_t k = 0; k < shapes.size(); ++k) {
-                const auto& [tensorName, shape] = shapes[k];
-                if (!mine) {
-                    for (hid_t g : {params.id(), m.id(), v.id()}) writeTensor(g, tensorName, shape, nullptr, ctx);
-                    continue;
+            std::int64_t offset = 0;
+            for (hid_t kind : {params.id(), m.id(), v.id()}) {
+                for (const auto& [tensorName, shape] : shapes) {
+                    std::int64_t n = 1;
+                    for (auto d : shape) n *= d;
+                    writeTensor(kind, tensorName, shape, flat.slice(0, offset, offset + n).view(shape), ctx);
+                    offset += n;
                 }
-                const std::uint32_t local = layer - model.firstLayer();
-                const auto named = model.layer(local).named_parameters();
-                writeTensor(params, tensorName, shape, &named[k].value(), ctx);
-                writeTensor(m, tensorName, shape, &optimizer.firstMoments(local)[k], ctx);
-                writeTensor(v, tensorName, shape, &optimizer.secondMoments(local)[k], ctx);
             }
         }
+        const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
+        std::vector<std::uint64_t> all(row.size() * static_cast<std::size_t>(size));
+        KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, all.data(), static_cast<int>(row.size()),
+                            MPI_UINT64_T, 0, comm));
+        std::vector<std::vector<std::uint64_t>> rows;
+        for (int r = 0; r < size; ++r)
+            rows.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * row.size()),
+                              all.begin() + static_cast<std::ptrdiff_t>((r + 1) * row.size()));
+        data::writeCursorRows(file, "loader", rows, cursor, context);
+        KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
     }
-    data::writeCursor(writer.file(), "loader", comm, cursor, context);
-    writer.commit();
-    if (rank0) {
-        io::writeFileAtomically(dir_ / "latest", name + "\n");
-        // Prune only now that the new one is complete and named by `latest`.
-        const auto all = completeCheckpoints(dir_);
-        for (std::size_t i = 0; i + keep_ < all.size(); ++i) std::filesystem::remove(all[i]);
-    }
+    io::commitTemporary(temporary.path.string(), path.string());
+    temporary.keep = true;
+    io::writeFileAtomically(dir_ / "latest", name + "\n");
+    // Prune only now that the new one is complete and named by `latest`.
+    const auto all = completeCheckpoints(dir_);
+    for (std::size_t i = 0; i + keep_ < all.size(); ++i) std::filesystem::remove(all[i]);
+    int done = 1;
+    KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
     return path;
 }
 

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
 
@@ -86,7 +87,8 @@ void ParallelState::interrupt() {
     if (gradients_) gradients_->interrupt();
 }
 
-MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers) {
+MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
+                                           const std::function<void()>& beforeTransfers) {
     MigrationReport report;
     const auto oldHolders = holdersOfLayers(layout_, oldMembers);
     // Start-up rank -> rank in the new control communicator (-1: gone).
@@ -143,27 +145,39 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     }
 
     // Every transfer at once: receives into buffers, sends from packed copies.
-    auto migration = comm::makeMpiTransport(world.control());
-    std::vector<std::pair<std::uint32_t, torch::Tensor>> incoming;
-    std::vector<torch::Tensor> outgoing;
-    const int me = world.rank();
-    for (const auto& t : transfers) {
-        if (t.from == me) {
-            outgoing.push_back(packLayer(*model_, *optimizer_, t.layer - model_->firstLayer()));
-            migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
-            report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
+    // A failure here (or anywhere on the way to the agreement) leaves this
+    // rank's current state untouched: the new one is only swapped in below.
+    bool ok = true;
+    try {
+        if (beforeTransfers) beforeTransfers();
+        auto migration = comm::makeMpiTransport(world.control());
+        std::vector<torch::Tensor> outgoing;
+        const int me = world.rank();
+        for (const auto& t : transfers) {
+            if (t.from == me) {
+                outgoing.push_back(packLayer(*model_, *optimizer_, t.layer - model_->firstLayer()));
+                migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
+                report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
+            }
         }
+        for (const auto& t : transfers) {
+            if (t.to != me) continue;
+            const auto local = t.layer - role.firstLayer;
+            auto buffer = torch::empty_like(packLayer(*model, *optimizer, local));
+            migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
+            unpackLayer(buffer, *model, *optimizer, local, device_);
+            report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());
+            ++report.layersReceived;
+        }
+        migration->waitSends();
+    } catch (const ProcFailedError&) {
+        ok = false;
+        comm::revoke(world.control());
     }
-    for (const auto& t : transfers) {
-        if (t.to != me) continue;
-        const auto local = t.layer - role.firstLayer;
-        auto buffer = torch::empty_like(packLayer(*model, *optimizer, local));
-        migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
-        unpackLayer(buffer, *model, *optimizer, local, device_);
-        report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());
-        ++report.layersReceived;
-    }
-    migration->waitSends();
+    // The commit of the new layout: every survivor switches, or none does.
+    if (comm::agree(world.control(), ok ? 1 : 0) != 1)
+        throw ProcFailedError("a rank failed while layers migrated; the survivors keep their layers and recover again",
+                              0);
 
     layout_ = std::move(layout);
     role_ = role;

@@ -121,6 +121,7 @@ struct Trainer::State {
     std::uint64_t nodeFailures = 0;  // nodes retired since start-up
     std::uint64_t f = 0;
     std::string notes;
+    std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
@@ -184,63 +185,79 @@ struct Trainer::State {
     // On every survivor after an attempt failed: regroup the surviving nodes
     // into pipelines from the start-up templates, move the layers each rank
     // now needs from surviving holders, and go on with the same step; or leave
-    // (this rank's node is retired), or stop with a checkpoint beyond f.
+    // (this rank's node is retired), or stop with a checkpoint beyond f. A
+    // rank that fails during the recovery sends everyone back to its start
+    // with the larger failed set; the layers move only once all agree.
     Recovery recoverFromFailure(std::uint64_t step) {
         const auto t0 = Clock::now();
-        const std::vector<int> oldMembers = world.members();
-        const fault::RecoveryReport report = fault::recover(world);
-        nodeFailures += report.retiredNodes.size();
-        if (report.thisRankLeaves) {
-            log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
-            return Recovery::Leave;
+        std::vector<std::string> rounds;
+        for (;;) {
+            try {
+                const fault::RecoveryReport report = fault::recover(world);
+                nodeFailures += report.retiredNodes.size();
+                rounds.push_back(report.describe());
+                if (report.thisRankLeaves) {
+                    log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
+                    return Recovery::Leave;
+                }
+                log::speakForJob(world.rank() == 0);
+                if (world.rank() == 0 && !diag)
+                    openDiag(true, "takeover", "diagnostics taken over by this rank after rank 0 failed", step);
+                injector->at(step, fault::Phase::Regroup);
+                const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
+                if (nodeFailures > f) return stopBeyondF(step, what, t0);
+                // Within f: the instantiation for the surviving nodes, from the same templates.
+                const auto c0 = Clock::now();
+                const auto survivors = static_cast<std::uint32_t>(report.nodesLeft);
+                const std::uint32_t minPipelines =
+                    static_cast<std::uint32_t>(std::max<std::uint64_t>(1, f + 1 - std::min(f + 1, nodeFailures)));
+                plan::Instantiation inst;
+                try {
+                    inst = plan::instantiate(plan.templates, survivors, minPipelines, plan.globalMicrobatches);
+                } catch (const InputError& e) {
+                    log::warn("step {}: the {} surviving nodes cannot form {} pipelines from the templates: {}", step,
+                              survivors, minPipelines, e.what());
+                    return stopBeyondF(step, what, t0);
+                }
+                plan::Layout layout = layoutFor(inst);
+                const double choose = since(c0);
+                const auto m0 = Clock::now();
+                MigrationReport moved;
+                try {
+                    moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
+                                                  [&] { injector->at(step, fault::Phase::Migrate); });
+                } catch (const ProcFailedError&) {
+                    throw;  // back to the start of the recovery
+                } catch (const Error& e) {
+                    log::warn("step {}: {}", step, e.what());
+                    return stopBeyondF(step, what, t0);
+                }
+                layoutMembers = world.members();
+                std::uint64_t totalBytes = moved.bytesReceived;
+                KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+                sliceLoader();
+                const std::string detail = fmt::format(
+                    "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
+                    step, what, parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * since(m0),
+                    1e3 * since(t0));
+                log::info("  FAILURE {}", detail);
+                if (diag) diag->event(step, "failure", detail);
+                announceLayout(step, false, fmt::format("regrouped from the templates after step {} failed", step));
+                return Recovery::Continue;
+            } catch (const ProcFailedError& e) {
+                log::warn("step {}: another failure during the recovery ({}); recovering again", step, e.what());
+                comm::revoke(world.control());
+                parallel->interrupt();
+            }
         }
-        log::speakForJob(world.rank() == 0);
-        if (world.rank() == 0 && !diag)
-            openDiag(true, "takeover", "diagnostics taken over by this rank after rank 0 failed", step);
-        const auto survivors = static_cast<std::uint32_t>(report.nodesLeft);
-        if (nodeFailures > f) return stopBeyondF(step, oldMembers, report.describe(), t0);
-        // Within f: the instantiation for the surviving nodes, from the same templates.
-        const auto c0 = Clock::now();
-        const std::uint32_t minPipelines =
-            static_cast<std::uint32_t>(std::max<std::uint64_t>(1, f + 1 - std::min(f + 1, nodeFailures)));
-        plan::Instantiation inst;
-        try {
-            inst = plan::instantiate(plan.templates, survivors, minPipelines, plan.globalMicrobatches);
-        } catch (const InputError& e) {
-            log::warn("step {}: the {} surviving nodes cannot form {} pipelines from the templates: {}", step, survivors,
-                      minPipelines, e.what());
-            return stopBeyondF(step, oldMembers, report.describe(), t0);
-        }
-        plan::Layout layout = layoutFor(inst);
-        const double choose = since(c0);
-        const auto m0 = Clock::now();
-        MigrationReport moved;
-        try {
-            moved = parallel->reconfigure(world, std::move(layout), oldMembers);
-        } catch (const Error& e) {
-            log::warn("step {}: {}", step, e.what());
-            return stopBeyondF(step, oldMembers, report.describe(), t0);
-        }
-        std::uint64_t totalBytes = moved.bytesReceived;
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
-        sliceLoader();
-        const std::string detail = fmt::format(
-            "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
-            step, report.describe(), parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * since(m0),
-            1e3 * since(t0));
-        log::info("  FAILURE {}", detail);
-        if (diag) diag->event(step, "failure", detail);
-        announceLayout(step, false, fmt::format("regrouped from the templates after step {} failed", step));
-        return Recovery::Continue;
     }
 
     // More than f nodes lost (or no layout from the templates fits the
     // survivors): a checkpoint of the last committed step, written by
     // surviving holders, when every layer still has one; exit 75 either way.
-    Recovery stopBeyondF(std::uint64_t step, const std::vector<int>& oldMembers, const std::string& what,
-                         Clock::time_point t0) {
+    Recovery stopBeyondF(std::uint64_t step, const std::string& what, Clock::time_point t0) {
         log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
-        const auto holders = holdersOfLayers(parallel->layout(), oldMembers);
+        const auto holders = holdersOfLayers(parallel->layout(), layoutMembers);
         const auto& members = world.members();
         std::vector<int> writers;
         std::vector<std::uint32_t> lost;
@@ -263,8 +280,17 @@ struct Trainer::State {
             log::info("  {}: writing a checkpoint of step {} from the surviving holders and stopping; requeue the job to "
                       "continue on the nodes it gets",
                       reason, loader->cursor().step);
-            checkpoint(loader->cursor().step, writers);
-            if (diag) diag->event(step, "stop", reason + "; checkpoint written, exit 75");
+            try {
+                checkpoint(loader->cursor().step, writers);
+                if (diag) diag->event(step, "stop", reason + "; checkpoint written, exit 75");
+            } catch (const ProcFailedError& e) {
+                // One more failure while writing: the previous checkpoint stays `latest`.
+                const auto latest = checkpoints->latest();
+                log::warn("step {}: another rank failed while the checkpoint was written ({}); nothing was written",
+                          step, e.what());
+                log::info("  a requeued job resumes from {}", latest ? latest->string() : "nothing (no checkpoint yet)");
+                if (diag) diag->event(step, "stop", reason + "; the checkpoint failed, exit 75");
+            }
         } else {
             const auto latest = checkpoints->latest();
             const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
@@ -322,9 +348,13 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         std::fflush(stdout);
     }
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
+    s.layoutMembers = world.members();
 
     s.runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     s.checkpoints = std::make_unique<CheckpointStore>(s.runDir / "ckpt", s.config.checkpointKeep);
+    if (world.rank() == 0)
+        if (const auto stale = s.checkpoints->removeStaleTemporaries())
+            log::info("  removed {} unfinished checkpoint file{} a killed run left", stale, stale == 1 ? "" : "s");
     data::Cursor cursor = data::BatchPlanner(s.spec, *s.probe).initial();
     std::optional<std::filesystem::path> latest;
     if (!s.config.resumeFrom.empty()) {
@@ -447,6 +477,31 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         return a;
     };
 
+    const auto stopWith = [&](State::Recovery outcome) {
+        summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF;
+        summary.lastStep = s.loader->cursor().step;
+        summary.seconds = since(start);
+        return summary;
+    };
+    // A checkpoint of the committed step `at`. A failure while it is written
+    // leaves the previous one `latest`; the survivors recover as from a failed
+    // step and the new layout writes it again.
+    const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step) {
+        for (;;) {
+            try {
+                s.injector->at(step, fault::Phase::Checkpoint);
+                s.checkpoint(at, s.parallel->writers());
+                return State::Recovery::Continue;
+            } catch (const ProcFailedError& e) {
+                log::warn("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
+                comm::revoke(s.world.control());
+                s.parallel->interrupt();
+                const auto outcome = s.recoverFromFailure(step);
+                if (outcome != State::Recovery::Continue) return outcome;
+            }
+        }
+    };
+
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
         const auto t0 = Clock::now();
         double wait = 0.0;
@@ -454,13 +509,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         if (!a.dataError.empty()) throw InputError(a.dataError);
         while (!a.ok) {
             const auto outcome = s.recoverFromFailure(step);
-            if (outcome != State::Recovery::Continue) {
-                summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired
-                                                                    : TrainSummary::Stop::BeyondF;
-                summary.lastStep = s.loader->cursor().step;
-                summary.seconds = since(start);
-                return summary;
-            }
+            if (outcome != State::Recovery::Continue) return stopWith(outcome);
             // The same global batch, over the new pipelines: the step is replayed.
             a = attempt(step, wait);
             if (!a.dataError.empty()) throw InputError(a.dataError);
@@ -496,10 +545,15 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                       s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
                       duration(elapsed / stepsDone * double(end - step - 1)));
         }
-        if (s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end)
-            s.checkpoint(step + 1, s.parallel->writers());
+        if (s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end) {
+            const auto outcome = checkpointSafely(step + 1, step);
+            if (outcome != State::Recovery::Continue) return stopWith(outcome);
+        }
     }
-    if (stepsDone > 0) s.checkpoint(s.loader->cursor().step, s.parallel->writers());
+    if (stepsDone > 0) {
+        const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step);
+        if (outcome != State::Recovery::Continue) return stopWith(outcome);
+    }
     summary.lastStep = s.loader->cursor().step;
     summary.seconds = since(start);
     summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 namespace kiln::data {
 
@@ -35,6 +36,12 @@ CursorContext cursorContext(const LoaderSpec& spec, const std::string& tokenizer
 // Collective over the communicator `file` was opened with (MPI-IO driver):
 // writes group `group` holding the rows and the context.
 void writeCursor(hid_t file, const std::string& group, MPI_Comm comm, const Cursor& cursor, const CursorContext& context);
+// The same group written by one process (serial HDF5): `rows` are every
+// rank's cursorToRow, gathered by the caller. What checkpoints use, so that no
+// MPI-IO runs while ranks may fail.
+void writeCursorRows(hid_t file, const std::string& group, const std::vector<std::vector<std::uint64_t>>& rows,
+                     const Cursor& cursor, const CursorContext& context);
+
 // Reads it back (any rank count); errors name `where` and what differs.
 Cursor readCursor(hid_t file, const std::string& group, const CursorContext& expected, const std::string& where);
 

@@ -1,7 +1,9 @@
-// Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5, written by all ranks into a
-// temporary file (each layer by one of its holders) and renamed when
-// complete; `latest` (a one-line text file, replaced atomically) names the
-// last complete one; the last `keep` are kept.
+// Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5. Each layer's holder sends it
+// to rank 0, which writes the file alone (serial HDF5, no MPI-IO: a rank that
+// fails meanwhile is an ordinary MPI error, recovered from like any other)
+// under a temporary name, renamed when complete; `latest` (a one-line text
+// file, replaced atomically) names the last complete one; the last `keep`
+// are kept. A crash at any instant leaves the previous one `latest`.
 //
 //   attributes  format "kiln-checkpoint", format_version (1), step, optimizer_steps,
 //               lr_decay_steps (the cosine horizon the run fixed at its first start),
@@ -35,9 +37,12 @@ public:
     std::optional<std::filesystem::path> latest() const;
     // The complete checkpoints present, oldest first, as "step-NNNNNNNN.h5, ..." (or "none").
     std::string listing() const;
+    // Removes what a killed writer left (.step-NNNNNNNN.h5.tmp.PID); returns how many.
+    // Call on one rank only, before any checkpoint of this run is written.
+    std::size_t removeStaleTemporaries() const;
 
     // Collective over `comm`. `model` holds this rank's layers; every layer of
-    // the model is written once, by the rank `writerOfLayer[layer]` (of
+    // the model is written once, sent by the rank `writerOfLayer[layer]` (of
     // `comm`), so the file is the same whatever the layout. Returns the path written.
     std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                const std::vector<int>& writerOfLayer, const data::Cursor& cursor,

@@ -12,6 +12,7 @@
 #include "kiln/train/gradient_sync.hpp"
 #include "kiln/train/pipeline_stage.hpp"
 
+#include <functional>
 #include <memory>
 
 namespace kiln::train {
@@ -31,8 +32,13 @@ public:
     // Collective over the new world.control(): switches to `layout`, taking the
     // layers this rank keeps and receiving the others from a surviving holder.
     // `oldMembers`: the start-up ranks of the control communicator the current
-    // layout was made for. Throws when some layer has no surviving holder.
-    MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers);
+    // layout was made for. Throws Error when some layer has no surviving
+    // holder. The switch is committed by an agreement: if any rank fails
+    // meanwhile, every survivor keeps the current layout and state and this
+    // throws ProcFailedError (recover again, with the larger failed set).
+    // `beforeTransfers` runs first (fault injection).
+    MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
+                                const std::function<void()>& beforeTransfers = {});
 
     model::Gpt& model() { return *model_; }
     AdamW& optimizer() { return *optimizer_; }

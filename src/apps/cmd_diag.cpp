@@ -33,7 +33,7 @@ std::vector<io::StepRecord> latestPerStep(const std::vector<io::StepRecord>& rec
 }
 
 void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const std::vector<std::vector<std::uint64_t>>& mix,
-          const std::vector<std::string>& sources) {
+          const std::vector<std::string>& sources, const std::vector<io::FailureRecord>& failures) {
     fs::create_directories(dir);
     const fs::path data = dir / "steps.dat";
     {
@@ -51,14 +51,21 @@ void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const s
             out << "\n";
         }
     }
+    // A dashed red line at each failure, labelled with the failed ranks: the curves on either side should join.
+    std::string markers;
+    for (std::size_t i = 0; i < failures.size(); ++i)
+        markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 2 lc rgb 'red'\n"
+                               "set label {0} 'failure: ranks {2}' at {1},graph 0.95 left offset 0.5,0 tc rgb 'red'\n",
+                               i + 1, failures[i].step + 1, failures[i].failedRanks);
     std::string script = fmt::format(
-        "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n"
+        "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n{2}"
         "set output '{0}/loss.png'\nset title 'training loss'\nset ylabel 'loss (nats/token)'\n"
         "plot '{1}' using 1:2 with lines lw 2 title 'loss'\n"
         "set output '{0}/throughput.png'\nset title 'throughput'\nset ylabel 'tokens/s'\n"
         "plot '{1}' using 1:5 with lines lw 2 title 'tokens/s'\n"
+        "unset arrow\nunset label\n"
         "set output '{0}/mix.png'\nset title 'per-source share of each global batch'\nset ylabel 'share'\nset yrange [0:1]\nplot ",
-        dir.string(), data.string());
+        dir.string(), data.string(), markers);
     for (std::size_t s = 0; s < sources.size(); ++s)
         script += fmt::format("{}'{}' using 1:{} with lines lw 2 title '{}'", s ? ", " : "", data.string(), 7 + s, sources[s]);
     script += "\n";
@@ -94,6 +101,7 @@ int diagMain(int argc, char** argv) {
     const auto events = io::DiagFile::readEvents(file);
 
     const auto layouts = io::DiagFile::readInstantiations(file);
+    const auto failures = io::DiagFile::readFailures(file);
     const bool json = values.count("json") > 0;
     if (values.count("losses")) {
         for (const auto& r : steps) fmt::print("{} {:.17g} {:.17g}\n", r.step, r.loss, r.gradNorm);
@@ -142,6 +150,14 @@ int diagMain(int argc, char** argv) {
                                              {"nodes_used", l.nodesUsed}, {"nodes_idle", l.nodesIdle},
                                              {"pinned", l.pinned != 0}, {"predicted_step_s", l.predictedStepTime},
                                              {"layout", l.layout}, {"ranks", l.ranks}});
+        out["failures"] = nlohmann::json::array();
+        for (const auto& f : failures)
+            out["failures"].push_back({{"step", f.step}, {"time", f.time}, {"failed_ranks", f.failedRanks},
+                                       {"retired_nodes", f.retiredNodes}, {"rounds", f.rounds}, {"detect_s", f.detect},
+                                       {"revoke_s", f.revoke}, {"shrink_s", f.shrink}, {"regroup_s", f.regroup},
+                                       {"instantiate_s", f.instantiate}, {"migrate_s", f.migrate},
+                                       {"rebuild_s", f.rebuild}, {"replay_s", f.replay},
+                                       {"bytes_migrated", f.bytesMigrated}, {"layout", f.layout}});
         out["events"] = nlohmann::json::array();
         for (const auto& e : events)
             out["events"].push_back({{"step", e.step}, {"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
@@ -165,9 +181,20 @@ int diagMain(int argc, char** argv) {
     fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages):\n");
     for (const auto& l : layouts)
         fmt::print("    from step {:>7}  {:<16} ranks {}{}\n", l.step, l.layout, l.ranks, l.pinned ? "  (pinned)" : "");
+    if (!failures.empty()) {
+        fmt::print("  failures (seconds of each phase of the recovery; start-up ranks and nodes):\n");
+        fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "step", "ranks",
+                   "nodes", "rounds", "detect", "revoke", "shrink", "regroup", "choose", "migrate", "rebuild", "replay",
+                   "MB moved", "layout after");
+        for (const auto& f : failures)
+            fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>8.4f} {:>8.4f} "
+                       "{:>10.2f}  {}\n",
+                       f.step, f.failedRanks, f.retiredNodes, f.rounds, f.detect, f.revoke, f.shrink, f.regroup,
+                       f.instantiate, f.migrate, f.rebuild, f.replay, f.bytesMigrated / 1e6, f.layout);
+    }
     fmt::print("  events:\n");
     for (const auto& e : events) fmt::print("    step {:>7}  {:<12} {}\n", e.step, e.kind, e.detail);
-    if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources);
+    if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources, failures);
     return 0;
 }
 

@@ -42,6 +42,29 @@ h5::Handle templateType() {
     return t;
 }
 
+h5::Handle failureType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(FailureRecord)), "diag"));
+    h5::Handle ranks(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), nodes(KILN_H5(H5Tcopy(H5T_C_S1), "diag")),
+        layout(KILN_H5(H5Tcopy(H5T_C_S1), "diag"));
+    KILN_H5(H5Tset_size(ranks, sizeof(FailureRecord::failedRanks)), "diag");
+    KILN_H5(H5Tset_size(nodes, sizeof(FailureRecord::retiredNodes)), "diag");
+    KILN_H5(H5Tset_size(layout, sizeof(FailureRecord::layout)), "diag");
+    KILN_H5(H5Tinsert(t, "step", HOFFSET(FailureRecord, step), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "time", HOFFSET(FailureRecord, time), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "failed_ranks", HOFFSET(FailureRecord, failedRanks), ranks), "diag");
+    KILN_H5(H5Tinsert(t, "retired_nodes", HOFFSET(FailureRecord, retiredNodes), nodes), "diag");
+    KILN_H5(H5Tinsert(t, "rounds", HOFFSET(FailureRecord, rounds), H5T_NATIVE_UINT32), "diag");
+    const std::pair<const char*, std::size_t> phases[] = {
+        {"detect_s", HOFFSET(FailureRecord, detect)},       {"revoke_s", HOFFSET(FailureRecord, revoke)},
+        {"shrink_s", HOFFSET(FailureRecord, shrink)},       {"regroup_s", HOFFSET(FailureRecord, regroup)},
+        {"instantiate_s", HOFFSET(FailureRecord, instantiate)}, {"migrate_s", HOFFSET(FailureRecord, migrate)},
+        {"rebuild_s", HOFFSET(FailureRecord, rebuild)},     {"replay_s", HOFFSET(FailureRecord, replay)}};
+    for (const auto& [name, offset] : phases) KILN_H5(H5Tinsert(t, name, offset, H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "bytes_migrated", HOFFSET(FailureRecord, bytesMigrated), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "layout", HOFFSET(FailureRecord, layout), layout), "diag");
+    return t;
+}
+
 h5::Handle instantiationType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(InstantiationRecord)), "diag"));
     h5::Handle layout(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), ranks(H5Tcopy(H5T_C_S1));
@@ -105,6 +128,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     stepType_ = stepType();
     eventType_ = eventType();
     instantiationType_ = instantiationType();
+    failureType_ = failureType();
     h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
     KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
     // A diag.h5 that exists is never overwritten. Appending copies its records
@@ -115,6 +139,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     std::vector<std::vector<std::uint64_t>> oldTokens;
     std::vector<EventRecord> oldEvents;
     std::vector<InstantiationRecord> oldInstantiations;
+    std::vector<FailureRecord> oldFailures;
     std::string aside;
     if (std::filesystem::exists(path)) {
         const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::milliseconds(1);
@@ -126,6 +151,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
             oldTokens = readSourceTokens(old, oldSources);
             oldEvents = readEvents(old);
             oldInstantiations = readInstantiations(old);
+            oldFailures = readFailures(old);
             if (oldSources != sources)
                 throw InputError(fmt::format("diagnostics {} records the sources [{}], this run has [{}]; a different "
                                              "data.mix source list needs a new diag.h5 (move it aside)",
@@ -151,6 +177,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         h5::writeAttribute(sourceTokens_, "sources", names);
         events_ = createTable(file_, "events", eventType_, 0, path);
         instantiations_ = createTable(file_, "instantiations", instantiationType_, 0, path);
+        failures_ = createTable(file_, "failures", failureType_, 0, path);
         h5::writeRecords(file_, "templates", templateType(), templates, path);
     }
     std::vector<std::uint64_t> flatTokens;
@@ -159,6 +186,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     append(sourceTokens_, H5T_NATIVE_UINT64, flatTokens.data(), std::max<std::size_t>(sources_, 1), oldTokens.size());
     append(events_, eventType_, oldEvents.data(), 0, oldEvents.size());
     append(instantiations_, instantiationType_, oldInstantiations.data(), 0, oldInstantiations.size());
+    append(failures_, failureType_, oldFailures.data(), 0, oldFailures.size());
     KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path);
     if (continueRun && !aside.empty()) std::filesystem::remove(aside);  // everything is in the new file
     KILN_H5(H5Fstart_swmr_write(file_), path);
@@ -170,6 +198,7 @@ DiagFile::~DiagFile() {
     sourceTokens_.reset();
     events_.reset();
     instantiations_.reset();
+    failures_.reset();
     file_.reset();
 }
 
@@ -213,6 +242,18 @@ void DiagFile::instantiation(const InstantiationRecord& record) {
     InstantiationRecord r = record;
     r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     append(instantiations_, instantiationType_, &r);
+}
+
+void DiagFile::failure(const FailureRecord& record) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    FailureRecord r = record;
+    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    append(failures_, failureType_, &r);
+}
+
+std::vector<FailureRecord> DiagFile::readFailures(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<FailureRecord>(file, "failures", failureType(), "diag", /*optional=*/true);
 }
 
 std::vector<InstantiationRecord> DiagFile::readInstantiations(hid_t file) {

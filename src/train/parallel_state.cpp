@@ -148,6 +148,7 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     // A failure here (or anywhere on the way to the agreement) leaves this
     // rank's current state untouched: the new one is only swapped in below.
     bool ok = true;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
         if (beforeTransfers) beforeTransfers();
         auto migration = comm::makeMpiTransport(world.control());
@@ -178,12 +179,15 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     if (comm::agree(world.control(), ok ? 1 : 0) != 1)
         throw ProcFailedError("a rank failed while layers migrated; the survivors keep their layers and recover again",
                               0);
+    const auto t1 = std::chrono::steady_clock::now();
+    report.migrateSeconds = std::chrono::duration<double>(t1 - t0).count();
 
     layout_ = std::move(layout);
     role_ = role;
     model_ = std::move(model);
     optimizer_ = std::move(optimizer);
     connect(world);
+    report.rebuildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     return report;
 }
 

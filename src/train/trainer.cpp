@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace kiln::train {
 
@@ -122,6 +123,7 @@ struct Trainer::State {
     std::uint64_t f = 0;
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
+    std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
@@ -188,14 +190,27 @@ struct Trainer::State {
     // (this rank's node is retired), or stop with a checkpoint beyond f. A
     // rank that fails during the recovery sends everyone back to its start
     // with the larger failed set; the layers move only once all agree.
-    Recovery recoverFromFailure(std::uint64_t step) {
+    Recovery recoverFromFailure(std::uint64_t step, double detectSeconds) {
         const auto t0 = Clock::now();
         std::vector<std::string> rounds;
+        std::vector<int> failedRanks, retiredNodes;
+        io::FailureRecord record;
+        record.step = step;
+        record.detect = detectSeconds;
         for (;;) {
             try {
                 const fault::RecoveryReport report = fault::recover(world);
                 nodeFailures += report.retiredNodes.size();
                 rounds.push_back(report.describe());
+                failedRanks.insert(failedRanks.end(), report.failedRanks.begin(), report.failedRanks.end());
+                retiredNodes.insert(retiredNodes.end(), report.retiredNodes.begin(), report.retiredNodes.end());
+                ++record.rounds;
+                record.revoke += report.revokeSeconds;
+                record.shrink += report.shrinkSeconds;
+                record.regroup += report.regroupSeconds;
+                const auto text = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); };
+                std::strncpy(record.failedRanks, text(failedRanks).c_str(), sizeof(record.failedRanks) - 1);
+                std::strncpy(record.retiredNodes, text(retiredNodes).c_str(), sizeof(record.retiredNodes) - 1);
                 if (report.thisRankLeaves) {
                     log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
                     return Recovery::Leave;
@@ -205,7 +220,12 @@ struct Trainer::State {
                     openDiag(true, "takeover", "diagnostics taken over by this rank after rank 0 failed", step);
                 injector->at(step, fault::Phase::Regroup);
                 const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
-                if (nodeFailures > f) return stopBeyondF(step, what, t0);
+                const auto stop = [&] {
+                    std::strncpy(record.layout, "stopped: beyond f", sizeof(record.layout) - 1);
+                    if (diag) diag->failure(record);
+                    return stopBeyondF(step, what, t0);
+                };
+                if (nodeFailures > f) return stop();
                 // Within f: the instantiation for the surviving nodes, from the same templates.
                 const auto c0 = Clock::now();
                 const auto survivors = static_cast<std::uint32_t>(report.nodesLeft);
@@ -217,7 +237,7 @@ struct Trainer::State {
                 } catch (const InputError& e) {
                     log::warn("step {}: the {} surviving nodes cannot form {} pipelines from the templates: {}", step,
                               survivors, minPipelines, e.what());
-                    return stopBeyondF(step, what, t0);
+                    return stop();
                 }
                 plan::Layout layout = layoutFor(inst);
                 const double choose = since(c0);
@@ -230,12 +250,20 @@ struct Trainer::State {
                     throw;  // back to the start of the recovery
                 } catch (const Error& e) {
                     log::warn("step {}: {}", step, e.what());
-                    return stopBeyondF(step, what, t0);
+                    return stop();
                 }
                 layoutMembers = world.members();
                 std::uint64_t totalBytes = moved.bytesReceived;
                 KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
                 sliceLoader();
+                record.instantiate = choose;
+                record.migrate = moved.migrateSeconds;
+                record.rebuild = moved.rebuildSeconds;
+                record.bytesMigrated = totalBytes;
+                std::vector<std::string> shares;
+                for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
+                std::strncpy(record.layout, fmt::format("{}", fmt::join(shares, "+")).c_str(), sizeof(record.layout) - 1);
+                pendingFailure = record;
                 const std::string detail = fmt::format(
                     "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
                     step, what, parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * since(m0),
@@ -419,6 +447,7 @@ namespace {
 // What one attempt at a step computed; committed only if every survivor agrees.
 struct Attempt {
     bool ok = true;
+    double seconds = 0.0;  // until it was committed or abandoned
     std::string dataError;  // a rank's batch could not be read: every rank stops with this
     double lossSum = 0.0, gradNorm = 0.0;
     StageWork work;
@@ -443,6 +472,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     // interrupted, so that no survivor waits on the dead one.
     const auto attempt = [&](std::uint64_t step, double& wait) {
         Attempt a;
+        const auto begun = Clock::now();
         try {
             // Only the ranks that read a corrupt chunk see it: they tell the others.
             const data::Batch* batch = nullptr;
@@ -474,6 +504,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         s.injector->at(step, fault::Phase::Commit);
         // The commit: all survivors apply this step, or none does.
         if (s.world.faultTolerant()) a.ok = comm::agree(s.world.control(), a.ok ? 1 : 0) == 1;
+        a.seconds = since(begun);
         return a;
     };
 
@@ -488,15 +519,21 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     // step and the new layout writes it again.
     const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step) {
         for (;;) {
+            const auto begun = Clock::now();
             try {
                 s.injector->at(step, fault::Phase::Checkpoint);
                 s.checkpoint(at, s.parallel->writers());
+                if (s.pendingFailure) {  // what was replayed is the checkpoint
+                    s.pendingFailure->replay = since(begun);
+                    if (s.diag) s.diag->failure(*s.pendingFailure);
+                    s.pendingFailure.reset();
+                }
                 return State::Recovery::Continue;
             } catch (const ProcFailedError& e) {
                 log::warn("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
                 comm::revoke(s.world.control());
                 s.parallel->interrupt();
-                const auto outcome = s.recoverFromFailure(step);
+                const auto outcome = s.recoverFromFailure(step, since(begun));
                 if (outcome != State::Recovery::Continue) return outcome;
             }
         }
@@ -508,11 +545,16 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         Attempt a = attempt(step, wait);
         if (!a.dataError.empty()) throw InputError(a.dataError);
         while (!a.ok) {
-            const auto outcome = s.recoverFromFailure(step);
+            const auto outcome = s.recoverFromFailure(step, a.seconds);
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
             // The same global batch, over the new pipelines: the step is replayed.
             a = attempt(step, wait);
             if (!a.dataError.empty()) throw InputError(a.dataError);
+            if (a.ok && s.pendingFailure) {
+                s.pendingFailure->replay = a.seconds;
+                if (s.diag) s.diag->failure(*s.pendingFailure);
+                s.pendingFailure.reset();
+            }
         }
         if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
             torch::NoGradGuard noGrad;

@@ -12,6 +12,13 @@
 #     the run finishes with the failure-free run's losses.
 #  4. As 1, but rank 2 dies in the middle of the gradient sums (after its first bucket), so some replicas
 #     have summed and others not: the replayed step gives the same losses, norms and final parameters.
+#  5. A failure around a checkpoint (checkpoint.every = 5): rank 3 killed right after the agreement of step 4,
+#     which a checkpoint follows, and in another run while the checkpoint of step 5 is written. The run
+#     goes on (exit 0), every checkpoint is complete, no temporary file is left, and the losses are those of
+#     the failure-free run.
+#  6. A failure during the recovery: 8 ranks as 4 nodes, f = 2, pipelines 2+1+1; rank 2 dies in the sums of
+#     step 5 and rank 6 while the layers migrate. The survivors recover again with both nodes retired, and
+#     the losses are those of the failure-free run.
 #  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout (for a
 #     sync-bound cost model): after the first, the planner regroups the survivors into one 2-node pipeline
 #     (f + 1 - 1 replicas are all the guarantee needs), so the second loses layers that no
@@ -57,6 +64,16 @@ for kind in params adam_m adam_v; do
 done
 "$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "failure .*failed rank 2" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
 "$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "from step       5  " || { echo "FAIL: no second layout in diag.h5"; exit 1; }
+# The /failures table holds the recovery as numbers.
+"$kiln" diag "$work/failed/tiny/diag.h5" --json | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["failures"]
+assert len(f) == 1, f
+f = f[0]
+assert f["step"] == 5 and f["failed_ranks"] == "2" and f["retired_nodes"] == "1" and f["rounds"] == 1, f
+assert f["bytes_migrated"] > 0 and f["replay_s"] > 0 and f["shrink_s"] > 0 and f["migrate_s"] > 0, f
+assert f["layout"] and not f["layout"].startswith("stopped"), f
+' || { "$kiln" diag "$work/failed/tiny/diag.h5" --json; echo "FAIL: /failures"; exit 1; }
 echo "PASS 1: node of the longer pipeline lost at step 5; regrouped, layers migrated, same losses, norms and final state"
 
 # The same loss in the middle of the layer-by-layer sums: after the first bucket of rank 2.
@@ -66,6 +83,31 @@ grep -q "killing this process (SIGKILL) at step 5 in sums" "$work/midsums.log" |
 same_curve "$work/clean.losses" "$work/midsums.losses" 10
 "$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/midsums/tiny/ckpt/step-00000010.h5" params 1e-5
 echo "PASS 4: a node lost in the middle of the gradient sums; the same losses, norms and final parameters"
+
+for inj in 3:4:commit 3:4:checkpoint; do
+  name=ckpt-${inj//:/-}
+  run "$work/$name" 6 --set checkpoint.every=5 --set fault.inject=$inj >"$work/$name.log" 2>&1 \
+    || { cat "$work/$name.log"; echo "FAIL: $inj ended the run"; exit 1; }
+  grep -q "FAILURE step 4: failed rank 3" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no recovery"; exit 1; }
+  grep -q "checkpoint .*step-00000005.h5 written" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no checkpoint 5"; exit 1; }
+  grep -qx "step-00000010.h5" "$work/$name/tiny/ckpt/latest" || { echo "FAIL: $inj: latest"; exit 1; }
+  ls -a "$work/$name/tiny/ckpt" | grep -q "tmp" && { ls -a "$work/$name/tiny/ckpt"; echo "FAIL: $inj: a temporary is left"; exit 1; }
+  "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
+  same_curve "$work/clean.losses" "$work/$name.losses" 10
+done
+echo "PASS 5: failures right after a committed step and during a checkpoint write: recovered, checkpoints complete, same losses"
+
+during=(--set fault.f=2 --set plan.pipelines=2+1+1 --set cluster.ranks_per_node=2)
+run "$work/clean8" 8 "${during[@]}" >"$work/clean8.log" 2>&1 || { cat "$work/clean8.log"; echo "FAIL: clean8"; exit 1; }
+run "$work/during" 8 "${during[@]}" --set fault.inject=2:5:sums,6:5:migrate >"$work/during.log" 2>&1 \
+  || { cat "$work/during.log"; echo "FAIL: a failure during the recovery ended the run"; exit 1; }
+grep -q "another failure during the recovery" "$work/during.log" || { cat "$work/during.log"; echo "FAIL: no second round"; exit 1; }
+grep -q "FAILURE step 5: failed rank 2 (node 1 retired).*then failed rank 6 (node 3 retired)" "$work/during.log" \
+  || { cat "$work/during.log"; echo "FAIL: recovery report"; exit 1; }
+"$kiln" diag "$work/clean8/tiny/diag.h5" --losses >"$work/clean8.losses"
+"$kiln" diag "$work/during/tiny/diag.h5" --losses >"$work/during.losses"
+same_curve "$work/clean8.losses" "$work/during.losses" 10
+echo "PASS 6: a rank lost during the migration of a recovery: recovered again with both nodes retired, same losses"
 
 set +e
 run "$work/twice" 6 --set plan.pipelines=1+1+1 --set fault.inject="5:3:forward,1:3:forward" >"$work/twice.log" 2>&1

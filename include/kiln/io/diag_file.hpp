@@ -14,6 +14,13 @@
 //                   microbatches of each pipeline), ranks (start-up ranks of each pipeline's stages,
 //                   "0,1,2,3|4,5")
 //   /source_tokens  (steps, sources) target tokens per source; attribute `sources`
+//   /failures       one record per recovery: step, time, failed_ranks, retired_nodes (start-up
+//                   numbering, comma-separated), rounds (recoveries it took), and seconds of each
+//                   phase: detect (from the start of the failed attempt to its abandon), revoke,
+//                   shrink (which agrees on the failed set), regroup (retiring nodes, the new
+//                   control communicator), instantiate (choosing the layout), migrate (layers and
+//                   moments, until all agree), rebuild (pipeline and gradient communicators),
+//                   replay (the replayed step); bytes_migrated (all ranks), layout ("2:2+1:2")
 //   /events         time, step, kind, detail (start, resume, checkpoint, failure, recovery, end)
 #pragma once
 
@@ -44,6 +51,18 @@ struct StepRecord {
 struct TemplateStageRecord {
     std::uint32_t templateNodes = 0, stage = 0, node = 0, rankInNode = 0, firstLayer = 0, endLayer = 0;
     double time = 0.0, sync = 0.0, memory = 0.0;
+};
+
+struct FailureRecord {
+    std::uint64_t step = 0;
+    double time = 0.0;  // seconds since the Unix epoch
+    char failedRanks[128] = {};
+    char retiredNodes[64] = {};
+    std::uint32_t rounds = 0;
+    double detect = 0.0, revoke = 0.0, shrink = 0.0, regroup = 0.0, instantiate = 0.0, migrate = 0.0, rebuild = 0.0,
+           replay = 0.0;
+    std::uint64_t bytesMigrated = 0;
+    char layout[128] = {};
 };
 
 struct InstantiationRecord {
@@ -78,10 +97,12 @@ public:
     void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens);
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
     void instantiation(const InstantiationRecord& record);
+    void failure(const FailureRecord& record);
 
     static std::vector<StepRecord> readSteps(hid_t file);
     static std::vector<EventRecord> readEvents(hid_t file);
     static std::vector<InstantiationRecord> readInstantiations(hid_t file);
+    static std::vector<FailureRecord> readFailures(hid_t file);
     static std::vector<TemplateStageRecord> readTemplates(hid_t file);
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
 
@@ -91,7 +112,8 @@ private:
 
     std::string path_;
     std::size_t sources_ = 0;
-    h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, stepType_, eventType_, instantiationType_;
+    h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, failures_, stepType_, eventType_, instantiationType_,
+        failureType_;
 };
 
 }  // namespace kiln::io

@@ -20,6 +20,8 @@ namespace kiln::train {
 struct MigrationReport {
     std::uint64_t bytesReceived = 0, bytesSent = 0;
     std::uint32_t layersReceived = 0;
+    double migrateSeconds = 0.0;  // transfers, until every survivor agreed
+    double rebuildSeconds = 0.0;  // the pipeline transport and the gradient-sum communicators
 };
 
 class ParallelState {

@@ -26,9 +26,81 @@ std::string Layout::describe() const {
     return fmt::format("{} ({} stage{})", fmt::join(nodes, "+"), fmt::join(stages, "+"), one ? "" : "s");
 }
 
-Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
-                          const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
-                          std::uint64_t globalBatch) {
+namespace {
+
+// Bytes of layers [a, b) that a rank holding [c, d) lacks.
+double missingBytes(const std::vector<double>& prefix, std::uint32_t a, std::uint32_t b, Holding held) {
+    const std::uint32_t lo = std::max(a, held.first), hi = std::min(b, held.end);
+    const double overlap = lo < hi ? prefix[hi] - prefix[lo] : 0.0;
+    return prefix[b] - prefix[a] - overlap;
+}
+
+// The order in which nodes fill the pipelines' node positions (then the idle
+// ones): each position, in pipeline order, takes the free node that lacks the
+// fewest bytes of the layers its ranks will hold.
+std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantiation& inst, const CurrentHoldings& keep) {
+    std::vector<double> prefix(1, 0.0);
+    for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);
+    const std::size_t nodes = keep.ofNode.size();
+    std::vector<bool> taken(nodes, false);
+    std::vector<std::size_t> order;
+    for (const auto& share : inst.pipelines) {
+        const PipelineTemplate* t = templates.forNodes(share.nodes);
+        const std::uint32_t g = t->ranksPerNode;
+        for (std::uint32_t k = 0; k < share.nodes; ++k) {
+            std::size_t best = nodes;
+            double bestCost = 0.0;
+            for (std::size_t n = 0; n < nodes; ++n) {
+                if (taken[n]) continue;
+                double cost = 0.0;
+                for (std::uint32_t r = 0; r < g; ++r) {
+                    const auto& stage = t->stages[k * g + r];
+                    const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
+                    cost += missingBytes(prefix, stage.firstLayer, stage.endLayer, held);
+                }
+                if (best == nodes || cost < bestCost) {
+                    best = n;
+                    bestCost = cost;
+                }
+            }
+            if (best == nodes) break;  // fewer nodes than positions: placeInstantiation reports it
+            taken[best] = true;
+            order.push_back(best);
+        }
+    }
+    for (std::size_t n = 0; n < nodes; ++n)
+        if (!taken[n]) order.push_back(n);
+    return order;
+}
+
+}  // namespace
+
+double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep) {
+    std::vector<double> prefix(1, 0.0);
+    for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);
+    double total = 0.0;
+    for (std::size_t n = 0; n < ranksOfNode.size(); ++n)
+        for (std::size_t r = 0; r < ranksOfNode[n].size(); ++r) {
+            const RankRole& role = layout.roles[static_cast<std::size_t>(ranksOfNode[n][r])];
+            if (role.idle()) continue;
+            const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
+            total += missingBytes(prefix, role.firstLayer, role.endLayer, held);
+        }
+    return total;
+}
+
+Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIdsIn,
+                          const std::vector<std::vector<int>>& ranksOfNodeIn, std::uint64_t microBatch,
+                          std::uint64_t globalBatch, const CurrentHoldings* keep) {
+    std::vector<int> nodeIds = nodeIdsIn;
+    std::vector<std::vector<int>> ranksOfNode = ranksOfNodeIn;
+    if (keep) {
+        const auto order = nodeOrder(templates, inst, *keep);
+        for (std::size_t i = 0; i < order.size(); ++i) {
+            nodeIds[i] = nodeIdsIn[order[i]];
+            ranksOfNode[i] = ranksOfNodeIn[order[i]];
+        }
+    }
     Layout layout;
     layout.microBatch = microBatch;
     layout.globalBatch = globalBatch;

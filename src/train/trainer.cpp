@@ -135,12 +135,30 @@ struct Trainer::State {
         diag->event(step, kind, detail);
     }
 
-    // The layout of `inst` on the live nodes of the world.
-    plan::Layout layoutFor(const plan::Instantiation& inst) const {
+    // The layout of `inst` on the live nodes of the world: nodes in order at
+    // start-up; after a failure, each pipeline position on the node that has
+    // most of its layers already (fewest bytes to migrate).
+    plan::Layout layoutFor(const plan::Instantiation& inst, bool keepLayers = false) const {
         std::vector<int> ids;
         std::vector<std::vector<int>> ranks;
         liveNodes(world, ids, ranks);
-        return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
+        if (!keepLayers)
+            return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
+        plan::CurrentHoldings keep;
+        for (std::uint32_t l = 0; l < modelConfig.numLayers(); ++l)
+            keep.layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
+        const auto& old = parallel->layout();
+        for (const auto& node : ranks) {
+            std::vector<plan::Holding> held;
+            for (int rank : node) {
+                const int startup = world.members()[static_cast<std::size_t>(rank)];
+                const auto at = std::find(layoutMembers.begin(), layoutMembers.end(), startup);
+                const auto& role = old.roles[static_cast<std::size_t>(at - layoutMembers.begin())];
+                held.push_back(role.idle() ? plan::Holding{} : plan::Holding{role.firstLayer, role.endLayer});
+            }
+            keep.ofNode.push_back(std::move(held));
+        }
+        return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch, &keep);
     }
 
     // The samples of the global batch this rank reads: its pipeline's, on the
@@ -239,7 +257,7 @@ struct Trainer::State {
                               survivors, minPipelines, e.what());
                     return stop();
                 }
-                plan::Layout layout = layoutFor(inst);
+                plan::Layout layout = layoutFor(inst, /*keepLayers=*/true);
                 const double choose = since(c0);
                 const auto m0 = Clock::now();
                 MigrationReport moved;

@@ -342,3 +342,29 @@ TEST(Layout, PinnedLayoutsThatCannotRunAreRefusedByName) {
     EXPECT_NE(memory.find("does not fit in plan.memory_gb"), std::string::npos) << memory;
     EXPECT_NE(memory.find("microbatches in flight"), std::string::npos) << memory;
 }
+
+// Pass criterion: after a failure, the regrouped pipeline goes to the node that
+// already holds its layers (nothing to move), where taking nodes in order
+// would move layers.
+TEST(Layout, RegroupKeepsLayersWhereTheyAre) {
+    const auto set = threeNodeTemplates();
+    const auto before = placeInstantiation(set, pinnedInstantiation(set, "2+1", 3, 2, 8, "deck.ini:9"), {0, 1, 2},
+                                           {{0, 1}, {2, 3}, {4, 5}}, 4, 32);
+    // Node 1 (ranks 2, 3) failed; nodes 0 and 2 survive and regroup into one 1-node pipeline.
+    const std::vector<int> survivors{0, 2};
+    const std::vector<std::vector<int>> ranks{{0, 1}, {2, 3}};  // their ranks after the shrink
+    CurrentHoldings keep;
+    keep.layerBytes.assign(6, 1000.0);
+    for (int oldRanks : {0, 4}) {
+        std::vector<Holding> held;
+        for (int r = oldRanks; r < oldRanks + 2; ++r) held.push_back({before.roles[r].firstLayer, before.roles[r].endLayer});
+        keep.ofNode.push_back(held);
+    }
+    const auto inst = pinnedInstantiation(set, "1", 2, 1, 8, "deck.ini:9");
+    const auto inOrder = placeInstantiation(set, inst, survivors, ranks, 4, 32);
+    const auto kept = placeInstantiation(set, inst, survivors, ranks, 4, 32, &keep);
+    EXPECT_GT(bytesToMove(inOrder, ranks, keep), 0.0);
+    EXPECT_EQ(bytesToMove(kept, ranks, keep), 0.0);
+    EXPECT_EQ(kept.pipelines[0].nodeIds, std::vector<int>{2});
+    EXPECT_EQ(kept.idleNodes, std::vector<int>{0});
+}

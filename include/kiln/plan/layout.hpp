@@ -58,12 +58,31 @@ struct Layout {
     std::string describe() const;
 };
 
+// The layers one rank holds now: [first, end), empty when first == end.
+struct Holding {
+    std::uint32_t first = 0, end = 0;
+};
+
+// What a regroup keeps in place: for each live node (in the order of
+// `ranksOfNode`), the layers each of its ranks holds now, and the bytes of
+// each layer (weights and optimizer state: what moving it costs).
+struct CurrentHoldings {
+    std::vector<std::vector<Holding>> ofNode;
+    std::vector<double> layerBytes;
+};
+
 // `nodes`: the live nodes, each the ascending list of its ranks; every node
-// must have `templates`' ranks per node. Pipelines take nodes in order,
-// larger pipelines first.
+// must have `templates`' ranks per node. Without `keep`, pipelines take nodes
+// in order, larger pipelines first. With `keep`, each node position of each
+// pipeline goes to the free node that would have to receive the fewest bytes
+// (greedy, positions in order): layers stay where they are as far as possible.
 Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
                           const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
-                          std::uint64_t globalBatch);
+                          std::uint64_t globalBatch, const CurrentHoldings* keep = nullptr);
+
+// Bytes the ranks of `layout` must receive given what they hold (`keep`, in
+// the order of the nodes the layout was placed on).
+double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep);
 
 // plan.pipelines ("2+1", "2:5+1:3") as an instantiation, checked against the
 // templates, `nodes` and `minPipelines` (fault.f + 1). `origin` names the deck

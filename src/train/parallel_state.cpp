@@ -186,8 +186,11 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     role_ = role;
     model_ = std::move(model);
     optimizer_ = std::move(optimizer);
-    connect(world);
-    report.rebuildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    // The communicators of the old layout: interrupted and released; connect() builds the new ones.
+    stage_.reset();
+    gradients_.reset();
+    transport_.reset();
+    (void)t1;
     return report;
 }
 

@@ -271,12 +271,14 @@ struct Trainer::State {
                     return stop();
                 }
                 layoutMembers = world.members();
+                const auto r0 = Clock::now();
+                parallel->connect(world);
+                record.rebuild = since(r0);
                 std::uint64_t totalBytes = moved.bytesReceived;
                 KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
                 sliceLoader();
                 record.instantiate = choose;
                 record.migrate = moved.migrateSeconds;
-                record.rebuild = moved.rebuildSeconds;
                 record.bytesMigrated = totalBytes;
                 std::vector<std::string> shares;
                 for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));

@@ -19,6 +19,8 @@
 #  6. A failure during the recovery: 8 ranks as 4 nodes, f = 2, pipelines 2+1+1; rank 2 dies in the sums of
 #     step 5 and rank 6 while the layers migrate. The survivors recover again with both nodes retired, and
 #     the losses are those of the failure-free run.
+#  7. Rank 0 killed (diagnostics and progress pass to the new rank 0, whose diag.h5 holds every step), and
+#     the rank of the only 1-node pipeline killed: both give the failure-free run's losses and norms.
 #  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout (for a
 #     sync-bound cost model): after the first, the planner regroups the survivors into one 2-node pipeline
 #     (f + 1 - 1 replicas are all the guarantee needs), so the second loses layers that no
@@ -108,6 +110,16 @@ grep -q "FAILURE step 5: failed rank 2 (node 1 retired).*then failed rank 6 (nod
 "$kiln" diag "$work/during/tiny/diag.h5" --losses >"$work/during.losses"
 same_curve "$work/clean8.losses" "$work/during.losses" 10
 echo "PASS 6: a rank lost during the migration of a recovery: recovered again with both nodes retired, same losses"
+
+for inj in 0:5:allreduce 4:5:backward; do
+  name=kill-${inj//:/-}
+  run "$work/$name" 6 --set fault.inject=$inj >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; echo "FAIL: $inj"; exit 1; }
+  grep -q "kiln run: steps 0 to 10" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: did not finish"; exit 1; }
+  "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
+  same_curve "$work/clean.losses" "$work/$name.losses" 10
+done
+"$kiln" diag "$work/kill-0-5-allreduce/tiny/diag.h5" | grep -q "takeover .*after rank 0 failed" || { echo "FAIL: no takeover"; exit 1; }
+echo "PASS 7: rank 0 lost (diagnostics taken over) and the only 1-node pipeline lost: same losses"
 
 set +e
 run "$work/twice" 6 --set plan.pipelines=1+1+1 --set fault.inject="5:3:forward,1:3:forward" >"$work/twice.log" 2>&1

@@ -21,7 +21,6 @@ struct MigrationReport {
     std::uint64_t bytesReceived = 0, bytesSent = 0;
     std::uint32_t layersReceived = 0;
     double migrateSeconds = 0.0;  // transfers, until every survivor agreed
-    double rebuildSeconds = 0.0;  // the pipeline transport and the gradient-sum communicators
 };
 
 class ParallelState {
@@ -38,9 +37,13 @@ public:
     // holder. The switch is committed by an agreement: if any rank fails
     // meanwhile, every survivor keeps the current layout and state and this
     // throws ProcFailedError (recover again, with the larger failed set).
-    // `beforeTransfers` runs first (fault injection).
+    // `beforeTransfers` runs first (fault injection). Afterwards the state is
+    // the new layout's but unconnected: call connect().
     MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
                                 const std::function<void()>& beforeTransfers = {});
+    // Builds the pipeline transport, the gradient-sum communicators and the
+    // stage for the current layout (collective over world.control()).
+    void connect(comm::World& world);
 
     model::Gpt& model() { return *model_; }
     AdamW& optimizer() { return *optimizer_; }
@@ -54,7 +57,6 @@ public:
     void interrupt();
 
 private:
-    void connect(comm::World& world);
 
     model::ModelConfig modelConfig_;
     TrainConfig config_;

@@ -1,5 +1,7 @@
 #include "kiln/train/checkpoint.hpp"
 
+#include "kiln/train/layer_state.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
@@ -111,15 +113,6 @@ std::string CheckpointStore::listing() const {
 
 namespace {
 
-// Parameters, first moments, second moments of local layer `l`, one flat float32 buffer on the host.
-torch::Tensor packLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
-    std::vector<torch::Tensor> parts;
-    for (auto& p : model.layer(l).parameters()) parts.push_back(p.detach().reshape({-1}));
-    for (auto& m : optimizer.firstMoments(l)) parts.push_back(m.reshape({-1}));
-    for (auto& v : optimizer.secondMoments(l)) parts.push_back(v.reshape({-1}));
-    return torch::cat(parts).to(torch::kCPU, torch::kFloat32).contiguous();
-}
-
 // Removes the temporary file unless the checkpoint was committed.
 struct TemporaryFile {
     std::filesystem::path path;
@@ -152,7 +145,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     if (rank != 0) {
         for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
             if (writerOfLayer.at(layer) != rank) continue;
-            const auto flat = packLayer(model, optimizer, layer - model.firstLayer());
+            const auto flat = packLayerState(model, optimizer, layer - model.firstLayer());
             KILN_MPI(MPI_Send(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, 0, kLayerTag, comm));
         }
         const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
@@ -190,7 +183,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
                 if (!model.holds(layer))
                     throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
                                 ErrorScope::ThisRank);
-                flat = packLayer(model, optimizer, layer - model.firstLayer());
+                flat = packLayerState(model, optimizer, layer - model.firstLayer());
             } else {
                 flat = torch::empty({3 * count}, torch::kFloat32);
                 KILN_MPI(MPI_Recv(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, writerOfLayer[layer],

@@ -1,5 +1,7 @@
 #include "kiln/train/parallel_state.hpp"
 
+#include "kiln/train/layer_state.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -16,28 +18,6 @@ namespace {
 constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
 // A GPU transfer that has not finished by then has a dead or hung peer.
 constexpr std::chrono::milliseconds kNcclDeadline{120'000};
-
-// Parameters, then first moments, then second moments of local layer `l`, flat.
-torch::Tensor packLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
-    std::vector<torch::Tensor> parts;
-    for (auto& p : model.layer(l).parameters()) parts.push_back(p.detach().reshape({-1}));
-    for (auto& m : optimizer.firstMoments(l)) parts.push_back(m.reshape({-1}));
-    for (auto& v : optimizer.secondMoments(l)) parts.push_back(v.reshape({-1}));
-    return torch::cat(parts).to(torch::kCPU, torch::kFloat32).contiguous();
-}
-
-void unpackLayer(const torch::Tensor& flat, model::Gpt& model, AdamW& optimizer, std::uint32_t l, torch::Device device) {
-    torch::NoGradGuard noGrad;
-    const auto values = flat.to(device);
-    std::int64_t offset = 0;
-    const auto take = [&](torch::Tensor& into) {
-        into.copy_(values.slice(0, offset, offset + into.numel()).view_as(into));
-        offset += into.numel();
-    };
-    for (auto& p : model.layer(l).parameters()) take(p);
-    for (auto& m : optimizer.firstMoments(l)) take(m);
-    for (auto& v : optimizer.secondMoments(l)) take(v);
-}
 
 }  // namespace
 
@@ -156,7 +136,7 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         const int me = world.rank();
         for (const auto& t : transfers) {
             if (t.from == me) {
-                outgoing.push_back(packLayer(*model_, *optimizer_, t.layer - model_->firstLayer()));
+                outgoing.push_back(packLayerState(*model_, *optimizer_, t.layer - model_->firstLayer()));
                 migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
                 report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
             }
@@ -164,9 +144,9 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         for (const auto& t : transfers) {
             if (t.to != me) continue;
             const auto local = t.layer - role.firstLayer;
-            auto buffer = torch::empty_like(packLayer(*model, *optimizer, local));
+            auto buffer = torch::empty_like(packLayerState(*model, *optimizer, local));
             migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
-            unpackLayer(buffer, *model, *optimizer, local, device_);
+            unpackLayerState(buffer, *model, *optimizer, local, device_);
             report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());
             ++report.layersReceived;
         }

@@ -4,9 +4,14 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <thread>
 #include <vector>
 
 namespace kiln::comm {
@@ -61,7 +66,11 @@ World::World(int ranksPerNode) {
     host_ = hostName();
     log::setIdentity(rank_, host_);  // stays the start-up rank: messages name the process
     nodesEmulated_ = ranksPerNode > 0;
-    nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(gatherHosts(control_, host_, size_));
+    hosts_ = gatherHosts(control_, host_, size_);
+    nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(hosts_);
+    long pid = static_cast<long>(::getpid());
+    pids_.resize(static_cast<std::size_t>(size_));
+    KILN_MPI(MPI_Allgather(&pid, 1, MPI_LONG, pids_.data(), 1, MPI_LONG, control_));
     faultTolerant_ = ulfmActive();
     MPI_Comm host = MPI_COMM_NULL;
     KILN_MPI(MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
@@ -86,6 +95,30 @@ void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {
 
 World::~World() {
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);  // in a destructor: nothing to report to
+}
+
+void enableHeartbeatDetector(double timeoutSeconds) {
+    // Open MPI's heartbeat detector (ULFM): a peer silent for `timeout` is
+    // declared failed; heartbeats every timeout / 4 (it needs timeout > 3 periods).
+    // Set through the environment, which MPI_Init reads; a value the user set wins.
+    const std::string period = fmt::format("{}", timeoutSeconds / 4), timeout = fmt::format("{}", timeoutSeconds);
+    for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},
+                                      {"OMPI_MCA_mpi_ft_detector_thread", "true"},
+                                      {"OMPI_MCA_mpi_ft_detector_period", period},
+                                      {"OMPI_MCA_mpi_ft_detector_timeout", timeout}})
+        setenv(name, value.c_str(), /*overwrite=*/0);
+}
+
+void armExitWatchdog(int exitCode, int seconds) {
+    std::thread([exitCode, seconds] {
+        std::this_thread::sleep_for(std::chrono::seconds(seconds));
+        std::fprintf(stderr, "kiln: warning [rank %d on %s]: MPI_Finalize did not return within %d s after process "
+                     "failures; exiting with status %d without it\n",
+                     log::rank(), log::host().c_str(), seconds, exitCode);
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(exitCode);
+    }).detach();
 }
 
 std::string mpiLibraryVersion() {

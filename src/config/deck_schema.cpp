@@ -30,9 +30,10 @@ const std::vector<KeySpec>& deckSchema() {
         {"fault.inject", KeyType::Text, "",
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, allreduce (before the "
          "sums), sums (in the middle of the gradient sums), commit, checkpoint (before a checkpoint write), regroup "
-         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there. E.g. '3:5:allreduce'.",
+         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' after "
+         "the phase stops itself (SIGSTOP, a hung process). E.g. '3:5:allreduce', '2:7:forward:stop'.",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|sums|commit|checkpoint|regroup|migrate))");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|allreduce|sums|commit|checkpoint|regroup|migrate)(:stop)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
@@ -43,6 +44,13 @@ const std::vector<KeySpec>& deckSchema() {
                                          "checkpoint, regroup or migrate";
              return "";
          }},
+
+        {"fault.hang_timeout_s", KeyType::Real, "0",
+         "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "
+         "which only heartbeats reveal: switches on Open MPI's heartbeat detector (period a quarter of it). 0 = off: "
+         "only processes that die are detected. A rank declared failed is killed (SIGKILL) by a survivor on its host, "
+         "so that the job ends on its own. Needs mpirun --with-ft ulfm.",
+         realInRange(0.0, 3600.0)},
 
         // [plan]
         {"plan.nodes", KeyType::Integer, "0", "Nodes that kiln plan plans for; 0 = the nodes of the job. kiln run always "

@@ -36,7 +36,11 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
             return fmt::format("'{}' is not RANK:STEP:PHASE (e.g. 3:5:allreduce)", item);
-        const std::string name = phase;
+        std::string name = phase;
+        if (name.size() > 5 && name.compare(name.size() - 5, 5, ":stop") == 0) {
+            injection.hang = true;
+            name.resize(name.size() - 5);
+        }
         bool known = false;
         for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Sums, Phase::Commit, Phase::Checkpoint,
                         Phase::Regroup, Phase::Migrate}) {
@@ -61,6 +65,11 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
 void FaultInjector::at(std::uint64_t step, Phase phase) const {
     for (const auto& i : mine_) {
         if (i.step != step || i.phase != phase) continue;
+        if (i.hang) {
+            log::warn("fault injection: stopping this process (SIGSTOP) at step {} in {}", step, phaseName(phase));
+            std::raise(SIGSTOP);
+            continue;  // if ever continued
+        }
         log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
         std::raise(SIGKILL);
     }

@@ -10,6 +10,9 @@
 #include <chrono>
 #include <set>
 
+#include <signal.h>
+#include <sys/types.h>
+
 namespace kiln::fault {
 
 using Clock = std::chrono::steady_clock;
@@ -19,10 +22,11 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 std::string RecoveryReport::describe() const {
-    return fmt::format("failed rank{} {} (node{} {} retired); {} ranks on {} node{} remain; revoke {:.1f} ms, shrink "
+    return fmt::format("failed rank{} {} (node{} {} retired{}); {} ranks on {} node{} remain; revoke {:.1f} ms, shrink "
                        "{:.1f} ms, regroup {:.1f} ms",
                        failedRanks.size() == 1 ? "" : "s", fmt::join(failedRanks, ","), retiredNodes.size() == 1 ? "" : "s",
-                       fmt::join(retiredNodes, ","), ranksLeft, nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
+                       fmt::join(retiredNodes, ","), fenced > 0 ? fmt::format("; {} fenced with SIGKILL", fenced) : "",
+                       ranksLeft, nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
                        1e3 * shrinkSeconds, 1e3 * regroupSeconds);
 }
 
@@ -43,6 +47,17 @@ RecoveryReport recover(comm::World& world) {
     std::sort(report.failedRanks.begin(), report.failedRanks.end());
     std::set<int> retired;
     for (int r : report.failedRanks) retired.insert(world.nodeOfOriginal(r));
+    // Fencing: the lowest survivor on a failed rank's host kills it, in case it only hung.
+    for (int failed : report.failedRanks) {
+        int fencer = -1;
+        for (int r : members)
+            if (!std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), r) &&
+                world.hostOf(r) == world.hostOf(failed)) {
+                fencer = r;
+                break;
+            }
+        if (fencer == world.originalRank() && ::kill(static_cast<pid_t>(world.pidOf(failed)), SIGKILL) == 0) ++report.fenced;
+    }
     report.retiredNodes.assign(retired.begin(), retired.end());
 
     // Survivors in shrunk order, and who of them stays.

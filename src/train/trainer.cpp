@@ -529,6 +529,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     };
 
     const auto stopWith = [&](State::Recovery outcome) {
+        summary.nodeFailures = s.nodeFailures;
         summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF;
         summary.lastStep = s.loader->cursor().step;
         summary.seconds = since(start);
@@ -617,6 +618,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         if (outcome != State::Recovery::Continue) return stopWith(outcome);
     }
     summary.lastStep = s.loader->cursor().step;
+    summary.nodeFailures = s.nodeFailures;
     summary.seconds = since(start);
     summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
     if (s.diag)

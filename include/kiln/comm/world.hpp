@@ -47,6 +47,9 @@ public:
     const std::vector<int>& members() const { return members_; }
     // The node (start-up numbering) of a start-up rank.
     int nodeOfOriginal(int originalRank) const { return nodes_.nodeOfRank[originalRank]; }
+    // The host and process id of each start-up rank (to fence a rank declared dead).
+    const std::string& hostOf(int originalRank) const { return hosts_[static_cast<std::size_t>(originalRank)]; }
+    long pidOf(int originalRank) const { return pids_[static_cast<std::size_t>(originalRank)]; }
     // Replaces the control communicator by `survivors`, whose members had the
     // start-up ranks `members` (in survivors' rank order). Frees the old one.
     void replaceControl(MPI_Comm survivors, std::vector<int> members);
@@ -57,11 +60,27 @@ private:
     int size_ = 1;
     std::string host_;
     NodeMap nodes_;  // start-up ranks and nodes
+    std::vector<std::string> hosts_;
+    std::vector<long> pids_;
     std::vector<int> members_;
     bool nodesEmulated_ = false;
     bool faultTolerant_ = false;
     int ranksOnHost_ = 1, rankOnHost_ = 0;
 };
+
+// Before MpiSession: switch on Open MPI's heartbeat failure detector, so that
+// a hung rank (stopped, a hung device) is declared failed after
+// `timeoutSeconds` of silence. Only under mpirun --with-ft ulfm. With it on,
+// Open MPI 5.0.10's MPI_Finalize does not return (measured, with and without
+// failures): arm the exit watchdog after the run.
+void enableHeartbeatDetector(double timeoutSeconds);
+
+// After a run that saw process failures, MPI_Finalize can wait forever for a
+// failed process that the runtime never marked terminated (Open MPI #9434;
+// seen here, intermittently, after a beyond-f stop). A job must end on its
+// own: this arms a watchdog that ends the process with `exitCode` if it is
+// still alive `seconds` from now (finalize included).
+void armExitWatchdog(int exitCode, int seconds);
 
 // The MPI library's own version string (one line).
 std::string mpiLibraryVersion();

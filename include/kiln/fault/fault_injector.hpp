@@ -1,7 +1,8 @@
 // Fault injection for tests and demos: the deck's fault.inject lists
-// "RANK:STEP:PHASE" items; the process whose start-up rank is RANK kills
+// "RANK:STEP:PHASE[:stop]" items; the process whose start-up rank is RANK kills
 // itself with SIGKILL (a real fail-stop, as a dying node looks to MPI) when it
-// reaches PHASE of STEP.
+// reaches PHASE of STEP, or with ":stop" stops itself (SIGSTOP: a hung process,
+// which only the heartbeat detector finds).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
+    bool hang = false;  // ":stop": SIGSTOP (a hung process) instead of SIGKILL
 };
 
 // Parses "3:5:allreduce, 7:9:forward"; on a bad item returns the text that says

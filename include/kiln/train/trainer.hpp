@@ -24,6 +24,7 @@ struct TrainSummary {
     double firstLoss = 0.0, lastLoss = 0.0;
     double seconds = 0.0;
     double tokensPerSecond = 0.0;
+    std::uint64_t nodeFailures = 0;  // nodes lost since start-up
 };
 
 class Trainer {

@@ -14,9 +14,11 @@ const char* phaseName(Phase phase) {
     switch (phase) {
         case Phase::Forward: return "forward";
         case Phase::Backward: return "backward";
+        case Phase::Send: return "send";
         case Phase::AllReduce: return "allreduce";
         case Phase::Sums: return "sums";
         case Phase::Commit: return "commit";
+        case Phase::Optimizer: return "optimizer";
         case Phase::Checkpoint: return "checkpoint";
         case Phase::Regroup: return "regroup";
         case Phase::Migrate: return "migrate";
@@ -42,14 +44,15 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
             name.resize(name.size() - 5);
         }
         bool known = false;
-        for (Phase p : {Phase::Forward, Phase::Backward, Phase::AllReduce, Phase::Sums, Phase::Commit, Phase::Checkpoint,
-                        Phase::Regroup, Phase::Migrate}) {
+        for (Phase p : {Phase::Forward, Phase::Backward, Phase::Send, Phase::AllReduce, Phase::Sums, Phase::Commit,
+                        Phase::Optimizer, Phase::Checkpoint, Phase::Regroup, Phase::Migrate}) {
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
-        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, allreduce, sums, commit, checkpoint, regroup, migrate", item, name);
+        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, send, allreduce, sums, commit, optimizer, checkpoint, "
+                               "regroup, migrate", item, name);
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

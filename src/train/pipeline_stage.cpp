@@ -44,6 +44,8 @@ void PipelineStage::releaseFinishedSends() {
 }
 
 void PipelineStage::send(torch::Tensor tensor, int peer) {
+    if (!sentThisStep_ && injector_) injector_->at(step_, fault::Phase::Send);
+    sentThisStep_ = true;
     // Always fp32 and contiguous where the transport reads: the receiver expects exactly that.
     auto buffer = tensor.detach().to(transport_.deviceMemory() ? device_ : torch::Device(torch::kCPU), torch::kFloat32)
                       .contiguous();
@@ -116,6 +118,9 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, co
     if (role_.idle() || pipeline_->microbatches == 0) return work;
     const std::uint64_t m = pipeline_->microbatches;
     const std::uint64_t S = role_.stages, s = role_.stage;
+    injector_ = &injector;
+    step_ = step;
+    sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});
     // 1F1B: a warm-up of forwards that fills the pipeline below this stage,
     // then one forward and one backward in turn, then the remaining backwards.

@@ -581,6 +581,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             torch::NoGradGuard noGrad;
             for (auto& p : s.parallel->model().parameters()) p.mutable_grad().mul_(s.config.gradClip / (a.gradNorm + 1e-6));
         }
+        s.injector->at(step, fault::Phase::Optimizer);
         const double lr = learningRate(s.config, step);
         const auto o0 = Clock::now();
         s.parallel->optimizer().step(lr);

@@ -21,6 +21,10 @@
 #     the losses are those of the failure-free run.
 #  7. Rank 0 killed (diagnostics and progress pass to the new rank 0, whose diag.h5 holds every step), and
 #     the rank of the only 1-node pipeline killed: both give the failure-free run's losses and norms.
+#  8. More phases and f = 2: rank 2 killed before it sends its first activation of step 5, and rank 3 after
+#     the commit of step 5, before its optimizer update (the others have updated; its layers come from their
+#     surviving holders); and on 8 ranks with f = 2, two nodes lost at different steps (3 and 7). All give the
+#     failure-free runs' losses.
 #  3. Two nodes one after the other (rank 5 at step 3, rank 1 at step 6) on the planner's layout (for a
 #     sync-bound cost model): after the first, the planner regroups the survivors into one 2-node pipeline
 #     (f + 1 - 1 replicas are all the guarantee needs), so the second loses layers that no
@@ -120,6 +124,20 @@ for inj in 0:5:allreduce 4:5:backward; do
 done
 "$kiln" diag "$work/kill-0-5-allreduce/tiny/diag.h5" | grep -q "takeover .*after rank 0 failed" || { echo "FAIL: no takeover"; exit 1; }
 echo "PASS 7: rank 0 lost (diagnostics taken over) and the only 1-node pipeline lost: same losses"
+
+for inj in 2:5:send 3:5:optimizer; do
+  name=kill-${inj//:/-}
+  run "$work/$name" 6 --set fault.inject=$inj >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; echo "FAIL: $inj"; exit 1; }
+  grep -q "killing this process (SIGKILL) at step 5 in ${inj##*:}" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no kill"; exit 1; }
+  "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
+  same_curve "$work/clean.losses" "$work/$name.losses" 10
+done
+run "$work/apart" 8 "${during[@]}" --set fault.inject=2:3:backward,6:7:allreduce >"$work/apart.log" 2>&1 \
+  || { cat "$work/apart.log"; echo "FAIL: two failures apart, f = 2"; exit 1; }
+[ "$(grep -c "FAILURE step" "$work/apart.log")" = 2 ] || { cat "$work/apart.log"; echo "FAIL: two recoveries expected"; exit 1; }
+"$kiln" diag "$work/apart/tiny/diag.h5" --losses >"$work/apart.losses"
+same_curve "$work/clean8.losses" "$work/apart.losses" 10
+echo "PASS 8: a rank lost at its first send and after a commit before its update, and two nodes at different steps with f = 2: same losses"
 
 set +e
 run "$work/twice" 6 --set plan.pipelines=1+1+1 --set fault.inject="5:3:forward,1:3:forward" >"$work/twice.log" 2>&1

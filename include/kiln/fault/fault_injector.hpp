@@ -12,11 +12,13 @@
 namespace kiln::fault {
 
 // Forward: before the first forward of a step; Backward: before its first
-// backward; AllReduce: before the loss and gradient sums; Sums: in the middle
-// of the gradient sums (after this rank's first bucket); Commit: before the
-// step's agreement; Checkpoint: before a checkpoint write; Regroup: in a
-// recovery, after the shrink; Migrate: in a recovery, before the layer transfers.
-enum class Phase { Forward, Backward, AllReduce, Sums, Commit, Checkpoint, Regroup, Migrate };
+// backward; Send: before the step's first activation or gradient is sent to a
+// neighbouring stage; AllReduce: before the loss and gradient sums; Sums: in
+// the middle of the gradient sums (after this rank's first bucket); Commit:
+// before the step's agreement; Optimizer: after the commit, before the update;
+// Checkpoint: before a checkpoint write; Regroup: in a recovery, after the
+// shrink; Migrate: in a recovery, before the layer transfers.
+enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Regroup, Migrate };
 
 const char* phaseName(Phase phase);
 

@@ -42,6 +42,9 @@ private:
     void forward(std::uint64_t local, const data::Batch& batch, StageWork& work);
     void backward(std::uint64_t local, double targetsPerStep, StageWork& work);
     void send(torch::Tensor tensor, int peer);
+    const fault::FaultInjector* injector_ = nullptr;  // during run()
+    std::uint64_t step_ = 0;
+    bool sentThisStep_ = false;
     torch::Tensor receive(std::int64_t samples, int peer, StageWork& work);
     std::int64_t samplesOf(std::uint64_t local) const;
     void releaseFinishedSends();

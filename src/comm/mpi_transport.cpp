@@ -3,6 +3,7 @@
 #include "kiln/comm/ulfm.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 namespace kiln::comm {
@@ -20,9 +21,23 @@ public:
         KILN_MPI(MPI_Comm_size(comm_, &size_));
     }
     ~MpiTransport() override {
-        // Sends still pending belong to a step that failed: nobody will receive them.
-        for (auto& r : requests_)
-            if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+        // Sends still pending belong to a step that failed. They are completed,
+        // not freed: a freed request that fails later is reported on no
+        // communicator, where errors are fatal (seen: the whole job aborted in
+        // a recovery). On the revoked communicator the waits end at once.
+        bool pending = false;
+        for (auto r : requests_) pending |= r != MPI_REQUEST_NULL;
+        if (pending) {
+            if (ulfmActive()) {
+                try {
+                    revoke(comm_);
+                } catch (const std::exception&) {
+                    // a destructor: the waits below end either way once the failure is known
+                }
+            }
+            for (auto& r : requests_)
+                if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
         MPI_Comm_free(&comm_);
     }
 
@@ -99,8 +114,17 @@ public:
         std::vector<MPI_Status> statuses(requests_.size());
         const int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), statuses.data());
         const int count = static_cast<int>(requests_.size());
-        requests_.clear();
-        tickets_.clear();
+        // After an error some requests may still be pending (MPI_ERR_PENDING):
+        // keep those, so that they are completed before the transport goes.
+        std::vector<MPI_Request> kept;
+        std::vector<std::uint64_t> keptTickets;
+        for (std::size_t i = 0; i < requests_.size(); ++i)
+            if (requests_[i] != MPI_REQUEST_NULL) {
+                kept.push_back(requests_[i]);
+                keptTickets.push_back(tickets_[i]);
+            }
+        requests_ = std::move(kept);
+        tickets_ = std::move(keptTickets);
         checkStatuses(rc, statuses, count, "MPI_Waitall");
     }
 

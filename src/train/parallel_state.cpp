@@ -131,8 +131,9 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     const auto t0 = std::chrono::steady_clock::now();
     try {
         if (beforeTransfers) beforeTransfers();
-        auto migration = comm::makeMpiTransport(world.control());
+        // The buffers outlive the transport, which completes pending sends when it goes.
         std::vector<torch::Tensor> outgoing;
+        auto migration = comm::makeMpiTransport(world.control());
         const int me = world.rank();
         for (const auto& t : transfers) {
             if (t.from == me) {
@@ -166,10 +167,11 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     role_ = role;
     model_ = std::move(model);
     optimizer_ = std::move(optimizer);
-    // The communicators of the old layout: interrupted and released; connect() builds the new ones.
+    // The communicators of the old layout: released (the transport first, see
+    // connect()); connect() builds the new ones.
+    transport_.reset();
     stage_.reset();
     gradients_.reset();
-    transport_.reset();
     (void)t1;
     return report;
 }

@@ -65,9 +65,11 @@ private:
     plan::RankRole role_;
     std::unique_ptr<model::Gpt> model_;
     std::unique_ptr<AdamW> optimizer_;
-    std::unique_ptr<comm::Transport> transport_;
-    std::unique_ptr<GradientSync> gradients_;
+    // Destroyed in reverse order: the transport (which completes pending
+    // sends) before the stage (which holds their buffers).
     std::unique_ptr<PipelineStage> stage_;
+    std::unique_ptr<GradientSync> gradients_;
+    std::unique_ptr<comm::Transport> transport_;
 };
 
 // The start-up ranks that hold each layer in `layout` (whose ranks are those of

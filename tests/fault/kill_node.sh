@@ -115,23 +115,23 @@ grep -q "FAILURE step 5: failed rank 2 (node 1 retired).*then failed rank 6 (nod
 same_curve "$work/clean8.losses" "$work/during.losses" 10
 echo "PASS 6: a rank lost during the migration of a recovery: recovered again with both nodes retired, same losses"
 
-for inj in 0:5:allreduce 4:5:backward; do
-  name=kill-${inj//:/-}
+# kill_and_compare RANK:STEP:PHASE: 6 ranks, that kill; the run finishes with the failure-free losses.
+kill_and_compare() {
+  local inj=$1 name=kill-${1//:/-}
   run "$work/$name" 6 --set fault.inject=$inj >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; echo "FAIL: $inj"; exit 1; }
+  grep -q "killing this process (SIGKILL) at step $(echo "$inj" | cut -d: -f2) in $(echo "$inj" | cut -d: -f3)" "$work/$name.log" \
+    || { cat "$work/$name.log"; echo "FAIL: $inj: no kill"; exit 1; }
   grep -q "kiln run: steps 0 to 10" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: did not finish"; exit 1; }
   "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
   same_curve "$work/clean.losses" "$work/$name.losses" 10
-done
+}
+kill_and_compare 0:5:allreduce
+kill_and_compare 4:5:backward
 "$kiln" diag "$work/kill-0-5-allreduce/tiny/diag.h5" | grep -q "takeover .*after rank 0 failed" || { echo "FAIL: no takeover"; exit 1; }
 echo "PASS 7: rank 0 lost (diagnostics taken over) and the only 1-node pipeline lost: same losses"
 
-for inj in 2:5:send 3:5:optimizer; do
-  name=kill-${inj//:/-}
-  run "$work/$name" 6 --set fault.inject=$inj >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; echo "FAIL: $inj"; exit 1; }
-  grep -q "killing this process (SIGKILL) at step 5 in ${inj##*:}" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no kill"; exit 1; }
-  "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
-  same_curve "$work/clean.losses" "$work/$name.losses" 10
-done
+kill_and_compare 2:5:send
+kill_and_compare 3:5:optimizer
 run "$work/apart" 8 "${during[@]}" --set fault.inject=2:3:backward,6:7:allreduce >"$work/apart.log" 2>&1 \
   || { cat "$work/apart.log"; echo "FAIL: two failures apart, f = 2"; exit 1; }
 [ "$(grep -c "FAILURE step" "$work/apart.log")" = 2 ] || { cat "$work/apart.log"; echo "FAIL: two recoveries expected"; exit 1; }

@@ -12,6 +12,16 @@ namespace {
 // MPI counts are int: large messages go in pieces of at most 1 GiB.
 constexpr std::size_t kPiece = std::size_t{1} << 30;
 
+// Requests of sends that ended in an error (a dead peer, a revoked
+// communicator). Never freed: Open MPI's ob1 layer may still report such a
+// send's failure later, and for a freed request it reports it on no
+// communicator, where errors are fatal ("Send error after request freed":
+// seen aborting whole jobs in a recovery). A few handles per failure.
+std::vector<MPI_Request>& parkedRequests() {
+    static std::vector<MPI_Request> parked;
+    return parked;
+}
+
 class MpiTransport final : public Transport {
 public:
     explicit MpiTransport(MPI_Comm comm) {
@@ -21,24 +31,10 @@ public:
         KILN_MPI(MPI_Comm_size(comm_, &size_));
     }
     ~MpiTransport() override {
-        // Sends still pending belong to a step that failed. They are completed,
-        // not freed: a freed request that fails later is reported on no
-        // communicator, where errors are fatal (seen: the whole job aborted in
-        // a recovery). On the revoked communicator the waits end at once.
-        bool pending = false;
-        for (auto r : requests_) pending |= r != MPI_REQUEST_NULL;
-        if (pending) {
-            if (ulfmActive()) {
-                try {
-                    revoke(comm_);
-                } catch (const std::exception&) {
-                    // a destructor: the waits below end either way once the failure is known
-                }
-            }
-            for (auto& r : requests_)
-                if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
-        }
-        MPI_Comm_free(&comm_);
+        // Sends still pending belong to a step that failed: park them (see parkedRequests).
+        for (auto r : requests_)
+            if (r != MPI_REQUEST_NULL) parkedRequests().push_back(r);
+        MPI_Comm_free(&comm_);  // allowed with operations pending; released when they end
     }
 
     std::string name() const override { return "mpi"; }
@@ -65,17 +61,19 @@ public:
         } while (off < bytes);
     }
 
+    // Persistent requests (MPI_Send_init + MPI_Start): completing one does not
+    // free it, so kiln decides when it is freed (see parkedRequests).
     std::uint64_t sendAsync(const void* data, std::size_t bytes, int peer) override {
-        // One message per piece, all under the same ticket.
         const auto* p = static_cast<const char*>(data);
         const std::uint64_t ticket = nextTicket_++;
         std::size_t off = 0;
-        do {
+        do {  // one message per piece, all under the same ticket
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
             MPI_Request request = MPI_REQUEST_NULL;
-            KILN_MPI(MPI_Isend(p + off, n, MPI_BYTE, peer, kTag, comm_, &request));
+            KILN_MPI(MPI_Send_init(p + off, n, MPI_BYTE, peer, kTag, comm_, &request));
             requests_.push_back(request);
             tickets_.push_back(ticket);
+            KILN_MPI(MPI_Start(&requests_.back()));
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
         return ticket;
@@ -89,43 +87,38 @@ public:
         std::vector<MPI_Status> statuses(requests_.size());
         const int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, indices.data(),
                                     statuses.data());
-        checkStatuses(rc, statuses, count, "MPI_Testsome");
-        if (count == MPI_UNDEFINED || count == 0) return done;
+        if (count == MPI_UNDEFINED) count = 0;
+        std::vector<bool> finished(requests_.size(), false);
+        for (int i = 0; i < count; ++i) finished[static_cast<std::size_t>(indices[i])] = true;
+        retire(finished, rc == MPI_SUCCESS ? nullptr : &statuses, indices, count);
         // A ticket is done when none of its pieces is still pending.
-        std::vector<std::uint64_t> keptTickets;
-        std::vector<MPI_Request> kept;
-        for (std::size_t i = 0; i < requests_.size(); ++i) {
-            if (requests_[i] == MPI_REQUEST_NULL) continue;
-            kept.push_back(requests_[i]);
-            keptTickets.push_back(tickets_[i]);
-        }
-        for (std::size_t i = 0; i < requests_.size(); ++i)
-            if (requests_[i] == MPI_REQUEST_NULL &&
-                std::find(keptTickets.begin(), keptTickets.end(), tickets_[i]) == keptTickets.end() &&
-                std::find(done.begin(), done.end(), tickets_[i]) == done.end())
-                done.push_back(tickets_[i]);
-        requests_ = std::move(kept);
-        tickets_ = std::move(keptTickets);
+        std::vector<std::uint64_t> pendingTickets = tickets_;
+        for (auto t : finishedTickets_)
+            if (std::find(pendingTickets.begin(), pendingTickets.end(), t) == pendingTickets.end() &&
+                std::find(done.begin(), done.end(), t) == done.end())
+                done.push_back(t);
+        finishedTickets_.clear();
+        checkStatuses(rc, statuses, indices, count, "MPI_Testsome");
         return done;
     }
 
     void waitSends() override {
         if (requests_.empty()) return;
-        std::vector<MPI_Status> statuses(requests_.size());
-        const int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), statuses.data());
         const int count = static_cast<int>(requests_.size());
-        // After an error some requests may still be pending (MPI_ERR_PENDING):
-        // keep those, so that they are completed before the transport goes.
-        std::vector<MPI_Request> kept;
-        std::vector<std::uint64_t> keptTickets;
-        for (std::size_t i = 0; i < requests_.size(); ++i)
-            if (requests_[i] != MPI_REQUEST_NULL) {
-                kept.push_back(requests_[i]);
-                keptTickets.push_back(tickets_[i]);
-            }
-        requests_ = std::move(kept);
-        tickets_ = std::move(keptTickets);
-        checkStatuses(rc, statuses, count, "MPI_Waitall");
+        std::vector<MPI_Status> statuses(requests_.size());
+        const int rc = MPI_Waitall(count, requests_.data(), statuses.data());
+        std::vector<int> indices(requests_.size());
+        for (int i = 0; i < count; ++i) indices[static_cast<std::size_t>(i)] = i;
+        // After an error some requests may still be pending (MPI_ERR_PENDING): they are parked too.
+        std::vector<bool> finished(requests_.size(), rc == MPI_SUCCESS);
+        if (rc == MPI_ERR_IN_STATUS)
+            for (int i = 0; i < count; ++i) finished[static_cast<std::size_t>(i)] = statuses[static_cast<std::size_t>(i)].MPI_ERROR != MPI_ERR_PENDING;
+        retire(finished, rc == MPI_SUCCESS ? nullptr : &statuses, indices, count);
+        for (auto r : requests_) parkedRequests().push_back(r);  // whatever is still pending after an error
+        requests_.clear();
+        tickets_.clear();
+        finishedTickets_.clear();
+        checkStatuses(rc, statuses, indices, count, "MPI_Waitall");
     }
 
     bool deviceMemory() const override { return false; }
@@ -143,9 +136,38 @@ public:
     }
 
 private:
+    // Removes the finished requests: freed when they succeeded, parked when
+    // they ended in an error (`statuses` given, indexed as `indices` says).
+    void retire(const std::vector<bool>& finished, const std::vector<MPI_Status>* statuses, const std::vector<int>& indices,
+                int count) {
+        std::vector<int> errorOf(requests_.size(), MPI_SUCCESS);
+        if (statuses)
+            for (int i = 0; i < count; ++i)
+                errorOf[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])] =
+                    (*statuses)[static_cast<std::size_t>(i)].MPI_ERROR;
+        std::vector<MPI_Request> kept;
+        std::vector<std::uint64_t> keptTickets;
+        for (std::size_t i = 0; i < requests_.size(); ++i) {
+            if (!finished[i]) {
+                kept.push_back(requests_[i]);
+                keptTickets.push_back(tickets_[i]);
+                continue;
+            }
+            finishedTickets_.push_back(tickets_[i]);
+            if (errorOf[i] == MPI_SUCCESS) {
+                MPI_Request_free(&requests_[i]);  // an inactive persistent request: nothing of it is left in flight
+            } else {
+                parkedRequests().push_back(requests_[i]);
+            }
+        }
+        requests_ = std::move(kept);
+        tickets_ = std::move(keptTickets);
+    }
+
     // A multiple-completion call reports a failed request as MPI_ERR_IN_STATUS;
     // the error that matters (a dead peer, a revoked communicator) is in its status.
-    static void checkStatuses(int rc, const std::vector<MPI_Status>& statuses, int count, const char* call) {
+    static void checkStatuses(int rc, const std::vector<MPI_Status>& statuses, const std::vector<int>& indices, int count,
+                              const char* call) {
         if (rc != MPI_ERR_IN_STATUS) {
             checkMpi(rc, call, __FILE__, __LINE__);
             return;
@@ -154,6 +176,7 @@ private:
             const int error = statuses[static_cast<std::size_t>(i)].MPI_ERROR;
             if (error != MPI_SUCCESS && error != MPI_ERR_PENDING) checkMpi(error, call, __FILE__, __LINE__);
         }
+        (void)indices;
         checkMpi(rc, call, __FILE__, __LINE__);
     }
 
@@ -161,6 +184,7 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     std::vector<MPI_Request> requests_;
     std::vector<std::uint64_t> tickets_;  // of each request
+    std::vector<std::uint64_t> finishedTickets_;
     std::uint64_t nextTicket_ = 1;
     int rank_ = 0;
     int size_ = 1;

@@ -98,7 +98,7 @@ public:
                 std::find(done.begin(), done.end(), t) == done.end())
                 done.push_back(t);
         finishedTickets_.clear();
-        checkStatuses(rc, statuses, indices, count, "MPI_Testsome");
+        checkStatuses(rc, statuses, count, "MPI_Testsome");
         return done;
     }
 
@@ -118,7 +118,7 @@ public:
         requests_.clear();
         tickets_.clear();
         finishedTickets_.clear();
-        checkStatuses(rc, statuses, indices, count, "MPI_Waitall");
+        checkStatuses(rc, statuses, count, "MPI_Waitall");
     }
 
     bool deviceMemory() const override { return false; }
@@ -166,8 +166,7 @@ private:
 
     // A multiple-completion call reports a failed request as MPI_ERR_IN_STATUS;
     // the error that matters (a dead peer, a revoked communicator) is in its status.
-    static void checkStatuses(int rc, const std::vector<MPI_Status>& statuses, const std::vector<int>& indices, int count,
-                              const char* call) {
+    static void checkStatuses(int rc, const std::vector<MPI_Status>& statuses, int count, const char* call) {
         if (rc != MPI_ERR_IN_STATUS) {
             checkMpi(rc, call, __FILE__, __LINE__);
             return;
@@ -176,7 +175,6 @@ private:
             const int error = statuses[static_cast<std::size_t>(i)].MPI_ERROR;
             if (error != MPI_SUCCESS && error != MPI_ERR_PENDING) checkMpi(error, call, __FILE__, __LINE__);
         }
-        (void)indices;
         checkMpi(rc, call, __FILE__, __LINE__);
     }
 

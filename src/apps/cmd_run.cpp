@@ -82,8 +82,7 @@ int runMain(int argc, char** argv) {
     // The deck first: what it says about failure detection must be set before MPI starts.
     const auto deck = config::Deck::fromFile(deckPath, overrides);
     const double hangTimeout = deck.real("fault.hang_timeout_s");
-    if (hangTimeout > 0) comm::enableHeartbeatDetector(hangTimeout);
-    comm::MpiSession mpi(&argc, &argv);
+    comm::MpiSession mpi(&argc, &argv, hangTimeout);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
     reportWorld(world, deck);
     checkDeckAgainstWorld(world, deck);
@@ -100,13 +99,9 @@ int runMain(int argc, char** argv) {
     const auto summary = trainer.run();
     int status = 0;
     if (summary.stopped == train::TrainSummary::Stop::BeyondF) status = 75;  // EX_TEMPFAIL: requeue
-    // After failures, or with the heartbeat detector on, MPI_Finalize may never
-    // return (see armExitWatchdog): the job ends on its own.
-    if (hangTimeout > 0) {
-        comm::armExitWatchdog(status, 3);
-    } else if (summary.nodeFailures > 0 || summary.stopped != train::TrainSummary::Stop::Finished) {
+    // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
+    if (summary.nodeFailures > 0 || summary.stopped != train::TrainSummary::Stop::Finished)
         comm::armExitWatchdog(status, 20);
-    }
     if (summary.stopped != train::TrainSummary::Stop::Finished) return status;  // retired ranks: 0, the survivors go on
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,

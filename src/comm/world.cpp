@@ -1,6 +1,7 @@
 #include "kiln/comm/world.hpp"
 
 #include "kiln/base/log.hpp"
+#include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -36,22 +37,30 @@ std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int
 
 }  // namespace
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
+    if (hangTimeoutSeconds > 0) enableHeartbeatDetector(hangTimeoutSeconds);
     int provided = 0;
-    // Funneled: only the training thread calls MPI; the prefetch thread reads files.
+    // Funneled: only the training thread calls MPI (the prefetch thread reads files), unless
+    // the heartbeat pump drives progress from its own thread.
     // MPI_Init's errors are fatal by the standard; from here on they return, and are checked.
-    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(argc, argv, hangTimeoutSeconds > 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
+    if (hangTimeoutSeconds > 0 && provided != MPI_THREAD_MULTIPLE)
+        throw Error(fmt::format("fault.hang_timeout_s needs an MPI with MPI_THREAD_MULTIPLE (this one provides level {})",
+                                provided),
+                    ErrorScope::AllRanks);
     KILN_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     // Known from here on, so that an error every rank meets (a bad deck) is printed once, by rank 0.
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     log::setIdentity(rank, hostName());
+    if (hangTimeoutSeconds > 0) heartbeat_ = std::make_unique<HeartbeatPump>(hangTimeoutSeconds);
 }
 
 MpiSession::~MpiSession() {
     // Unwinding from an error: leave MPI up, so that main can abort the job for
     // an error of one rank instead of hanging in a collective MPI_Finalize.
     if (std::uncaught_exceptions() > 0) return;
+    heartbeat_.reset();  // no MPI call from another thread once finalize starts
     int finalized = 0;
     // A destructor cannot throw: a failing finalize has nothing left to report to.
     MPI_Finalized(&finalized);
@@ -95,18 +104,6 @@ void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {
 
 World::~World() {
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);  // in a destructor: nothing to report to
-}
-
-void enableHeartbeatDetector(double timeoutSeconds) {
-    // Open MPI's heartbeat detector (ULFM): a peer silent for `timeout` is
-    // declared failed; heartbeats every timeout / 4 (it needs timeout > 3 periods).
-    // Set through the environment, which MPI_Init reads; a value the user set wins.
-    const std::string period = fmt::format("{}", timeoutSeconds / 4), timeout = fmt::format("{}", timeoutSeconds);
-    for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},
-                                      {"OMPI_MCA_mpi_ft_detector_thread", "true"},
-                                      {"OMPI_MCA_mpi_ft_detector_period", period},
-                                      {"OMPI_MCA_mpi_ft_detector_timeout", timeout}})
-        setenv(name, value.c_str(), /*overwrite=*/0);
 }
 
 void armExitWatchdog(int exitCode, int seconds) {

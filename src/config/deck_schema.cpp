@@ -31,17 +31,18 @@ const std::vector<KeySpec>& deckSchema() {
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, send (the first "
          "activation or gradient sent to a neighbouring stage), allreduce (before the sums), sums (in the middle of the "
          "gradient sums), commit, optimizer (after the commit), checkpoint (before a checkpoint write), regroup "
-         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' after "
-         "the phase stops itself (SIGSTOP, a hung process). E.g. '3:5:allreduce', '2:7:forward:stop'.",
+         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
+         "must not pass for a hang). E.g. '3:5:allreduce', '2:7:forward:stop'.",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop|:slow)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
-                     return "'" + word + "' is not RANK:STEP:PHASE[:stop] with phase forward, backward, send, allreduce, "
+                     return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, regroup or migrate";
              return "";
          }},

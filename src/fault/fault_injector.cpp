@@ -4,11 +4,24 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 namespace kiln::fault {
+namespace {
+
+// Keeps a core busy (as a long forward would) without any MPI call.
+void computeWithoutMpi(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    volatile double sink = 0;
+    while (std::chrono::steady_clock::now() < end)
+        for (int i = 0; i < 100000; ++i) sink = sink + 1e-9 * i;
+}
+
+}  // namespace
 
 const char* phaseName(Phase phase) {
     switch (phase) {
@@ -37,11 +50,14 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         long long rank = -1;
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
-            return fmt::format("'{}' is not RANK:STEP:PHASE (e.g. 3:5:allreduce)", item);
+            return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow] (e.g. 3:5:allreduce)", item);
         std::string name = phase;
-        if (name.size() > 5 && name.compare(name.size() - 5, 5, ":stop") == 0) {
-            injection.hang = true;
-            name.resize(name.size() - 5);
+        for (const auto& [suffix, action] : {std::pair<std::string, Injection::Action>{":stop", Injection::Action::Stop},
+                                             {":slow", Injection::Action::Slow}}) {
+            if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+                injection.action = action;
+                name.resize(name.size() - suffix.size());
+            }
         }
         bool known = false;
         for (Phase p : {Phase::Forward, Phase::Backward, Phase::Send, Phase::AllReduce, Phase::Sums, Phase::Commit,
@@ -68,10 +84,16 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
 void FaultInjector::at(std::uint64_t step, Phase phase) const {
     for (const auto& i : mine_) {
         if (i.step != step || i.phase != phase) continue;
-        if (i.hang) {
+        if (i.action == Injection::Action::Stop) {
             log::warn("fault injection: stopping this process (SIGSTOP) at step {} in {}", step, phaseName(phase));
             std::raise(SIGSTOP);
             continue;  // if ever continued
+        }
+        if (i.action == Injection::Action::Slow) {
+            log::warn("fault injection: computing for {:.0f} s without MPI at step {} in {}", kSlowInjectionSeconds, step,
+                      phaseName(phase));
+            computeWithoutMpi(kSlowInjectionSeconds);
+            continue;
         }
         log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
         std::raise(SIGKILL);

@@ -6,8 +6,10 @@
 #  - the survivors declare it failed, a survivor on its host kills it (fenced), they regroup and finish all
 #    10 steps with the losses and gradient norms of the failure-free run (1e-5);
 #  - the job ends on its own (exit 0) within 60 s, leaving no kiln process behind.
-# Open MPI 5.0.10 sometimes crashes in MPI start-up with the detector on (a segmentation fault inside the
-# library before kiln's first step); such an attempt is reported and tried once more.
+# Then a slow rank is not a hung one: with T = 2, rank 3 computes for 10 s without MPI in step 5
+# (fault.inject ...:slow); nobody may be declared failed and the losses are the failure-free run's.
+# No retries: Open MPI's own detector thread crashed about 1 start in 10 (see comm/heartbeat.hpp); kiln's
+# progress thread replaced it, and a start-up crash here is a failure.
 set -uo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -17,20 +19,11 @@ settings=(--set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=
 timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/clean" \
   "${settings[@]}" >"$work/clean.log" 2>&1 || { cat "$work/clean.log"; echo "FAIL: the failure-free run"; exit 1; }
 "$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses" || exit 1
-for attempt in 1 2; do
-  rm -rf "$work/run"
-  start=$(date +%s)
-  timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" \
-    "${settings[@]}" --set fault.hang_timeout_s=4 --set fault.inject=3:5:allreduce:stop >"$work/hang.log" 2>&1
-  status=$?
-  seconds=$(( $(date +%s) - start ))
-  if [ $status != 0 ] && ! grep -q "^step " "$work/hang.log" && grep -q "Segmentation fault\|MPI_Comm_dup(MPI_COMM_WORLD" "$work/hang.log"; then
-    echo "note: attempt $attempt: Open MPI crashed in start-up with the heartbeat detector on; trying again"
-    pkill -9 -f "kiln run input/tiny-cpu.ini --set run.out_dir=$work/run" 2>/dev/null
-    continue
-  fi
-  break
-done
+start=$(date +%s)
+timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" \
+  "${settings[@]}" --set fault.hang_timeout_s=4 --set fault.inject=3:5:allreduce:stop >"$work/hang.log" 2>&1
+status=$?
+seconds=$(( $(date +%s) - start ))
 [ $status = 0 ] || { cat "$work/hang.log"; echo "FAIL: exit status $status after $seconds s"; exit 1; }
 grep -q "stopping this process (SIGSTOP) at step 5" "$work/hang.log" || { cat "$work/hang.log"; echo "FAIL: no stop"; exit 1; }
 grep -q "FAILURE step 5: failed rank 3 (node 1 retired; 1 fenced with SIGKILL)" "$work/hang.log" \
@@ -43,3 +36,13 @@ paste "$work/clean.losses" "$work/hang.losses" | awk '
     if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
   END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
 echo "PASS: a stopped rank was declared failed, fenced and regrouped around; the job ended on its own in $seconds s"
+
+timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/slow" \
+  "${settings[@]}" --set fault.hang_timeout_s=2 --set fault.inject=3:5:forward:slow >"$work/slow.log" 2>&1
+status=$?
+[ $status = 0 ] || { cat "$work/slow.log"; echo "FAIL: the slow run ended with status $status"; exit 1; }
+grep -q "computing for 10 s without MPI at step 5" "$work/slow.log" || { cat "$work/slow.log"; echo "FAIL: no slow step"; exit 1; }
+grep -q "FAILURE" "$work/slow.log" && { cat "$work/slow.log"; echo "FAIL: a slow rank was declared failed"; exit 1; }
+"$kiln" diag "$work/slow/tiny/diag.h5" --losses >"$work/slow.losses"
+cmp -s "$work/clean.losses" "$work/slow.losses" || { paste "$work/clean.losses" "$work/slow.losses"; echo "FAIL: losses differ"; exit 1; }
+echo "PASS: a rank computing 10 s without MPI (5 times the hang timeout) was not declared failed"

@@ -3,22 +3,28 @@
 // rebuilt from it).
 #pragma once
 
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/node_map.hpp"
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln::comm {
 
-// Owns MPI_Init/MPI_Finalize. One per process.
+// Owns MPI_Init/MPI_Finalize. One per process. hangTimeoutSeconds > 0
+// switches on hang detection (see heartbeat.hpp) for this process.
 class MpiSession {
 public:
-    MpiSession(int* argc, char*** argv);
+    MpiSession(int* argc, char*** argv, double hangTimeoutSeconds = 0);
     ~MpiSession();
     MpiSession(const MpiSession&) = delete;
     MpiSession& operator=(const MpiSession&) = delete;
+
+private:
+    std::unique_ptr<HeartbeatPump> heartbeat_;
 };
 
 class World {
@@ -67,13 +73,6 @@ private:
     bool faultTolerant_ = false;
     int ranksOnHost_ = 1, rankOnHost_ = 0;
 };
-
-// Before MpiSession: switch on Open MPI's heartbeat failure detector, so that
-// a hung rank (stopped, a hung device) is declared failed after
-// `timeoutSeconds` of silence. Only under mpirun --with-ft ulfm. With it on,
-// Open MPI 5.0.10's MPI_Finalize does not return (measured, with and without
-// failures): arm the exit watchdog after the run.
-void enableHeartbeatDetector(double timeoutSeconds);
 
 // After a run that saw process failures, MPI_Finalize can wait forever for a
 // failed process that the runtime never marked terminated (Open MPI #9434;

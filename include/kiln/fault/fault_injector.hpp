@@ -1,8 +1,9 @@
 // Fault injection for tests and demos: the deck's fault.inject lists
-// "RANK:STEP:PHASE[:stop]" items; the process whose start-up rank is RANK kills
-// itself with SIGKILL (a real fail-stop, as a dying node looks to MPI) when it
-// reaches PHASE of STEP, or with ":stop" stops itself (SIGSTOP: a hung process,
-// which only the heartbeat detector finds).
+// "RANK:STEP:PHASE[:stop|:slow]" items; the process whose start-up rank is RANK
+// kills itself with SIGKILL (a real fail-stop, as a dying node looks to MPI)
+// when it reaches PHASE of STEP, or with ":stop" stops itself (SIGSTOP: a hung
+// process, which only the heartbeat detector finds), or with ":slow" computes
+// for 10 s without calling MPI (a long step, which must not pass for a hang).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,11 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    bool hang = false;  // ":stop": SIGSTOP (a hung process) instead of SIGKILL
+    enum class Action { Kill, Stop, Slow } action = Action::Kill;
 };
+
+// How long a ":slow" injection computes without MPI.
+constexpr double kSlowInjectionSeconds = 10.0;
 
 // Parses "3:5:allreduce, 7:9:forward"; on a bad item returns the text that says
 // what is expected (for the deck's check), else fills `out`.

@@ -1,0 +1,50 @@
+#include "kiln/comm/heartbeat.hpp"
+
+#include "kiln/comm/mpi_check.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+namespace kiln::comm {
+
+void enableHeartbeatDetector(double timeoutSeconds) {
+    // Read by MPI_Init from the environment; a value the user set wins.
+    const std::string period = fmt::format("{}", timeoutSeconds / 4), timeout = fmt::format("{}", timeoutSeconds);
+    for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},
+                                      {"OMPI_MCA_mpi_ft_detector_thread", "false"},
+                                      {"OMPI_MCA_mpi_ft_detector_period", period},
+                                      {"OMPI_MCA_mpi_ft_detector_timeout", timeout}})
+        setenv(name, value.c_str(), /*overwrite=*/0);
+}
+
+HeartbeatPump::HeartbeatPump(double timeoutSeconds) {
+    KILN_MPI(MPI_Comm_dup(MPI_COMM_SELF, &quiet_));
+    KILN_MPI(MPI_Comm_set_errhandler(quiet_, MPI_ERRORS_RETURN));
+    // Open MPI's progress loop services its timed events (heartbeats) at most
+    // every 10 ms of progress; a probe every 1/40 of the timeout (a tenth of a
+    // period) keeps emission on time without spinning a core.
+    thread_ = std::thread([this, timeoutSeconds] { run(timeoutSeconds / 40); });
+}
+
+HeartbeatPump::~HeartbeatPump() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (quiet_ != MPI_COMM_NULL) MPI_Comm_free(&quiet_);  // in a destructor: nothing to report to
+}
+
+void HeartbeatPump::run(double intervalSeconds) {
+    const auto interval = std::chrono::duration<double>(intervalSeconds);
+    while (!stop_) {
+        int flag = 0;
+        MPI_Status status;
+        // Errors (a failed peer elsewhere) are the training thread's to handle.
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_, &flag, &status);
+        std::this_thread::sleep_for(interval);
+    }
+}
+
+}  // namespace kiln::comm

@@ -4,6 +4,7 @@
 #   ./bootstrap.sh demo    install what is missing, build, run the demo job
 #   ./bootstrap.sh test    install what is missing, build, run the whole test suite
 #   ./bootstrap.sh build   install what is missing and build
+#   ./bootstrap.sh install PREFIX   build, then install kiln, kiln-mpirun, jobscripts and decks under PREFIX
 #   ./bootstrap.sh setup   only install what is missing
 #
 # Re-running is cheap: every step checks first and does nothing when its
@@ -25,6 +26,7 @@ apt_packages=(
   libsentencepiece-dev sentencepiece
   libfmt-dev nlohmann-json3-dev gnuplot-nox
   fortunes vim-runtime   # text for the demo corpora
+  slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
 )
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
@@ -104,10 +106,15 @@ case $cmd in
       --set fault.inject=2:20:allreduce
     "$build/kiln" diag runs/tiny/diag.h5 --plot runs/tiny/plots
     ;;
+  install)
+    install_debian_packages; install_openmpi5; configure_and_build
+    cmake --install "$build" --prefix "${2:?usage: $0 install PREFIX}"
+    say "installed under $2: put $2/bin on PATH, then sbatch $2/share/kiln/jobscripts/kiln-run.sbatch DECK"
+    ;;
   test)
     install_debian_packages; install_openmpi5; configure_and_build
     cd "$build"
     ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}"
     ;;
-  *) echo "usage: $0 [demo|test|build|setup]" >&2; exit 2 ;;
+  *) echo "usage: $0 [demo|test|build|setup|install PREFIX]" >&2; exit 2 ;;
 esac

@@ -2,6 +2,7 @@
 #include "cli_options.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/stop_request.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
@@ -28,9 +29,12 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
     const auto& nodes = world.nodes();
     log::info("kiln {} run '{}' from {}", kilnVersion(), deck.text("run.name"), deck.name());
     log::info("  MPI        {}", comm::mpiLibraryVersion());
+    const char* source = "grouped by host name";
+    if (world.nodeSource() == comm::World::NodeSource::Slurm) source = "Slurm's nodes (SLURMD_NODENAME)";
     log::info("  ranks      {} on {} node{} ({})", world.size(), nodes.numNodes(), nodes.numNodes() == 1 ? "" : "s",
-              world.nodesEmulated() ? fmt::format("emulated: cluster.ranks_per_node = {}", deck.integer("cluster.ranks_per_node"))
-                                    : "grouped by host name");
+              world.nodeSource() == comm::World::NodeSource::Emulated
+                  ? fmt::format("emulated: cluster.ranks_per_node = {}", deck.integer("cluster.ranks_per_node"))
+                  : std::string(source));
     for (int n = 0; n < nodes.numNodes(); ++n)
         log::info("    node {:<3} {:<16} ranks {}", n, nodes.nodeNames[n], describeRanks(nodes.ranksOfNode[n]));
     const auto f = deck.integer("fault.f");
@@ -55,12 +59,36 @@ void checkDeckAgainstWorld(const comm::World& world, const config::Deck& deck) {
             "{}: fault.f = {} asks to survive node failures, but fault tolerance is not active in this job.\n"
             "  Launch with ULFM on (mpirun --with-ft ulfm ...), or set fault.f = 0 to run without it.",
             deck.setting("fault.f").origin, f));
+    const auto perNode = deck.integer("cluster.ranks_per_node");
+    if (world.nodeSource() == comm::World::NodeSource::Slurm && perNode > 0)
+        for (int n = 0; n < world.nodes().numNodes(); ++n)
+            if (static_cast<std::int64_t>(world.nodes().ranksOfNode[n].size()) != perNode)
+                throw InputError(fmt::format(
+                    "{}: cluster.ranks_per_node = {}, but Slurm placed {} ranks on node {}.\n  Ask Slurm for {} tasks "
+                    "per node (sbatch --ntasks-per-node={}), or set cluster.ranks_per_node = 0 to take Slurm's placement.",
+                    deck.setting("cluster.ranks_per_node").origin, perNode, world.nodes().ranksOfNode[n].size(),
+                    world.nodes().nodeNames[n], perNode, perNode));
     if (world.nodes().numNodes() < f + 1)
         throw InputError(fmt::format(
             "{}: fault.f = {} needs at least {} nodes (f+1 pipeline replicas, one node each at least), "
-            "but this job has {} node{} ({} ranks).\n  Ask for more nodes, or lower fault.f to at most {}.",
+            "but this job has {} node{} ({} ranks), and fault.min_f = {} forbids running with less.\n  Ask for more "
+            "nodes, or lower fault.f or fault.min_f to at most {}.",
             deck.setting("fault.f").origin, f, f + 1, world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s",
-            world.size(), world.nodes().numNodes() - 1));
+            world.size(), deck.integer("fault.min_f"), world.nodes().numNodes() - 1));
+}
+
+// A job with too few nodes for fault.f (typically requeued onto fewer nodes)
+// runs with the largest f its nodes allow, down to fault.min_f, so that a
+// requeue resumes without deck edits. Returns what was lowered, or "".
+std::string fitFaultTolerance(const comm::World& world, config::Deck& deck, const std::string& deckPath,
+                              std::vector<std::string> overrides) {
+    const auto f = deck.integer("fault.f"), floor = std::min(deck.integer("fault.min_f"), f);
+    const std::int64_t allowed = world.nodes().numNodes() - 1;
+    if (f <= allowed || allowed < floor) return "";  // fits, or refused by checkDeckAgainstWorld
+    overrides.push_back(fmt::format("fault.f={}", allowed));
+    deck = config::Deck::fromFile(deckPath, overrides);
+    return fmt::format("fault.f = {} lowered to {}: this job has {} node{}, and fault.min_f = {} allows it", f, allowed,
+                       world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s", floor);
 }
 
 }  // namespace
@@ -80,11 +108,14 @@ int runMain(int argc, char** argv) {
         return 0;
 
     // The deck first: what it says about failure detection must be set before MPI starts.
-    const auto deck = config::Deck::fromFile(deckPath, overrides);
+    auto deck = config::Deck::fromFile(deckPath, overrides);
     const double hangTimeout = deck.real("fault.hang_timeout_s");
+    watchStopSignal();  // before MPI starts: a signal during start-up is kept for the first step
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
+    const std::string lowered = fitFaultTolerance(world, deck, deckPath, overrides);
     reportWorld(world, deck);
+    if (!lowered.empty()) log::warn("{}", lowered);
     checkDeckAgainstWorld(world, deck);
 
     const std::filesystem::path runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
@@ -93,14 +124,17 @@ int runMain(int argc, char** argv) {
               check.sumOfRanks, check.expectedSum);
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
     train::Trainer trainer(deck, world);
+    if (!lowered.empty()) trainer.record("fault_f", lowered);
     // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).
     if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText() + trainer.notes());
     log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());
     const auto summary = trainer.run();
     int status = 0;
-    if (summary.stopped == train::TrainSummary::Stop::BeyondF) status = 75;  // EX_TEMPFAIL: requeue
+    if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
+        status = 75;  // EX_TEMPFAIL: requeue
     // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
-    if (summary.nodeFailures > 0 || summary.stopped != train::TrainSummary::Stop::Finished)
+    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF ||
+        summary.stopped == train::TrainSummary::Stop::NodeRetired)
         comm::armExitWatchdog(status, 20);
     if (summary.stopped != train::TrainSummary::Stop::Finished) return status;  // retired ranks: 0, the survivors go on
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -39,6 +40,11 @@ std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int
 
 MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     if (hangTimeoutSeconds > 0) enableHeartbeatDetector(hangTimeoutSeconds);
+    // A peer that dies leaves its TCP connections half closed; the next write to
+    // one raises SIGPIPE, whose default action would kill this healthy rank too
+    // (seen under Slurm, where ranks of other nodes talk over TCP). Ignored, the
+    // write fails with EPIPE and ULFM reports the dead peer.
+    std::signal(SIGPIPE, SIG_IGN);
     int provided = 0;
     // Funneled: only the training thread calls MPI (the prefetch thread reads files), unless
     // the heartbeat pump drives progress from its own thread.
@@ -74,9 +80,21 @@ World::World(int ranksPerNode) {
     KILN_MPI(MPI_Comm_size(control_, &size_));
     host_ = hostName();
     log::setIdentity(rank_, host_);  // stays the start-up rank: messages name the process
-    nodesEmulated_ = ranksPerNode > 0;
     hosts_ = gatherHosts(control_, host_, size_);
-    nodes_ = nodesEmulated_ ? nodesByCount(size_, ranksPerNode) : nodesByHost(hosts_);
+    // Under Slurm a rank's node is the one Slurm placed it on (several emulated
+    // nodes may share a host); every rank must know it, or none is trusted.
+    const char* slurmNode = std::getenv("SLURMD_NODENAME");
+    int everyRankKnows = slurmNode != nullptr && *slurmNode != '\0' ? 1 : 0;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &everyRankKnows, 1, MPI_INT, MPI_MIN, control_));
+    if (everyRankKnows) {
+        nodeSource_ = NodeSource::Slurm;
+        nodes_ = nodesByHost(gatherHosts(control_, slurmNode, size_));
+    } else if (ranksPerNode > 0) {
+        nodeSource_ = NodeSource::Emulated;
+        nodes_ = nodesByCount(size_, ranksPerNode);
+    } else {
+        nodes_ = nodesByHost(hosts_);
+    }
     long pid = static_cast<long>(::getpid());
     pids_.resize(static_cast<std::size_t>(size_));
     KILN_MPI(MPI_Allgather(&pid, 1, MPI_LONG, pids_.data(), 1, MPI_LONG, control_));

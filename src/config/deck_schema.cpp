@@ -33,7 +33,8 @@ const std::vector<KeySpec>& deckSchema() {
          "gradient sums), commit, optimizer (after the commit), checkpoint (before a checkpoint write), regroup "
          "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
-         "must not pass for a hang). E.g. '3:5:allreduce', '2:7:forward:stop'.",
+         "must not pass for a hang). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
+         "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
              static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop|:slow)?)");
              std::string text = std::get<std::string>(v);
@@ -47,6 +48,12 @@ const std::vector<KeySpec>& deckSchema() {
              return "";
          }},
 
+        {"fault.min_f", KeyType::Integer, "0",
+         "The least fault tolerance a run accepts. A job with too few nodes for fault.f (a requeued job that got "
+         "fewer nodes) runs with the largest f its nodes allow (nodes - 1), down to this, and says so in the log, the "
+         "resolved deck and diag.h5 (event 'fault_f'); below it the run is refused. Set it to fault.f to never run "
+         "with less.",
+         atLeast(0)},
         {"fault.hang_timeout_s", KeyType::Real, "0",
          "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "
          "which only heartbeats reveal: switches on Open MPI's heartbeat detector (period a quarter of it). 0 = off: "

@@ -53,7 +53,12 @@ public:
 private:
     SentencePieceModule() {
         const char* override = std::getenv("KILN_SENTENCEPIECE_MODULE");
-        const std::string path = override ? override : KILN_SENTENCEPIECE_MODULE;
+        std::string path = override ? override : KILN_SENTENCEPIECE_MODULE;
+        // An installed kiln: the module in <prefix>/lib/kiln, next to <prefix>/bin/kiln.
+        std::error_code ignored;
+        const auto installed = std::filesystem::read_symlink("/proc/self/exe", ignored).parent_path().parent_path() /
+                               "lib" / "kiln" / std::filesystem::path(KILN_SENTENCEPIECE_MODULE).filename();
+        if (!override && std::filesystem::exists(installed, ignored)) path = installed.string();
         void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
         if (!handle)
             throw Error(fmt::format("cannot load the SentencePiece module {}: {} (set KILN_SENTENCEPIECE_MODULE to its path)",

@@ -81,9 +81,12 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
         if (i.rank == originalRank) mine_.push_back(i);
 }
 
-void FaultInjector::at(std::uint64_t step, Phase phase) const {
-    for (const auto& i : mine_) {
-        if (i.step != step || i.phase != phase) continue;
+void FaultInjector::at(std::uint64_t step, Phase phase) {
+    fired_.resize(mine_.size(), false);
+    for (std::size_t k = 0; k < mine_.size(); ++k) {
+        const auto& i = mine_[k];
+        if (i.step != step || i.phase != phase || fired_[k]) continue;
+        fired_[k] = true;
         if (i.action == Injection::Action::Stop) {
             log::warn("fault injection: stopping this process (SIGSTOP) at step {} in {}", step, phaseName(phase));
             std::raise(SIGSTOP);

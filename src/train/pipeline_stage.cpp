@@ -112,7 +112,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     releaseFinishedSends();
 }
 
-StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, const fault::FaultInjector& injector,
+StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,
                              std::uint64_t step) {
     StageWork work;
     if (role_.idle() || pipeline_->microbatches == 0) return work;

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/stop_request.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -230,8 +231,14 @@ struct Trainer::State {
                 std::strncpy(record.failedRanks, text(failedRanks).c_str(), sizeof(record.failedRanks) - 1);
                 std::strncpy(record.retiredNodes, text(retiredNodes).c_str(), sizeof(record.retiredNodes) - 1);
                 if (report.thisRankLeaves) {
-                    log::warn("step {}: this rank's node is retired ({}); it leaves the run", step, report.describe());
-                    return Recovery::Leave;
+                    // With no node left, or more than f lost, nobody goes on: the job must be requeued.
+                    const bool jobStops = report.nodesLeft == 0 || nodeFailures > f;
+                    log::warn("step {}: this rank's node is retired ({}); it leaves the run{}", step, report.describe(),
+                              jobStops ? fmt::format(" with exit status 75 ({})",
+                                                     report.nodesLeft == 0 ? "no node is left"
+                                                                           : "more than fault.f nodes lost")
+                                       : "");
+                    return jobStops ? Recovery::BeyondF : Recovery::Leave;
                 }
                 log::speakForJob(world.rank() == 0);
                 if (world.rank() == 0 && !diag)
@@ -451,6 +458,14 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     std::vector<fault::Injection> injections;
     fault::parseInjections(deck.text("fault.inject"), injections);
+    // A requeued Slurm job runs the same command line: its injected faults would strike again.
+    if (const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+        restarts && std::atoi(restarts) > 0 && !injections.empty()) {
+        log::info("  faults     fault.inject ignored: this is requeued attempt {} of a Slurm job (faults are injected "
+                  "into the first attempt only)",
+                  std::atoi(restarts) + 1);
+        injections.clear();
+    }
     s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} thread{} "
               "per rank",
@@ -462,6 +477,12 @@ Trainer::~Trainer() = default;
 
 std::string Trainer::notes() const { return state_->notes; }
 
+void Trainer::record(const std::string& kind, const std::string& detail) {
+    State& s = *state_;
+    s.notes += "# " + detail + "\n";
+    if (s.diag) s.diag->event(s.loader->cursor().step, kind, detail);
+}
+
 namespace {
 
 // What one attempt at a step computed; committed only if every survivor agrees.
@@ -470,6 +491,7 @@ struct Attempt {
     double seconds = 0.0;  // until it was committed or abandoned
     std::string dataError;  // a rank's batch could not be read: every rank stops with this
     double lossSum = 0.0, gradNorm = 0.0;
+    bool stopRequested = false;  // some rank got the stop signal: all stop after this step
     StageWork work;
     double sync = 0.0;
 };
@@ -510,8 +532,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             a.work = s.parallel->stage().run(*batch, targetsPerStep, *s.injector, step);
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();
-            a.lossSum = a.work.lossSum;
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &a.lossSum, 1, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            // The stop signal rides on the loss sum: every rank learns of it in the same step.
+            double sums[2] = {a.work.lossSum, stopSignal() != 0 ? 1.0 : 0.0};
+            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            a.lossSum = sums[0];
+            a.stopRequested = sums[1] > 0;
             s.parallel->gradients().sum(s.parallel->model(), s.device, [&] { s.injector->at(step, fault::Phase::Sums); });
             a.gradNorm = s.parallel->gradients().globalNorm(s.parallel->model(), s.world.control());
             a.sync = since(s0);
@@ -528,6 +553,14 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         return a;
     };
 
+    const auto finish = [&](TrainSummary::Stop how) {
+        summary.stopped = how;
+        summary.lastStep = s.loader->cursor().step;
+        summary.nodeFailures = s.nodeFailures;
+        summary.seconds = since(start);
+        summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
+        return summary;
+    };
     const auto stopWith = [&](State::Recovery outcome) {
         summary.nodeFailures = s.nodeFailures;
         summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF;
@@ -609,19 +642,26 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                       s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
                       duration(elapsed / stepsDone * double(end - step - 1)));
         }
-        if (s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end) {
+        const bool checkpointDue =
+            s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end;
+        if (checkpointDue || (a.stopRequested && step + 1 < end)) {
             const auto outcome = checkpointSafely(step + 1, step);
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
+        }
+        if (a.stopRequested && step + 1 < end) {
+            const std::string why = fmt::format("after step {} on the stop signal (SIGUSR1: a time limit ahead); "
+                                                "checkpoint written, exit 75",
+                                                step + 1);
+            log::info("  STOP {}: a requeued job resumes from it", why);
+            if (s.diag) s.diag->event(step + 1, "stop", why);
+            return finish(TrainSummary::Stop::Requested);
         }
     }
     if (stepsDone > 0) {
         const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step);
         if (outcome != State::Recovery::Continue) return stopWith(outcome);
     }
-    summary.lastStep = s.loader->cursor().step;
-    summary.nodeFailures = s.nodeFailures;
-    summary.seconds = since(start);
-    summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
+    finish(TrainSummary::Stop::Finished);
     if (s.diag)
         s.diag->event(summary.lastStep, "end",
                       fmt::format("{} steps in {:.1f} s, loss {:.4f}", stepsDone, summary.seconds, summary.lastLoss));

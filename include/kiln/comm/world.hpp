@@ -29,7 +29,11 @@ private:
 
 class World {
 public:
-    // Collective over MPI_COMM_WORLD. ranksPerNode 0 groups ranks by host.
+    // Where a rank's node comes from: Slurm's SLURMD_NODENAME (when every rank
+    // has it), else consecutive ranks grouped by ranksPerNode (> 0: emulated
+    // nodes), else the host name.
+    enum class NodeSource { Slurm, Emulated, Host };
+    // Collective over MPI_COMM_WORLD.
     explicit World(int ranksPerNode);
     ~World();
     World(const World&) = delete;
@@ -41,7 +45,7 @@ public:
     const std::string& host() const { return host_; }
     const NodeMap& nodes() const { return nodes_; }
     int node() const { return nodes_.nodeOfRank[members_[rank_]]; }
-    bool nodesEmulated() const { return nodesEmulated_; }
+    NodeSource nodeSource() const { return nodeSource_; }
     bool faultTolerant() const { return faultTolerant_; }
     // Processes of this job on this host (they share its cores), at start-up.
     int ranksOnHost() const { return ranksOnHost_; }
@@ -69,7 +73,7 @@ private:
     std::vector<std::string> hosts_;
     std::vector<long> pids_;
     std::vector<int> members_;
-    bool nodesEmulated_ = false;
+    NodeSource nodeSource_ = NodeSource::Host;
     bool faultTolerant_ = false;
     int ranksOnHost_ = 1, rankOnHost_ = 0;
 };

@@ -40,11 +40,13 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
 class FaultInjector {
 public:
     FaultInjector(std::vector<Injection> injections, int originalRank);
-    // Kills this process if an injection names it at (step, phase).
-    void at(std::uint64_t step, Phase phase) const;
+    // Kills this process if an injection names it at (step, phase). A ':slow'
+    // injection fires once, not again when a recovery replays the step.
+    void at(std::uint64_t step, Phase phase);
 
 private:
     std::vector<Injection> mine_;
+    std::vector<bool> fired_;
 };
 
 }  // namespace kiln::fault

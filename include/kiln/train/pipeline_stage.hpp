@@ -32,7 +32,7 @@ public:
     // `batch` (this rank's slice: the pipeline's samples on first and last
     // stages, nothing on the others), in 1F1B order. Gradients accumulate in
     // the layers' .grad(); each microbatch's loss is divided by `targetsPerStep`.
-    StageWork run(const data::Batch& batch, double targetsPerStep, const fault::FaultInjector& injector, std::uint64_t step);
+    StageWork run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector, std::uint64_t step);
 
 private:
     struct InFlight {
@@ -42,7 +42,7 @@ private:
     void forward(std::uint64_t local, const data::Batch& batch, StageWork& work);
     void backward(std::uint64_t local, double targetsPerStep, StageWork& work);
     void send(torch::Tensor tensor, int peer);
-    const fault::FaultInjector* injector_ = nullptr;  // during run()
+    fault::FaultInjector* injector_ = nullptr;  // during run()
     std::uint64_t step_ = 0;
     bool sentThisStep_ = false;
     torch::Tensor receive(std::int64_t samples, int peer, StageWork& work);

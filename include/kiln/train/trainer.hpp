@@ -17,8 +17,10 @@
 namespace kiln::train {
 
 struct TrainSummary {
-    enum class Stop { Finished, NodeRetired, BeyondF };
-    Stop stopped = Stop::Finished;  // NodeRetired: this rank left with its node; BeyondF: checkpointed, requeue
+    // NodeRetired: this rank left with its node; BeyondF: more than fault.f nodes lost, requeue;
+    // Requested: the stop signal (a time limit ahead), checkpointed, requeue.
+    enum class Stop { Finished, NodeRetired, BeyondF, Requested };
+    Stop stopped = Stop::Finished;
     std::uint64_t firstStep = 0;  // where this invocation started (after a resume)
     std::uint64_t lastStep = 0;   // steps committed at the end
     double firstLoss = 0.0, lastLoss = 0.0;
@@ -36,6 +38,9 @@ public:
     // What the run decided beyond the deck (e.g. the learning-rate horizon kept
     // from the first start), for the resolved deck: comment lines.
     std::string notes() const;
+    // Records a decision made outside the trainer (e.g. a lowered fault.f): an
+    // event in diag.h5 at the current step and a comment in the resolved deck.
+    void record(const std::string& kind, const std::string& detail);
 
 private:
     struct State;

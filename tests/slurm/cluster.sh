@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A private Slurm on this host, for tests: munge, slurmctld and NODES slurmd
+# (emulated nodes n1..nN, all on this host, each with its own port and spool),
+# every file under DIR; nothing of the system's Slurm or munge is used.
+#
+#   tests/slurm/cluster.sh start DIR NODES CPUS_PER_NODE   (prints the env to source)
+#   tests/slurm/cluster.sh stop DIR                        (kills everything it started)
+#
+# Scheduler clients need: export SLURM_CONF=DIR/slurm.conf
+# Job accounting (sacct) needs slurmdbd and a database: this test Slurm keeps
+# finished jobs in slurmctld's memory for an hour (scontrol show job) and
+# writes a completion record per job to DIR/jobcomp.log instead.
+set -euo pipefail
+
+action=${1:?usage: cluster.sh start DIR NODES CPUS | stop DIR}
+dir=${2:?usage: cluster.sh start DIR NODES CPUS | stop DIR}
+
+# Processes of this test Slurm: its daemons and their step daemons carry
+# KILN_TEST_SLURM=DIR; its jobs' processes carry SLURM_CONF=DIR/slurm.conf and
+# a SLURM_JOB_ID (the submitting test has the first, never the second).
+ours() {
+  local environ pid vars
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}; pid=${pid%/environ}
+    [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] && continue
+    vars=$(tr '\0' '\n' 2>/dev/null <"$environ") || continue
+    if grep -qxF "KILN_TEST_SLURM=$dir" <<<"$vars" ||
+       { grep -qxF "SLURM_CONF=$dir/slurm.conf" <<<"$vars" && grep -q "^SLURM_JOB_ID=" <<<"$vars"; }; then
+      echo "$pid"
+    fi
+  done
+  return 0
+}
+
+stop_cluster() {
+  [ -d "$dir" ] || return 0
+  if [ -f "$dir/slurm.conf" ]; then
+    jobs=$(SLURM_CONF=$dir/slurm.conf timeout 5 squeue -h -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then SLURM_CONF=$dir/slurm.conf timeout 5 scancel $jobs 2>/dev/null || true; fi
+  fi
+  for signal in TERM KILL; do
+    pids=$(ours)
+    if [ -n "$pids" ]; then kill -$signal $pids 2>/dev/null || true; fi
+    for pidfile in "$dir"/run/*.pid; do
+      if [ -f "$pidfile" ]; then kill -$signal "$(cat "$pidfile")" 2>/dev/null || true; fi
+    done
+    sleep 1
+  done
+  rm -f "$dir"/run/*.pid
+  left=$(ours)
+  [ -z "$left" ] || { echo "cluster.sh: processes left: $left" >&2; return 1; }
+}
+
+if [ "$action" = stop ]; then stop_cluster; exit 0; fi
+[ "$action" = start ] || { echo "cluster.sh: unknown action '$action' (start or stop)" >&2; exit 2; }
+nodes=${3:?NODES}
+cpus=${4:?CPUS_PER_NODE}
+host=$(hostname -s)
+base_port=$(( 17000 + ($$ % 500) * 10 ))   # several test Slurms may run at once
+
+mkdir -p "$dir"/{run,log,state,munge}
+chmod 700 "$dir" "$dir/munge"
+dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$dir/munge/munge.key"
+export KILN_TEST_SLURM=$dir
+munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
+  --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed"
+
+cat >"$dir/slurm.conf" <<CONF
+ClusterName=kilntest
+SlurmctldHost=$host
+SlurmctldPort=$base_port
+SlurmdPort=$((base_port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool-%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/jobcomp.log
+MinJobAge=3600
+KillWait=5
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=30
+MaxJobCount=1000
+JobRequeue=1
+NodeName=n[1-$nodes] NodeHostname=$host CPUs=$cpus RealMemory=1000 Port=$((base_port + 2))-$((base_port + 1 + nodes))
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+
+slurmctld -f "$dir/slurm.conf" -i
+for n in $(seq 1 "$nodes"); do
+  slurmd -f "$dir/slurm.conf" -N "n$n"
+done
+export SLURM_CONF=$dir/slurm.conf
+for _ in $(seq 1 60); do
+  idle=$(sinfo -h -N -t idle -o "%N" 2>/dev/null | wc -l)
+  [ "$idle" -ge "$nodes" ] && break
+  sleep 0.5
+done
+[ "$idle" -ge "$nodes" ] || { echo "cluster.sh: only $idle of $nodes nodes came up; see $dir/log" >&2; sinfo -N >&2 || true; exit 1; }
+echo "export SLURM_CONF=$dir/slurm.conf"

@@ -42,7 +42,7 @@ stop_cluster() {
     pids=$(ours)
     if [ -n "$pids" ]; then kill -$signal $pids 2>/dev/null || true; fi
     for pidfile in "$dir"/run/*.pid; do
-      if [ -f "$pidfile" ]; then kill -$signal "$(cat "$pidfile")" 2>/dev/null || true; fi
+      if [ -f "$pidfile" ]; then kill -$signal "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null || true; fi
     done
     sleep 1
   done

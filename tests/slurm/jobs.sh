@@ -7,8 +7,9 @@
 #   PASS 1: MPI-parallel prep through kiln-prep.sbatch
 #   PASS 2: two node failures inside a job (one injected, one killed from outside) survived; Slurm says COMPLETED
 #   PASS 3: a deck whose ranks per node disagree with Slurm's is refused, naming the key
-#   PASS 4: beyond f: exit 75, requeued, resumed from the last checkpoint, losses as without failure
-#   PASS 5: the time limit: stopped ahead of it with a checkpoint, requeued, resumed from it and finished
+#   PASS 4: beyond f: exit 75, requeued onto fewer nodes with fault.f lowered, resumed, losses as without failure
+#   PASS 5: the requeue bound (KILN_MAX_REQUEUES): not requeued, and Slurm shows exit code 75
+#   PASS 6: the time limit: stopped ahead of it with a checkpoint, requeued and resumed from it
 # Usage: jobs.sh KILN_BUILD_DIR WORK
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -86,25 +87,35 @@ grep -q "cluster.ranks_per_node = 2, but Slurm placed 1 ranks on node n1" "$work
   || fail "no clear message for the ranks-per-node mismatch"
 echo "PASS 3: a deck with cluster.ranks_per_node = 2 under --ntasks-per-node=1 is refused with a message naming the key"
 
-# 4. Beyond f: nodes n2 and n3 each lose a rank at step 12 (f = 1); the job exits 75, is
-#    requeued and resumes from the checkpoint of step 10. Slurm holds a requeued job back for
-#    two minutes (BeginTime); the test starts it at once. (A requeue onto fewer nodes, with
-#    fault.f lowered, is not tested here: Slurm 22.05 turned --nodes=1-3 --ntasks-per-node=2
-#    into 2-3 nodes and did not widen a pending job; cli_run_lowers_f tests the rule itself.)
+# 4. Beyond f onto fewer nodes: f = 2 on 3 nodes (1+1+1, the planner's choice); at step 12 every
+#    node loses a rank, so no replica is left: every survivor exits 75 and the job is requeued.
+#    n3 is drained (as an administrator would after a node failure) and the waiting job is let
+#    down to 2 nodes (Slurm requeues with the node count a job had; an update applies only once
+#    it is pending, after the jobscript has ended, so the user or an administrator does it), so it
+#    gets 2 nodes and runs with fault.f lowered to 1 (fault.min_f = 0), from the checkpoint of
+#    step 10. Slurm holds a requeued job back for two minutes (BeginTime); the test starts it at once.
 await_idle
-job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/beyond.out" jobscripts/kiln-run.sbatch input/tiny-cpu.ini \
-      "${train[@]}" --set run.out_dir="$work/beyond" --set run.steps=20 --set checkpoint.every=5 --set train.grad_clip=0 \
-      --set fault.inject=2:12:allreduce,4:12:allreduce) || fail "sbatch beyond"
+job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/beyond.out" jobscripts/kiln-run.sbatch \
+      input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/beyond" --set run.steps=20 --set checkpoint.every=5 \
+      --set train.grad_clip=0 --set fault.f=2 --set plan.pipelines= \
+      --set fault.inject=0:12:allreduce,2:12:allreduce,4:12:allreduce) || fail "sbatch beyond"
+await_log "$work/beyond.out" "attempt 1 on 3 nodes" 60
+scontrol update nodename=n3 state=drain reason="kiln test: a failed node" || fail "drain"
 await_log "$work/beyond.out" "requeueing job $job" 120
-for _ in $(seq 1 60); do [ "$(field "$job" Restarts)" = 1 ] && break; sleep 0.5; done
-scontrol update jobid="$job" starttime=now || fail "starting the requeued job"
-await_log "$work/beyond.out" "attempt 2 on 3 nodes" 120
+for _ in $(seq 1 120); do [ "$(field "$job" JobState)" = PENDING ] && [ "$(field "$job" Restarts)" = 1 ] && break; sleep 0.5; done
+scontrol update jobid="$job" numnodes=2-3 numtasks=4 numcpus=4 starttime=now || fail "letting the requeued job start on 2 nodes"
+await_log "$work/beyond.out" "attempt 2 on 2 nodes" 120
 await "$job" "COMPLETED|FAILED" 120
+scontrol update nodename=n3 state=resume
 [ "$(field "$job" JobState)" = COMPLETED ] && [ "$(field "$job" Restarts)" = 1 ] \
   || fail "beyond job: $(field "$job" JobState), $(field "$job" Restarts) restarts"
 grep -q "attempt ended with exit status 75" "$work/beyond.out" || fail "attempt 1 did not end with 75"
+grep -q "it leaves the run with exit status 75 (no node is left)" "$work/beyond.out" || fail "no 'no node is left' stop"
+[ "$(grep -c "fault.f = 2 lowered to 1: this job has 2 nodes, and fault.min_f = 0 allows it" "$work/beyond.out")" = 1 ] \
+  || fail "fault.f was not lowered on the requeued job (or not said once)"
 grep -q "resumed from .*step-00000010.h5 at step 10" "$work/beyond.out" || fail "did not resume from step 10"
 grep -q "kiln run: steps 10 to 20" "$work/beyond.out" || fail "the requeued attempt did not finish"
+"$build/kiln" diag "$work/beyond/tiny/diag.h5" --json | grep -q '"kind": *"fault_f"' || fail "no fault_f event in diag.h5"
 kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/clean" --set run.steps=20 \
   --set checkpoint.resume=false --set train.grad_clip=0 --set fault.f=0 --set plan.pipelines=1 >"$work/clean.log" 2>&1 \
   || fail "the failure-free run"
@@ -113,9 +124,20 @@ kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.ou
 paste "$work/clean.losses" "$work/beyond.losses" | awk '
   { n++; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
   END { if (n != 20 || bad) { print "losses differ (" n " steps)"; exit 1 } }' || fail "losses of the requeued job"
-echo "PASS 4: beyond f, job $job exited 75, was requeued, resumed from step 10 and matched the failure-free losses"
+echo "PASS 4: beyond f (every node lost a rank), job $job exited 75, was requeued onto 2 nodes, ran with fault.f lowered to 1 from step 10 and matched the failure-free losses"
 
-# 5. The time limit: 1 minute, the stop signal 50 s ahead; after the requeue the limit is raised.
+# 5. The requeue bound: with KILN_MAX_REQUEUES=0 the same failure ends the job, and Slurm shows 75.
+await_idle
+job=$(KILN_MAX_REQUEUES=0 sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/bound.out" jobscripts/kiln-run.sbatch \
+      input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/bound" --set run.steps=20 --set checkpoint.every=5 \
+      --set fault.f=2 --set plan.pipelines= --set fault.inject=0:7:allreduce,2:7:allreduce,4:7:allreduce) || fail "sbatch bound"
+await "$job" "COMPLETED|FAILED" 120
+[ "$(field "$job" JobState)" = FAILED ] && [ "$(field "$job" ExitCode)" = 75:0 ] && [ "$(field "$job" Restarts)" = 0 ] \
+  || fail "bound job: $(field "$job" JobState) $(field "$job" ExitCode), $(field "$job" Restarts) restarts"
+grep -q "requeued 0 times already (KILN_MAX_REQUEUES = 0): stopping" "$work/bound.out" || fail "no message about the bound"
+echo "PASS 5: with KILN_MAX_REQUEUES=0 job $job was not requeued; Slurm shows FAILED with exit code 75"
+
+# 6. The time limit: 1 minute, the stop signal 50 s ahead; after the requeue the limit is raised.
 await_idle
 job=$(sbatch --parsable -N 3 --ntasks-per-node=2 --time=1 --signal=B:USR1@50 -o "$work/limit.out" \
       jobscripts/kiln-run.sbatch input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/limit" --set run.steps=100000 \
@@ -130,4 +152,4 @@ scancel "$job"
 await "$job" "CANCELLED|COMPLETED|FAILED" 60
 grep -q "attempt ended with exit status 75" "$work/limit.out" || fail "the signalled attempt did not end with 75"
 ls "$work/limit/tiny/ckpt" | grep -q "tmp" && fail "a temporary checkpoint file was left"
-echo "PASS 5: time limit: job $job stopped at step $stopped with a checkpoint, was requeued and resumed from it"
+echo "PASS 6: time limit: job $job stopped at step $stopped with a checkpoint, was requeued and resumed from it"

@@ -1,0 +1,143 @@
+#include "trainer_state.hpp"
+
+#include "kiln/base/log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::train {
+namespace {
+
+std::vector<io::TemplateStageRecord> templateRecords(const plan::TemplateSet& set) {
+    std::vector<io::TemplateStageRecord> rows;
+    for (const auto& t : set.templates) {
+        if (t.nodes == 0) continue;
+        for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
+            const auto& st = t.stages[s];
+            rows.push_back({t.nodes, s, s / t.ranksPerNode, s % t.ranksPerNode, st.firstLayer, st.endLayer, st.time,
+                            st.sync, st.memory});
+        }
+    }
+    return rows;
+}
+
+io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const std::vector<int>& members,
+                                            std::uint64_t step, bool pinned) {
+    io::InstantiationRecord r;
+    r.step = step;
+    r.pipelines = static_cast<std::uint32_t>(layout.pipelines.size());
+    r.nodesIdle = static_cast<std::uint32_t>(layout.idleNodes.size());
+    r.pinned = pinned ? 1 : 0;
+    std::vector<std::string> shares, ranks;
+    for (const auto& p : layout.pipelines) {
+        r.nodesUsed += p.nodes;
+        r.predictedStepTime = std::max(r.predictedStepTime, p.predictedStepTime);
+        shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
+        std::vector<int> startup;
+        for (int rank : p.ranks) startup.push_back(members[static_cast<std::size_t>(rank)]);
+        ranks.push_back(fmt::format("{}", fmt::join(startup, ",")));
+    }
+    const auto layoutText = fmt::format("{}", fmt::join(shares, "+")), ranksText = fmt::format("{}", fmt::join(ranks, "|"));
+    std::strncpy(r.layout, layoutText.c_str(), sizeof(r.layout) - 1);
+    std::strncpy(r.ranks, ranksText.c_str(), sizeof(r.ranks) - 1);
+    return r;
+}
+
+}  // namespace
+
+// The live nodes of the world: their start-up ids and their ranks in the
+// control communicator, in node order.
+void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks) {
+    ids.clear();
+    ranks.clear();
+    const auto& members = world.members();
+    for (int node = 0; node < world.nodes().numNodes(); ++node) {
+        std::vector<int> here;
+        for (int r = 0; r < static_cast<int>(members.size()); ++r)
+            if (world.nodeOfOriginal(members[static_cast<std::size_t>(r)]) == node) here.push_back(r);
+        if (here.empty()) continue;
+        ids.push_back(node);
+        ranks.push_back(std::move(here));
+    }
+}
+
+void Trainer::State::openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step) {
+    std::vector<std::string> names;
+    for (const auto& src : spec.sources) names.push_back(src.name);
+    diag = std::make_unique<io::DiagFile>((runDir / "diag.h5").string(), deck.resolvedText(), names,
+                                          templateRecords(plan.templates), continueRun);
+    diag->event(step, kind, detail);
+}
+
+plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks);
+    if (!keepLayers)
+        return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
+    plan::CurrentHoldings keep;
+    for (std::uint32_t l = 0; l < modelConfig.numLayers(); ++l)
+        keep.layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
+    const auto& old = parallel->layout();
+    for (const auto& node : ranks) {
+        std::vector<plan::Holding> held;
+        for (int rank : node) {
+            const int startup = world.members()[static_cast<std::size_t>(rank)];
+            const auto at = std::find(layoutMembers.begin(), layoutMembers.end(), startup);
+            const auto& role = old.roles[static_cast<std::size_t>(at - layoutMembers.begin())];
+            held.push_back(role.idle() ? plan::Holding{} : plan::Holding{role.firstLayer, role.endLayer});
+        }
+        keep.ofNode.push_back(std::move(held));
+    }
+    return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch, &keep);
+}
+
+void Trainer::State::sliceLoader() {
+    const auto& layout = parallel->layout();
+    const auto& role = parallel->role();
+    if (role.idle() || !(role.first() || role.last())) {
+        loader->setSlice(0, 0);
+        return;
+    }
+    const auto& p = layout.pipelines[static_cast<std::size_t>(role.pipeline)];
+    const std::uint64_t begin = layout.microbatchBegin(p.firstMicrobatch);
+    loader->setSlice(begin, layout.microbatchBegin(p.firstMicrobatch + p.microbatches) - begin);
+}
+
+void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why) {
+    const auto& layout = parallel->layout();
+    const auto nodes = layout.idleNodes.size() + [&] {
+        std::size_t n = 0;
+        for (const auto& p : layout.pipelines) n += p.nodes;
+        return n;
+    }();
+    log::info("  layout     {} on {} node{}{}: {}", layout.describe(), nodes, nodes == 1 ? "" : "s",
+              layout.idleNodes.empty() ? "" : fmt::format(" ({} idle)", layout.idleNodes.size()), why);
+    for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
+        const auto& pipeline = layout.pipelines[p];
+        std::vector<std::string> stages;
+        for (std::size_t s = 0; s < pipeline.ranks.size(); ++s)
+            stages.push_back(fmt::format("rank {}: {}-{}", world.members()[static_cast<std::size_t>(pipeline.ranks[s])],
+                                         pipeline.cuts[s], pipeline.cuts[s + 1] - 1));
+        log::info("    pipeline {} {}  {}", p,
+                  pipeline.microbatches == 0
+                      ? std::string("no microbatches (a standby replica)")
+                      : fmt::format("microbatches {}-{}", pipeline.firstMicrobatch,
+                                    pipeline.firstMicrobatch + pipeline.microbatches - 1),
+                  fmt::join(stages, " | "));
+    }
+    if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned));
+}
+
+void Trainer::State::checkpoint(std::uint64_t step, const std::vector<int>& writers) {
+    const auto t0 = Clock::now();
+    const auto path = checkpoints->save(world.control(), step, parallel->model(), parallel->optimizer(), writers,
+                                        loader->cursor(), context, deck.resolvedText(), config.decaySteps);
+    const double seconds = since(t0);
+    log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
+    if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,83 @@
+// The state of one training run, shared by the step loop (trainer.cpp), the
+// run's bookkeeping: diagnostics, layouts, checkpoints (trainer_state.cpp),
+// and recovery from failures (trainer_recovery.cpp). Private to train/.
+#pragma once
+
+#include "kiln/comm/world.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/data/loader.hpp"
+#include "kiln/fault/fault_injector.hpp"
+#include "kiln/io/diag_file.hpp"
+#include "kiln/plan/run_plan.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/parallel_state.hpp"
+#include "kiln/train/train_config.hpp"
+#include "kiln/train/trainer.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::train {
+
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The live nodes of the world: their start-up ids and their ranks in the
+// control communicator, in node order.
+void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks);
+
+struct Trainer::State {
+    const config::Deck& deck;
+    comm::World& world;
+    TrainConfig config;
+    data::LoaderSpec spec;
+    std::unique_ptr<data::Corpus> probe;
+    model::ModelConfig modelConfig;
+    plan::RunPlan plan;
+    std::unique_ptr<ParallelState> parallel;
+    std::unique_ptr<data::DataLoader> loader;
+    std::unique_ptr<io::DiagFile> diag;
+    std::unique_ptr<CheckpointStore> checkpoints;
+    data::CursorContext context;
+    std::filesystem::path runDir;
+    torch::Device device{torch::kCPU};
+    std::unique_ptr<fault::FaultInjector> injector;
+    std::uint64_t nodeFailures = 0;  // nodes retired since start-up
+    std::uint64_t f = 0;
+    std::string notes;
+    std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
+    std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
+
+    State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
+
+    void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step);
+    // The layout of `inst` on the live nodes of the world: nodes in order at
+    // start-up; after a failure, each pipeline position on the node that has
+    // most of its layers already (fewest bytes to migrate).
+    plan::Layout layoutFor(const plan::Instantiation& inst, bool keepLayers = false) const;
+    // The samples of the global batch this rank reads: its pipeline's, on the
+    // first and last stages (inputs and targets); none elsewhere.
+    void sliceLoader();
+    void announceLayout(std::uint64_t step, bool pinned, const std::string& why);
+    void checkpoint(std::uint64_t step, const std::vector<int>& writers);
+
+    enum class Recovery { Continue, Leave, BeyondF };
+    // On every survivor after an attempt failed: regroup the surviving nodes
+    // into pipelines from the start-up templates, move the layers each rank
+    // now needs from surviving holders, and go on with the same step; or leave
+    // (this rank's node is retired), or stop with a checkpoint beyond f. A
+    // rank that fails during the recovery sends everyone back to its start
+    // with the larger failed set; the layers move only once all agree.
+    Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
+    // More than f nodes lost (or no layout from the templates fits the
+    // survivors): a checkpoint of the last committed step, written by
+    // surviving holders, when every layer still has one; exit 75 either way.
+    Recovery stopBeyondF(std::uint64_t step, const std::string& what, Clock::time_point t0);
+};
+
+}  // namespace kiln::train

@@ -1,6 +1,9 @@
 #include "kiln/base/stop_request.hpp"
 
+#include <sys/stat.h>
+
 #include <csignal>
+#include <cstdlib>
 
 namespace kiln {
 namespace {
@@ -20,5 +23,11 @@ void watchStopSignal() {
 }
 
 int stopSignal() { return requested; }
+
+bool stopFileExists() {
+    static const char* path = std::getenv("KILN_STOP_FILE");
+    struct stat info {};
+    return path != nullptr && *path != '\0' && ::stat(path, &info) == 0;
+}
 
 }  // namespace kiln

@@ -54,11 +54,12 @@ const std::vector<KeySpec>& deckSchema() {
          "resolved deck and diag.h5 (event 'fault_f'); below it the run is refused. Set it to fault.f to never run "
          "with less.",
          atLeast(0)},
-        {"fault.hang_timeout_s", KeyType::Real, "0",
+        {"fault.hang_timeout_s", KeyType::Real, "60",
          "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "
-         "which only heartbeats reveal: switches on Open MPI's heartbeat detector (period a quarter of it). 0 = off: "
-         "only processes that die are detected. A rank declared failed is killed (SIGKILL) by a survivor on its host, "
-         "so that the job ends on its own. Needs mpirun --with-ft ulfm.",
+         "which only heartbeats reveal: Open MPI's heartbeat detector (period a quarter of it), kept alive by a kiln "
+         "thread while a rank computes. Keep it above the job's start-up skew. 0 = off: only processes that die are "
+         "detected, and a hung rank blocks the others forever. A rank declared failed is killed (SIGKILL) by a "
+         "survivor on its host, so that the job ends on its own. Works under mpirun --with-ft ulfm.",
          realInRange(0.0, 3600.0)},
 
         // [plan]

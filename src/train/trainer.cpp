@@ -216,7 +216,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();
             // The stop signal rides on the loss sum: every rank learns of it in the same step.
-            double sums[2] = {a.work.lossSum, stopSignal() != 0 ? 1.0 : 0.0};
+            const bool stop = stopSignal() != 0 || (s.world.rank() == 0 && stopFileExists());
+            double sums[2] = {a.work.lossSum, stop ? 1.0 : 0.0};
             KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, s.world.control()));
             a.lossSum = sums[0];
             a.stopRequested = sums[1] > 0;
@@ -332,8 +333,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
         if (a.stopRequested && step + 1 < end) {
-            const std::string why = fmt::format("after step {} on the stop signal (SIGUSR1: a time limit ahead); "
-                                                "checkpoint written, exit 75",
+            const std::string why = fmt::format("after step {} on a stop request (SIGUSR1 or KILN_STOP_FILE: a time "
+                                                "limit ahead); checkpoint written, exit 75",
                                                 step + 1);
             log::info("  STOP {}: a requeued job resumes from it", why);
             if (s.diag) s.diag->event(step + 1, "stop", why);

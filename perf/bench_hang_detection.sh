@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The cost of hang detection (fault.hang_timeout_s, on by default): the same
+# run with it off (baseline) and on, alternated, in one invocation. On means
+# Open MPI's heartbeat detector, MPI_THREAD_MULTIPLE and kiln's progress thread
+# (an MPI_Iprobe every T/40). Prints one JSON line per run and the ratio of
+# the medians of tokens/s (on / off).
+#
+#   ./bootstrap.sh build && perf/bench_hang_detection.sh [RANKS] [STEPS] [REPEATS]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KILN_BUILD_DIR:-$root/build}
+ranks=${1:-6} steps=${2:-400} repeats=${3:-3}
+work=$build/perf-hang
+export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cd "$root"
+rm -rf "$work"
+mkdir -p "$work"
+"$build/kiln" prep --source licenses --input /usr/share/common-licenses --out "$work/data" --quiet >/dev/null
+declare -A rates
+for rep in $(seq 1 "$repeats"); do
+  for timeout in 0 60; do
+    mpirun -n "$ranks" --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini \
+      --set run.out_dir="$work/run" --set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokenizer=bytes \
+      --set checkpoint.every=0 --set checkpoint.resume=false --set run.steps="$steps" \
+      --set fault.hang_timeout_s="$timeout" >"$work/run-$timeout-$rep.log" 2>&1
+    rate=$(sed -nE 's/^kiln run: .*\(([0-9.]+)k tokens\/s\).*/\1/p' "$work/run-$timeout-$rep.log")
+    echo "{\"bench\":\"hang_detection\",\"ranks\":$ranks,\"steps\":$steps,\"hang_timeout_s\":$timeout,\"repeat\":$rep,\"ktokens_per_s\":$rate}"
+    rates[$timeout]+="$rate "
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+off=$(echo "${rates[0]}" | median) on=$(echo "${rates[60]}" | median)
+echo "{\"bench\":\"hang_detection\",\"median_ktokens_per_s_off\":$off,\"median_ktokens_per_s_on\":$on,\"ratio_on_off\":$(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.3f", a/b}')}"

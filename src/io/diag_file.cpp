@@ -44,11 +44,9 @@ h5::Handle templateType() {
 
 h5::Handle failureType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(FailureRecord)), "diag"));
-    h5::Handle ranks(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), nodes(KILN_H5(H5Tcopy(H5T_C_S1), "diag")),
-        layout(KILN_H5(H5Tcopy(H5T_C_S1), "diag"));
-    KILN_H5(H5Tset_size(ranks, sizeof(FailureRecord::failedRanks)), "diag");
-    KILN_H5(H5Tset_size(nodes, sizeof(FailureRecord::retiredNodes)), "diag");
-    KILN_H5(H5Tset_size(layout, sizeof(FailureRecord::layout)), "diag");
+    const auto ranks = h5::fixedString(sizeof(FailureRecord::failedRanks), "diag");
+    const auto nodes = h5::fixedString(sizeof(FailureRecord::retiredNodes), "diag");
+    const auto layout = h5::fixedString(sizeof(FailureRecord::layout), "diag");
     KILN_H5(H5Tinsert(t, "step", HOFFSET(FailureRecord, step), H5T_NATIVE_UINT64), "diag");
     KILN_H5(H5Tinsert(t, "time", HOFFSET(FailureRecord, time), H5T_NATIVE_DOUBLE), "diag");
     KILN_H5(H5Tinsert(t, "failed_ranks", HOFFSET(FailureRecord, failedRanks), ranks), "diag");
@@ -67,9 +65,8 @@ h5::Handle failureType() {
 
 h5::Handle instantiationType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(InstantiationRecord)), "diag"));
-    h5::Handle layout(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), ranks(H5Tcopy(H5T_C_S1));
-    KILN_H5(H5Tset_size(layout, sizeof(InstantiationRecord::layout)), "diag");
-    KILN_H5(H5Tset_size(ranks, sizeof(InstantiationRecord::ranks)), "diag");
+    const auto layout = h5::fixedString(sizeof(InstantiationRecord::layout), "diag");
+    const auto ranks = h5::fixedString(sizeof(InstantiationRecord::ranks), "diag");
     KILN_H5(H5Tinsert(t, "step", HOFFSET(InstantiationRecord, step), H5T_NATIVE_UINT64), "diag");
     KILN_H5(H5Tinsert(t, "time", HOFFSET(InstantiationRecord, time), H5T_NATIVE_DOUBLE), "diag");
     KILN_H5(H5Tinsert(t, "pipelines", HOFFSET(InstantiationRecord, pipelines), H5T_NATIVE_UINT32), "diag");
@@ -84,9 +81,8 @@ h5::Handle instantiationType() {
 
 h5::Handle eventType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EventRecord)), "diag"));
-    h5::Handle kind(KILN_H5(H5Tcopy(H5T_C_S1), "diag")), detail(H5Tcopy(H5T_C_S1));
-    KILN_H5(H5Tset_size(kind, sizeof(EventRecord::kind)), "diag");
-    KILN_H5(H5Tset_size(detail, sizeof(EventRecord::detail)), "diag");
+    const auto kind = h5::fixedString(sizeof(EventRecord::kind), "diag");
+    const auto detail = h5::fixedString(sizeof(EventRecord::detail), "diag");
     KILN_H5(H5Tinsert(t, "time", HOFFSET(EventRecord, time), H5T_NATIVE_DOUBLE), "diag");
     KILN_H5(H5Tinsert(t, "step", HOFFSET(EventRecord, step), H5T_NATIVE_UINT64), "diag");
     KILN_H5(H5Tinsert(t, "kind", HOFFSET(EventRecord, kind), kind), "diag");
@@ -165,8 +161,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         file_ = h5::Handle(KILN_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), path));
         h5::writeAttribute(file_, "format", std::string("kiln-diagnostics"));
         h5::writeAttribute(file_, "format_version", std::int64_t{1});
-        h5::Handle text(KILN_H5(H5Tcopy(H5T_C_S1), path));
-        KILN_H5(H5Tset_size(text, deckText.empty() ? 1 : deckText.size()), path);
+        const auto text = h5::fixedString(deckText.size(), path);
         h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
         h5::Handle config(KILN_H5(H5Dcreate2(file_, "config", text, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
         KILN_H5(H5Dwrite(config, text, H5S_ALL, H5S_ALL, H5P_DEFAULT, deckText.c_str()), path);

@@ -1,5 +1,7 @@
 #include "kiln/io/hdf5.hpp"
 
+#include <algorithm>
+
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 
@@ -52,9 +54,14 @@ std::int64_t check(std::int64_t rc, const char* call, const std::string& context
                                    file, line, hdf5Message()));
 }
 
+Handle fixedString(std::size_t size, const std::string& context) {
+    Handle type(KILN_H5(H5Tcopy(H5T_C_S1), context));
+    KILN_H5(H5Tset_size(type, std::max<std::size_t>(size, 1)), context);
+    return type;
+}
+
 void writeAttribute(hid_t object, const std::string& name, const std::string& value) {
-    Handle type(KILN_H5(H5Tcopy(H5T_C_S1), name));
-    KILN_H5(H5Tset_size(type, value.empty() ? 1 : value.size()), name);
+    Handle type = fixedString(value.size(), name);
     Handle space(KILN_H5(H5Screate(H5S_SCALAR), name));
     Handle attr(KILN_H5(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), name));
     KILN_H5(H5Awrite(attr, type, value.empty() ? "" : value.c_str()), name);
@@ -100,8 +107,7 @@ std::string readStringAttribute(hid_t object, const std::string& name, const std
         throw InputError(fmt::format("{}: attribute '{}' is not a string", context, name), ErrorScope::ThisRank);
     const std::size_t size = H5Tget_size(type);
     std::string value(size, '\0');
-    Handle memType(KILN_H5(H5Tcopy(H5T_C_S1), context));
-    KILN_H5(H5Tset_size(memType, size), context);
+    Handle memType = fixedString(size, context);
     KILN_H5(H5Aread(attr, memType, value.data()), context);
     value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
     return value;

@@ -23,8 +23,7 @@ struct Row {
 
 h5::Handle rowType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(Row)), "profile"));
-    h5::Handle kind(KILN_H5(H5Tcopy(H5T_C_S1), "profile"));
-    KILN_H5(H5Tset_size(kind, sizeof(Row::kind)), "profile");
+    const auto kind = h5::fixedString(sizeof(Row::kind), "profile");
     KILN_H5(H5Tinsert(t, "kind", HOFFSET(Row, kind), kind), "profile");
     KILN_H5(H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE), "profile");
     KILN_H5(H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE), "profile");

@@ -9,7 +9,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-#include <vector>
 
 namespace kiln::io::h5 {
 
@@ -53,6 +52,9 @@ void quietErrors();
 std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line);
 
 #define KILN_H5(call, context) ::kiln::io::h5::check((call), #call, (context), __FILE__, __LINE__)
+
+// A fixed-length string type of `size` bytes (at least 1), for attributes and table columns.
+Handle fixedString(std::size_t size, const std::string& context);
 
 // Attributes on a file, group or dataset.
 void writeAttribute(hid_t object, const std::string& name, const std::string& value);

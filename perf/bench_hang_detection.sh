@@ -7,22 +7,17 @@
 #
 #   ./bootstrap.sh build && perf/bench_hang_detection.sh [RANKS] [STEPS] [REPEATS]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
 ranks=${1:-6} steps=${2:-400} repeats=${3:-3}
-work=$build/perf-hang
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd "$root"
-rm -rf "$work"
-mkdir -p "$work"
-"$build/kiln" prep --source licenses --input /usr/share/common-licenses --out "$work/data" --quiet >/dev/null
+. "$(dirname "$0")/bench_env.sh"
+bench_workdir_with_licenses perf-hang
 declare -A rates
 for rep in $(seq 1 "$repeats"); do
   for timeout in 0 60; do
     mpirun -n "$ranks" --oversubscribe --with-ft ulfm "$build/kiln" run input/tiny-cpu.ini \
       --set run.out_dir="$work/run" --set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokenizer=bytes \
       --set checkpoint.every=0 --set checkpoint.resume=false --set run.steps="$steps" \
-      --set fault.hang_timeout_s="$timeout" >"$work/run-$timeout-$rep.log" 2>&1
+      --set fault.hang_timeout_s="$timeout" >"$work/run-$timeout-$rep.log" 2>&1 \
+      || { tail -20 "$work/run-$timeout-$rep.log"; echo "bench_hang_detection: the run failed (the tiny deck wants 6 ranks)" >&2; exit 1; }
     rate=$(sed -nE 's/^kiln run: .*\(([0-9.]+)k tokens\/s\).*/\1/p' "$work/run-$timeout-$rep.log")
     echo "{\"bench\":\"hang_detection\",\"ranks\":$ranks,\"steps\":$steps,\"hang_timeout_s\":$timeout,\"repeat\":$rep,\"ktokens_per_s\":$rate}"
     rates[$timeout]+="$rate "

@@ -6,11 +6,9 @@
 #                                   shards with the filter removed (h5repack -f NONE), side by side
 # Output: JSON lines on stdout.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
+. "$(dirname "$0")/bench_env.sh"
 work=$build/perf-data
 bench=$build/perf/bench_loader
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mode=${1:-all}
 # Shards of format 2 (per-chunk checksums) from here on: older data is prepared again.
 [ -f "$work/format-2" ] || rm -rf "$work"

@@ -21,15 +21,8 @@
 #
 #   ./bootstrap.sh build && perf/bench_pipeline.sh
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
-work=$build/perf-pipeline
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd "$root"
-rm -rf "$work"
-mkdir -p "$work"
-kiln=$build/kiln
-"$kiln" prep --source licenses --input /usr/share/common-licenses --out "$work/data" --overwrite --quiet >/dev/null
+. "$(dirname "$0")/bench_env.sh"
+bench_workdir_with_licenses perf-pipeline
 
 steps=${KILN_BENCH_STEPS:-8}
 model=(--set model.blocks=6 --set model.d_model=128 --set model.heads=4 --set data.seq_len=128

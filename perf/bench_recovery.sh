@@ -22,15 +22,8 @@
 #
 #   ./bootstrap.sh build && perf/bench_recovery.sh
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
-work=$build/perf-recovery
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd "$root"
-rm -rf "$work"
-mkdir -p "$work"
-kiln=$build/kiln
-"$kiln" prep --source licenses --input /usr/share/common-licenses --out "$work/data" --overwrite --quiet >/dev/null
+. "$(dirname "$0")/bench_env.sh"
+bench_workdir_with_licenses perf-recovery
 data=(--set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1
       --set checkpoint.resume=false --set run.out_dir="$work/runs")
 now() { date +%s.%N; }

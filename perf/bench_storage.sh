@@ -10,11 +10,9 @@
 # Output: JSON lines on stdout. Metrics: input MB/s = input bytes / wall
 # seconds of the whole prep; tokens/s = tokens written / wall seconds.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
+. "$(dirname "$0")/bench_env.sh"
 mb=${1:-200}
 work=$build/perf-data
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$work"
 corpus=$work/corpus-${mb}mb.jsonl
 [ -f "$corpus" ] || python3 "$root/tools/gen_corpus.py" --out "$corpus" --mb "$mb" >&2

@@ -9,11 +9,8 @@
 #
 #   ./bootstrap.sh demo && perf/bench_train.sh     (needs the demo data in data/)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KILN_BUILD_DIR:-$root/build}
+. "$(dirname "$0")/bench_env.sh"
 work=$build/perf-train
-export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd "$root"
 [ -f data/manuals/manifest.json ] || { echo "bench_train: run ./bootstrap.sh demo first (it prepares data/)" >&2; exit 1; }
 rm -rf "$work"
 common=(--set fault.f=0 --set cluster.ranks_per_node=0 --set plan.pipelines= --set run.out_dir="$work" --set train.threads=2

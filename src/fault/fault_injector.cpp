@@ -79,10 +79,10 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
 FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank) {
     for (const auto& i : injections)
         if (i.rank == originalRank) mine_.push_back(i);
+    fired_.assign(mine_.size(), false);
 }
 
 void FaultInjector::at(std::uint64_t step, Phase phase) {
-    fired_.resize(mine_.size(), false);
     for (std::size_t k = 0; k < mine_.size(); ++k) {
         const auto& i = mine_[k];
         if (i.step != step || i.phase != phase || fired_[k]) continue;

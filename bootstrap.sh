@@ -6,6 +6,13 @@
 #   ./bootstrap.sh build   install what is missing and build
 #   ./bootstrap.sh install PREFIX   build, then install kiln, kiln-mpirun, jobscripts and decks under PREFIX
 #   ./bootstrap.sh setup   only install what is missing
+#   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
+#                          (the torch wheel from PyPI, into .deps/torch-cuda) and its NCCL
+#   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi)
+#
+# `test` ends with `test-cuda` unless KILN_SKIP_CUDA_BUILD=1, so that CI compiles the GPU
+# code on every run and it cannot rot unseen (no GPU is needed to build it or to run the
+# CPU tests with it).
 #
 # Re-running is cheap: every step checks first and does nothing when its
 # result is already there. Open MPI 5 (with ULFM) goes into .deps/ of this
@@ -16,6 +23,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 deps=$root/.deps
 build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10
+torch_version=2.15.0       # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
+cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
+cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
 
 apt_packages=(
@@ -66,6 +76,43 @@ configure_and_build() {
   cmake --build "$build" -j "$jobs"
 }
 
+# libtorch 2 with CUDA: the torch wheel carries libtorch's headers, libraries
+# and CMake package, and pulls the CUDA 13 runtime libraries, cuDNN and NCCL
+# as wheels beside it; kiln's NCCL transport uses that same NCCL. The CUDA
+# compiler is the machine's (nvcc on PATH or in /usr/local/cuda).
+install_torch_cuda() {
+  local venv=$deps/torch-cuda
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+    say "torch $torch_version (CUDA): present in .deps/torch-cuda"; return
+  fi
+  say "torch $torch_version (CUDA): installing into .deps/torch-cuda (about 5 GB)"
+  mkdir -p "$deps"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
+}
+
+configure_and_build_cuda() {
+  command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
+    || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc); none found" >&2; exit 1; }
+  local site
+  site=$("$deps/torch-cuda/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if [ ! -f "$cuda_build/build.ninja" ]; then
+    say "configuring the CUDA build in $cuda_build (libtorch $torch_version, CUDA arch $cuda_arch)"
+    cmake -S "$root" -B "$cuda_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_MPI_PREFIX="$deps/ompi" \
+      -DCMAKE_PREFIX_PATH="$site/torch/share/cmake" -DTORCH_CUDA_ARCH_LIST="$cuda_arch" \
+      -DKILN_WITH_NCCL=ON -DKILN_NCCL_ROOT="$site/nvidia/nccl" ${KILN_CMAKE_ARGS:-}
+  fi
+  say "building the CUDA configuration with $jobs jobs"
+  cmake --build "$cuda_build" -j "$jobs"
+}
+
+test_cuda_build() {
+  install_torch_cuda; configure_and_build_cuda
+  say "CPU tests with the CUDA build (labels unit and mpi): libtorch $torch_version, NCCL transport compiled in"
+  "$cuda_build/kiln" version
+  (cd "$cuda_build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -L "unit|mpi")
+}
+
 # Two demo sources of different character, from text Debian packages ship:
 # the Vim reference manuals (long technical prose, one document per file) and
 # fortune cookies (short quotes, JSON Lines). One SentencePiece tokenizer,
@@ -113,8 +160,10 @@ case $cmd in
     ;;
   test)
     install_debian_packages; install_openmpi5; configure_and_build
-    cd "$build"
-    ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}"
+    (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}")
+    if [ "${KILN_SKIP_CUDA_BUILD:-0}" != 1 ]; then test_cuda_build; fi
     ;;
-  *) echo "usage: $0 [demo|test|build|setup|install PREFIX]" >&2; exit 2 ;;
+  cuda) install_debian_packages; install_openmpi5; install_torch_cuda; configure_and_build_cuda ;;
+  test-cuda) install_debian_packages; install_openmpi5; test_cuda_build ;;
+  *) echo "usage: $0 [demo|test|build|setup|install PREFIX|cuda|test-cuda]" >&2; exit 2 ;;
 esac

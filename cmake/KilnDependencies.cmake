@@ -44,13 +44,28 @@ find_package(fmt REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 find_package(Torch REQUIRED)
+# The torch wheel ships fmt 12 headers in its include directory, which come
+# first for every file that sees torch; Debian's libfmt is fmt 9. With both,
+# kiln uses fmt header-only, so that each file is complete with the headers
+# it saw (fmt versions live in separate inline namespaces) and no libfmt
+# symbol of another version is asked for at link time.
+add_library(kiln_fmt INTERFACE)
+if(EXISTS "${TORCH_INSTALL_PREFIX}/include/fmt" AND NOT TORCH_INSTALL_PREFIX STREQUAL "/usr")
+  target_link_libraries(kiln_fmt INTERFACE fmt::fmt-header-only)
+  message(STATUS "fmt: header-only (libtorch brings its own fmt headers)")
+else()
+  target_link_libraries(kiln_fmt INTERFACE fmt::fmt)
+endif()
 
 # --- NCCL (and the CUDA runtime it needs), for the GPU tensor transport.
 set(KILN_HAVE_NCCL OFF)
 if(NOT KILN_WITH_NCCL STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  # KILN_NCCL_ROOT: the NCCL libtorch was built with (the CUDA build takes the
+  # one of the torch wheel's nvidia-nccl package), so one libnccl is loaded.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${KILN_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${KILN_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(KILN_HAVE_NCCL ON)
     add_library(kiln_nccl INTERFACE)

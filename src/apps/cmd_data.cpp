@@ -16,6 +16,7 @@
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdio>

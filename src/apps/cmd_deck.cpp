@@ -4,7 +4,7 @@
 #include "kiln/config/deck_schema.hpp"
 #include "subcommands.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <sstream>
 

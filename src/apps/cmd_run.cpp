@@ -13,6 +13,7 @@
 #include "world_check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 

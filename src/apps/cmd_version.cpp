@@ -4,7 +4,7 @@
 #include "subcommands.hpp"
 #include "versions.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 namespace kiln::apps {
 

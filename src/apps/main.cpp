@@ -1,5 +1,6 @@
 // kiln: one executable, a table of subcommands.
 #include "kiln/base/error.hpp"
+#include "kiln/base/heap.hpp"
 #include "report_error.hpp"
 #include "subcommands.hpp"
 
@@ -36,6 +37,7 @@ void printUsage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    kiln::base::keepHeapForTraining();
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
         printUsage(stdout);
         return argc < 2 ? 2 : 0;

@@ -1,6 +1,6 @@
 #include "versions.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <hdf5.h>
 #include <torch/version.h>  // macros only: keeps this file cheap to compile
 

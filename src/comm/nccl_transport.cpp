@@ -22,10 +22,15 @@ void checkCuda(cudaError_t rc, const char* call, const char* file, int line) {
                                    cudaGetErrorString(rc)));
 }
 
+// A bad argument is kiln's bug; anything else (a peer that died, a network
+// error, an aborted communicator) is to the trainer what a process failure
+// is under ULFM: the same exception, so recovery handles both alike.
 void checkNccl(ncclResult_t rc, const char* call, const char* file, int line) {
     if (rc == ncclSuccess || rc == ncclInProgress) return;
-    throw LibraryError(fmt::format("{} failed on rank {} ({}) at {}:{}: {}", call, log::rank(), log::host(), file, line,
-                                   ncclGetErrorString(rc)));
+    const auto message = fmt::format("{} failed on rank {} ({}) at {}:{}: {}", call, log::rank(), log::host(), file, line,
+                                     ncclGetErrorString(rc));
+    if (rc == ncclInvalidArgument || rc == ncclInvalidUsage) throw LibraryError(message);
+    throw ProcFailedError(message, 0);
 }
 
 #define KILN_CUDA(call) checkCuda((call), #call, __FILE__, __LINE__)
@@ -40,13 +45,20 @@ public:
         ncclUniqueId id;
         if (rank_ == 0) KILN_NCCL(ncclGetUniqueId(&id));
         KILN_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
-        KILN_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
+        // Non-blocking: a peer that dies during creation must not hold the
+        // others inside ncclCommInitRank forever (settle() has the deadline).
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        KILN_NCCL(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
+        settle("communicator creation");
         KILN_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         KILN_CUDA(cudaStreamCreateWithFlags(&sendStream_, cudaStreamNonBlocking));
     }
 
     ~NcclTransport() override {
-        if (comm_) ncclCommDestroy(comm_);
+        // A healthy communicator is destroyed; one that saw an error is
+        // aborted (destroying it would wait for peers that may be gone).
+        if (comm_) failed_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
         for (auto& [ticket, event] : pending_) cudaEventDestroy(event);
         if (sendStream_) cudaStreamDestroy(sendStream_);
         if (stream_) cudaStreamDestroy(stream_);
@@ -57,19 +69,19 @@ public:
     int size() const override { return size_; }
 
     void send(const void* data, std::size_t bytes, int peer) override {
-        KILN_NCCL(ncclSend(data, bytes, ncclChar, peer, comm_, stream_));
+        enqueue(ncclSend(data, bytes, ncclChar, peer, live(), stream_), "ncclSend");
         waitOrAbort("send");
     }
 
     void recv(void* data, std::size_t bytes, int peer) override {
-        KILN_NCCL(ncclRecv(data, bytes, ncclChar, peer, comm_, stream_));
+        enqueue(ncclRecv(data, bytes, ncclChar, peer, live(), stream_), "ncclRecv");
         waitOrAbort("recv");
     }
 
     // Sends go on their own stream, so that a receive posted after them on the
     // main stream is not queued behind a send whose peer is not ready yet.
     std::uint64_t sendAsync(const void* data, std::size_t bytes, int peer) override {
-        KILN_NCCL(ncclSend(data, bytes, ncclChar, peer, comm_, sendStream_));
+        enqueue(ncclSend(data, bytes, ncclChar, peer, live(), sendStream_), "ncclSend");
         cudaEvent_t done = nullptr;
         KILN_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
         KILN_CUDA(cudaEventRecord(done, sendStream_));
@@ -104,16 +116,60 @@ public:
     bool deviceMemory() const override { return true; }
 
     void allReduceSum(float* data, std::size_t count) override {
-        KILN_NCCL(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_));
+        enqueue(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live(), stream_), "ncclAllReduce");
         waitOrAbort("all-reduce");
     }
 
     void interrupt() override {
+        failed_ = true;
         if (comm_) ncclCommAbort(comm_);
         comm_ = nullptr;
     }
 
 private:
+    ncclComm_t live() {
+        if (!comm_) throw ProcFailedError(fmt::format("NCCL communicator of rank {} ({}) was aborted after a failure",
+                                                      rank_, log::host()), 0);
+        return comm_;
+    }
+
+    [[noreturn]] void abortAndThrow(const std::string& what) {
+        failed_ = true;
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        throw ProcFailedError(what, 0);
+    }
+
+    // An operation on a non-blocking communicator may still be being queued
+    // when the call returns (ncclInProgress): nothing else may be issued on
+    // the communicator until it is.
+    void enqueue(ncclResult_t rc, const char* call) {
+        try {
+            checkNccl(rc, call, __FILE__, __LINE__);
+        } catch (const ProcFailedError&) {
+            failed_ = true;
+            throw;
+        }
+        if (rc == ncclInProgress) settle(call);
+    }
+
+    // Polls the communicator until nothing is in progress, within the deadline.
+    void settle(const char* what) {
+        const auto start = std::chrono::steady_clock::now();
+        for (;;) {
+            ncclResult_t state = ncclSuccess;
+            const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+            if (rc != ncclSuccess) state = rc;
+            if (state == ncclSuccess) return;
+            if (state != ncclInProgress)
+                abortAndThrow(fmt::format("NCCL {} on rank {} ({}): {}", what, rank_, log::host(), ncclGetErrorString(state)));
+            if (std::chrono::steady_clock::now() - start > deadline_)
+                abortAndThrow(fmt::format("NCCL {} on rank {} ({}) did not finish within {} ms; communicator aborted", what,
+                                          rank_, log::host(), deadline_.count()));
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    }
+
     // NCCL never returns on a dead peer: poll the stream and the communicator's
     // asynchronous error, and abort the communicator once the deadline passes,
     // so the failure surfaces as an error that fault handling can act on.
@@ -124,15 +180,15 @@ private:
             const cudaError_t state = cudaStreamQuery(stream);
             if (state == cudaSuccess) return;
             if (state != cudaErrorNotReady) KILN_CUDA(state);
+            if (!comm_) live();  // aborted by interrupt() from another thread of control
             ncclResult_t async = ncclSuccess;
-            KILN_NCCL(ncclCommGetAsyncError(comm_, &async));
-            KILN_NCCL(async);
-            if (std::chrono::steady_clock::now() - start > deadline_) {
-                ncclCommAbort(comm_);
-                comm_ = nullptr;
-                throw LibraryError(fmt::format("NCCL {} on rank {} ({}) did not finish within {} ms; communicator aborted",
-                                               what, rank_, log::host(), deadline_.count()));
-            }
+            const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
+            if (rc != ncclSuccess) async = rc;
+            if (async != ncclSuccess && async != ncclInProgress)
+                abortAndThrow(fmt::format("NCCL {} on rank {} ({}): {}", what, rank_, log::host(), ncclGetErrorString(async)));
+            if (std::chrono::steady_clock::now() - start > deadline_)
+                abortAndThrow(fmt::format("NCCL {} on rank {} ({}) did not finish within {} ms; communicator aborted",
+                                          what, rank_, log::host(), deadline_.count()));
             // Sleep rather than spin: a waiting rank must not take a core from the others.
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
@@ -142,9 +198,10 @@ private:
     cudaStream_t stream_ = nullptr, sendStream_ = nullptr;
     std::vector<std::pair<std::uint64_t, cudaEvent_t>> pending_;
     std::uint64_t nextTicket_ = 1;
-    std::chrono::milliseconds deadline_;
+    std::chrono::milliseconds deadline_;  // for every wait, creation included
     int rank_ = 0;
     int size_ = 1;
+    bool failed_ = false;  // an error was seen: abort, never destroy
 };
 
 }  // namespace

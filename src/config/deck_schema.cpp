@@ -153,8 +153,9 @@ const std::vector<KeySpec>& deckSchema() {
          "fp32, or bf16: matmuls in bfloat16 under libtorch's autocast, weights, gradients and AdamW moments in fp32.",
          oneOf({"fp32", "bf16"})},
         {"train.threads", KeyType::Integer, "0",
-         "CPU threads per rank (libtorch's and OpenBLAS's pools alike); 0 = the host's cores divided by the ranks on "
-         "the host.",
+         "CPU cores per rank. With OpenBLAS they go to its pool (matrix products) and libtorch's own pool keeps 1 "
+         "thread, since both pools busy-waiting on the same cores ran 2-3x slower. 0 = the CPUs the launcher bound the "
+         "rank to, or else the host's CPUs divided by the ranks on the host.",
          atLeast(0)},
         {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
 

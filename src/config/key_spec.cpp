@@ -1,6 +1,7 @@
 #include "kiln/config/key_spec.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>

@@ -8,6 +8,7 @@
 #include "kiln/data/tokenizer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 

@@ -5,6 +5,7 @@
 #include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>

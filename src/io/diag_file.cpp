@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 #include <filesystem>

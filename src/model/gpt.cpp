@@ -120,6 +120,13 @@ std::vector<torch::Tensor> Gpt::parameters() {
     return all;
 }
 
+std::vector<torch::Tensor> Gpt::gradients() {
+    std::vector<torch::Tensor> all;
+    for (auto& p : parameters())
+        if (p.grad().defined()) all.push_back(p.grad());
+    return all;
+}
+
 torch::Tensor crossEntropySum(const torch::Tensor& logits, const torch::Tensor& targets) {
     return torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), targets.reshape({-1}),

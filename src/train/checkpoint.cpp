@@ -9,6 +9,7 @@
 #include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fstream>
 #include <regex>

@@ -69,12 +69,15 @@ std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device, const s
 
 double GradientSync::globalNorm(model::Gpt& model, MPI_Comm control) const {
     torch::NoGradGuard noGrad;
-    double squares = 0.0;
+    // Squares summed in float64 where the gradients are, then one copy to the
+    // host for the sum over ranks (not one per tensor: each is a device sync).
+    std::vector<torch::Tensor> squares;
     for (std::uint32_t l : primaryLayers_)
         for (auto& p : model.layer(l - model.firstLayer()).parameters())
-            if (p.grad().defined()) squares += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &squares, 1, MPI_DOUBLE, MPI_SUM, control));
-    return std::sqrt(squares);
+            if (p.grad().defined()) squares.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
+    double sum = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, control));
+    return std::sqrt(sum);
 }
 
 void GradientSync::interrupt() {

@@ -2,12 +2,18 @@
 
 namespace kiln::train {
 
-torch::Tensor packLayerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
+std::int64_t layerStateSize(model::Gpt& model, std::uint32_t l) {
+    std::int64_t values = 0;
+    for (auto& p : model.layer(l).parameters()) values += 3 * p.numel();
+    return values;
+}
+
+torch::Tensor packLayerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l, torch::Device where) {
     std::vector<torch::Tensor> parts;
     for (auto& p : model.layer(l).parameters()) parts.push_back(p.detach().reshape({-1}));
     for (auto& m : optimizer.firstMoments(l)) parts.push_back(m.reshape({-1}));
     for (auto& v : optimizer.secondMoments(l)) parts.push_back(v.reshape({-1}));
-    return torch::cat(parts).to(torch::kCPU, torch::kFloat32).contiguous();
+    return torch::cat(parts).to(where, torch::kFloat32).contiguous();
 }
 
 void unpackLayerState(const torch::Tensor& flat, model::Gpt& model, AdamW& optimizer, std::uint32_t l, torch::Device device) {

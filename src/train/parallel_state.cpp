@@ -7,6 +7,7 @@
 #include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,17 +42,17 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
 
 ParallelState::~ParallelState() = default;
 
+std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) const {
+    if (device_.is_cuda() && comm::ncclBuiltIn()) return comm::makeNcclTransport(comm, device_.index(), kNcclDeadline);
+    return comm::makeMpiTransport(comm);
+}
+
 void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();
-    // Tensors on a GPU travel by NCCL in device memory; on the CPU by MPI.
-    const bool nccl = device_.is_cuda() && comm::ncclBuiltIn();
-    const int gpu = device_.is_cuda() ? device_.index() : 0;
-    const auto makeTransport = [nccl, gpu](MPI_Comm comm) {
-        return nccl ? comm::makeNcclTransport(comm, gpu, kNcclDeadline) : comm::makeMpiTransport(comm);
-    };
     transport_ = makeTransport(world.control());
-    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes, makeTransport);
+    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes,
+                                                [this](MPI_Comm comm) { return makeTransport(comm); });
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
                                              config_.precision == "bf16");
 }
@@ -132,12 +133,15 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     try {
         if (beforeTransfers) beforeTransfers();
         // The buffers outlive the transport, which completes pending sends when it goes.
+        // On GPUs the layers move device to device over a fresh NCCL
+        // communicator of the survivors (the old ones were aborted).
         std::vector<torch::Tensor> outgoing;
-        auto migration = comm::makeMpiTransport(world.control());
+        auto migration = makeTransport(world.control());
+        const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
         const int me = world.rank();
         for (const auto& t : transfers) {
             if (t.from == me) {
-                outgoing.push_back(packLayerState(*model_, *optimizer_, t.layer - model_->firstLayer()));
+                outgoing.push_back(packLayerState(*model_, *optimizer_, t.layer - model_->firstLayer(), where));
                 migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
                 report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
             }
@@ -145,7 +149,7 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         for (const auto& t : transfers) {
             if (t.to != me) continue;
             const auto local = t.layer - role.firstLayer;
-            auto buffer = torch::empty_like(packLayerState(*model, *optimizer, local));
+            auto buffer = torch::empty({layerStateSize(*model, local)}, torch::dtype(torch::kFloat32).device(where));
             migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
             unpackLayerState(buffer, *model, *optimizer, local, device_);
             report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());

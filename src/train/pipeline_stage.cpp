@@ -13,14 +13,6 @@ namespace {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Samples [offset, offset + b) of this rank's slice as int64 ids (b, seq_len + 1), owned.
-torch::Tensor tokensOf(const data::Batch& batch, std::uint64_t offset, std::int64_t b, torch::Device device) {
-    const auto L = static_cast<std::int64_t>(batch.sampleLength);
-    // Token ids are below 2^31, so the uint32 buffer reads as int32; the int64 conversion copies it.
-    auto* first = const_cast<std::uint32_t*>(batch.tokens.data() + offset * batch.sampleLength);
-    return torch::from_blob(first, {b, L}, torch::kInt32).to(device, torch::kInt64);
-}
-
 }  // namespace
 
 PipelineStage::PipelineStage(model::Gpt& model, const plan::Layout& layout, int rank, comm::Transport& transport,
@@ -28,6 +20,28 @@ PipelineStage::PipelineStage(model::Gpt& model, const plan::Layout& layout, int 
     : model_(model), layout_(layout), role_(layout.roles.at(static_cast<std::size_t>(rank))), transport_(transport),
       device_(device), bf16_(bf16) {
     if (!role_.idle()) pipeline_ = &layout.pipelines[static_cast<std::size_t>(role_.pipeline)];
+}
+
+void PipelineStage::loadTokens(const data::Batch& batch) {
+    tokens_ = torch::Tensor();
+    if (batch.tokens.empty()) return;  // a middle stage: no token ids
+    // Token ids are below 2^31, so the uint32 buffer reads as int32: the
+    // slice crosses to the device once per step, at half the bytes of int64,
+    // and each microbatch converts on the device.
+    const auto rows = static_cast<std::int64_t>(batch.tokens.size() / batch.sampleLength);
+    auto host = torch::from_blob(const_cast<std::uint32_t*>(batch.tokens.data()),
+                                 {rows, static_cast<std::int64_t>(batch.sampleLength)}, torch::kInt32);
+    if (device_.is_cuda()) {
+        pinnedTokens_ = host.pin_memory();  // kept until the next step: the copy below is asynchronous
+        tokens_ = pinnedTokens_.to(device_, /*non_blocking=*/true);
+    } else {
+        tokens_ = host;  // batch outlives the step
+    }
+}
+
+torch::Tensor PipelineStage::tokensOf(const data::Batch& batch, std::uint64_t local, std::int64_t b) const {
+    const auto offset = static_cast<std::int64_t>(layout_.microbatchBegin(pipeline_->firstMicrobatch + local) - batch.first);
+    return tokens_.slice(0, offset, offset + b).to(torch::kInt64);
 }
 
 std::int64_t PipelineStage::samplesOf(std::uint64_t local) const {
@@ -69,25 +83,27 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
     torch::Tensor input;
     if (role_.first()) {
         // This microbatch's inputs (b, T): the loader slice starts at the pipeline's first sample.
-        const std::uint64_t offset = layout_.microbatchBegin(pipeline_->firstMicrobatch + local) - batch.first;
-        input = tokensOf(batch, offset, b, device_).slice(1, 0, static_cast<std::int64_t>(batch.sampleLength) - 1);
+        input = tokensOf(batch, local, b).slice(1, 0, static_cast<std::int64_t>(batch.sampleLength) - 1);
     } else {
         input = receive(b, role_.previous, work).requires_grad_(true);
     }
     const auto t0 = Clock::now();
     torch::Tensor output;
     {
-        AutocastScope autocast(bf16_, device_);
+        // The weights' bf16 casts are kept from one microbatch to the next
+        // (cleared when the step ends, before the optimizer changes the weights).
+        AutocastScope autocast(bf16_, device_, AutocastScope::Cache::KeepForStep);
         output = model_.forward(input);
         if (role_.last()) {
-            const std::uint64_t offset = layout_.microbatchBegin(pipeline_->firstMicrobatch + local) - batch.first;
-            const auto targets = tokensOf(batch, offset, b, device_).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
+            const auto targets = tokensOf(batch, local, b).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
             output = model::crossEntropySum(output, targets);
         }
     }
     work.forward += since(t0);
     if (role_.last()) {
-        work.lossSum += output.item<double>();
+        // Summed where it was computed; read once per step (a read is a device sync).
+        const auto loss = output.detach().to(torch::kFloat64);
+        lossSum_ = lossSum_.defined() ? lossSum_ + loss : loss;
     } else {
         send(output, role_.next);
     }
@@ -122,6 +138,10 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     step_ = step;
     sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});
+    lossSum_ = torch::Tensor();
+    // An attempt abandoned by a failure may have left casts of the weights behind.
+    AutocastScope::clearCache(bf16_);
+    loadTokens(batch);
     // 1F1B: a warm-up of forwards that fills the pipeline below this stage,
     // then one forward and one backward in turn, then the remaining backwards.
     const std::uint64_t warmup = std::min<std::uint64_t>(S - s - 1, m);
@@ -140,6 +160,8 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     transport_.waitSends();
     work.waiting += since(t0);
     sending_.clear();
+    AutocastScope::clearCache(bf16_);
+    if (lossSum_.defined()) work.lossSum = lossSum_.item<double>();
     return work;
 }
 

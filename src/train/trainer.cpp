@@ -53,7 +53,7 @@ torch::Device chooseDevice(const TrainConfig& config, const config::Deck& deck, 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
     s.config = trainConfigFromDeck(deck);
-    const int threads = model::useComputeThreads(s.config.threads, world.ranksOnHost());
+    const auto threads = model::useComputeThreads(s.config.threads, world.ranksOnHost());
     s.spec = data::loaderSpecFromDeck(deck);
     s.probe = std::make_unique<data::Corpus>(s.spec);
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id, s.probe->tokenizer().legacyId);
@@ -150,10 +150,15 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         injections.clear();
     }
     s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
-    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} thread{} "
-              "per rank",
+    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} "
+              "per rank ({})",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
-              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads, threads == 1 ? "" : "s");
+              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads.cores,
+              threads.cores == 1 ? "" : "s",
+              threads.blasThreads > 0
+                  ? fmt::format("OpenBLAS {} thread{}, libtorch {}", threads.blasThreads,
+                                threads.blasThreads == 1 ? "" : "s", threads.torchThreads)
+                  : fmt::format("libtorch {} thread{}", threads.torchThreads, threads.torchThreads == 1 ? "" : "s"));
 }
 
 Trainer::~Trainer() = default;
@@ -210,8 +215,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             }
             a.dataError = comm::firstError(s.world.control(), problem);
             if (!a.dataError.empty()) return a;
-            for (auto& p : s.parallel->model().parameters())
-                if (p.grad().defined()) p.mutable_grad().zero_();
+            if (auto gradients = s.parallel->model().gradients(); !gradients.empty()) at::_foreach_zero_(gradients);
             a.work = s.parallel->stage().run(*batch, targetsPerStep, *s.injector, step);
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();
@@ -296,7 +300,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
         if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
             torch::NoGradGuard noGrad;
-            for (auto& p : s.parallel->model().parameters()) p.mutable_grad().mul_(s.config.gradClip / (a.gradNorm + 1e-6));
+            auto gradients = s.parallel->model().gradients();
+            at::_foreach_mul_(gradients, s.config.gradClip / (a.gradNorm + 1e-6));
         }
         s.injector->at(step, fault::Phase::Optimizer);
         const double lr = learningRate(s.config, step);

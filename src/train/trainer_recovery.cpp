@@ -8,6 +8,7 @@
 #include "kiln/fault/recovery.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>

@@ -3,6 +3,7 @@
 #include "kiln/base/log.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>

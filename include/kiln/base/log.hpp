@@ -3,7 +3,7 @@
 // process and names it by its start-up rank and host.
 #pragma once
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <string>
 

@@ -47,6 +47,8 @@ public:
     torch::Tensor forward(torch::Tensor x);
     void to(torch::Device device, torch::Dtype dtype = torch::kFloat32);
     std::vector<torch::Tensor> parameters();
+    // The .grad() of every parameter that has one (sharing their storage).
+    std::vector<torch::Tensor> gradients();
 
 private:
     ModelConfig config_;

@@ -11,8 +11,11 @@
 
 namespace kiln::train {
 
-// Local layer `l` of `model`, on the host.
-torch::Tensor packLayerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l);
+// Local layer `l` of `model`, on `where` (the host unless a device transport carries it).
+torch::Tensor packLayerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l,
+                             torch::Device where = torch::Device(torch::kCPU));
+// The values packLayerState gives for local layer `l`: three per parameter.
+std::int64_t layerStateSize(model::Gpt& model, std::uint32_t l);
 // The reverse, into local layer `l` (values copied to `device`).
 void unpackLayerState(const torch::Tensor& flat, model::Gpt& model, AdamW& optimizer, std::uint32_t l, torch::Device device);
 

@@ -57,6 +57,9 @@ public:
     void interrupt();
 
 private:
+    // The tensor transport over `comm`: NCCL in device memory for a GPU run
+    // (when built with NCCL), MPI in host memory otherwise.
+    std::unique_ptr<comm::Transport> makeTransport(MPI_Comm comm) const;
 
     model::ModelConfig modelConfig_;
     TrainConfig config_;

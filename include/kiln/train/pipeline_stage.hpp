@@ -47,6 +47,10 @@ private:
     bool sentThisStep_ = false;
     torch::Tensor receive(std::int64_t samples, int peer, StageWork& work);
     std::int64_t samplesOf(std::uint64_t local) const;
+    // This step's token ids (first and last stages), on the device, int32.
+    void loadTokens(const data::Batch& batch);
+    // Microbatch `local`'s ids (b, seq_len + 1) as int64.
+    torch::Tensor tokensOf(const data::Batch& batch, std::uint64_t local, std::int64_t b) const;
     void releaseFinishedSends();
 
     model::Gpt& model_;
@@ -57,6 +61,8 @@ private:
     torch::Device device_;
     bool bf16_;
     std::vector<InFlight> inFlight_;
+    torch::Tensor tokens_, pinnedTokens_;
+    torch::Tensor lossSum_;  // float64, on the device
     std::vector<std::pair<std::uint64_t, torch::Tensor>> sending_;  // ticket, buffer kept alive
 };
 

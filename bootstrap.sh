@@ -7,7 +7,7 @@
 #   ./bootstrap.sh install PREFIX   build, then install kiln, kiln-mpirun, jobscripts and decks under PREFIX
 #   ./bootstrap.sh setup   only install what is missing
 #   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
-#                          (the torch wheel from PyPI, into .deps/torch-cuda) and its NCCL
+#                          (the torch wheel from PyPI, into .deps/torch-VERSION) and its NCCL
 #   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi)
 #
 # `test` ends with `test-cuda` unless KILN_SKIP_CUDA_BUILD=1, so that CI compiles the GPU
@@ -23,7 +23,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 deps=$root/.deps
 build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10
-torch_version=2.15.0       # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
+torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
@@ -81,11 +81,11 @@ configure_and_build() {
 # as wheels beside it; kiln's NCCL transport uses that same NCCL. The CUDA
 # compiler is the machine's (nvcc on PATH or in /usr/local/cuda).
 install_torch_cuda() {
-  local venv=$deps/torch-cuda
+  local venv=$deps/torch-$torch_version
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
-    say "torch $torch_version (CUDA): present in .deps/torch-cuda"; return
+    say "torch $torch_version (CUDA): present in .deps/torch-$torch_version"; return
   fi
-  say "torch $torch_version (CUDA): installing into .deps/torch-cuda (about 5 GB)"
+  say "torch $torch_version (CUDA): installing into .deps/torch-$torch_version (about 5 GB)"
   mkdir -p "$deps"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
@@ -95,7 +95,7 @@ configure_and_build_cuda() {
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
     || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc); none found" >&2; exit 1; }
   local site
-  site=$("$deps/torch-cuda/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  site=$("$deps/torch-$torch_version/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   if [ ! -f "$cuda_build/build.ninja" ]; then
     say "configuring the CUDA build in $cuda_build (libtorch $torch_version, CUDA arch $cuda_arch)"
     cmake -S "$root" -B "$cuda_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_MPI_PREFIX="$deps/ompi" \

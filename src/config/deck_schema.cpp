@@ -120,7 +120,8 @@ const std::vector<KeySpec>& deckSchema() {
         // [model]
         {"model.vocab", KeyType::Integer, "0",
          "Vocabulary size. 0: the tokenizer of the data decides (what training needs); set it to plan or profile a "
-         "model without its data. Training refuses a value that differs from the tokenizer's.",
+         "model without its data. In training it may exceed the tokenizer's (padding, e.g. 50304 for GPT-2's 50257 ids: "
+         "matrix products on multiples of 64 are faster), never fall below it.",
          atLeast(0)},
         {"model.blocks", KeyType::Integer, "2", "Transformer blocks. The model's layers are: embedding, the blocks, output.", atLeast(1)},
         {"model.d_model", KeyType::Integer, "64", "Width of the residual stream.", atLeast(8)},

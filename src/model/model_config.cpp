@@ -40,8 +40,12 @@ double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
 ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab) {
     ModelConfig m;
     const auto deckVocab = static_cast<std::uint32_t>(deck.integer("model.vocab"));
-    if (deckVocab != 0 && tokenizerVocab != 0 && deckVocab != tokenizerVocab)
-        throw InputError(fmt::format("{}: model.vocab = {}, but the data's tokenizer has {} ids; set model.vocab = 0 (or {})",
+    // Larger than the tokenizer's is padding (GPT-2's 50257 ids trained as
+    // 50304, a multiple of 64, for faster matrix products): the extra rows are
+    // never looked up and never the target. Smaller would drop ids.
+    if (deckVocab != 0 && tokenizerVocab != 0 && deckVocab < tokenizerVocab)
+        throw InputError(fmt::format("{}: model.vocab = {}, but the data's tokenizer has {} ids; set model.vocab = 0 (the "
+                                     "tokenizer's) or at least {} (padded)",
                                      deck.setting("model.vocab").origin, deckVocab, tokenizerVocab, tokenizerVocab));
     if (deckVocab == 0 && tokenizerVocab == 0)
         throw InputError("the vocabulary size is unknown: set model.vocab, or name data whose tokenizer gives it");

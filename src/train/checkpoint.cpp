@@ -125,6 +125,8 @@ struct TemporaryFile {
 };
 
 constexpr int kLayerTag = 31;
+// Pieces of a layer sent to the writer: 64 MiB of float32 (and below MPI's int count).
+constexpr std::int64_t kPieceValues = std::int64_t{16} << 20;
 
 }  // namespace
 
@@ -146,8 +148,9 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     if (rank != 0) {
         for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
             if (writerOfLayer.at(layer) != rank) continue;
-            const auto flat = packLayerState(model, optimizer, layer - model.firstLayer());
-            KILN_MPI(MPI_Send(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, 0, kLayerTag, comm));
+            forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues, [&](const torch::Tensor& piece) {
+                KILN_MPI(MPI_Send(piece.data_ptr<float>(), static_cast<int>(piece.numel()), MPI_FLOAT, 0, kLayerTag, comm));
+            });
         }
         const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
         KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, nullptr, 0, MPI_UINT64_T, 0, comm));
@@ -179,20 +182,36 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
                 for (auto d : shape) n *= d;
                 count += n;
             }
-            torch::Tensor flat;
+            // The layer arrives in pieces of at most kPieceValues, in packLayerState's order.
+            auto flat = torch::empty({3 * count}, torch::kFloat32);
+            std::int64_t filled = 0;
             if (writerOfLayer.at(layer) == 0) {
                 if (!model.holds(layer))
                     throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
                                 ErrorScope::ThisRank);
-                flat = packLayerState(model, optimizer, layer - model.firstLayer());
+                forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues,
+                                       [&](const torch::Tensor& piece) {
+                                           if (filled + piece.numel() <= flat.numel())
+                                               flat.slice(0, filled, filled + piece.numel()).copy_(piece);
+                                           filled += piece.numel();
+                                       });
             } else {
-                flat = torch::empty({3 * count}, torch::kFloat32);
-                KILN_MPI(MPI_Recv(flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT, writerOfLayer[layer],
-                                  kLayerTag, comm, MPI_STATUS_IGNORE));
+                while (filled < flat.numel()) {
+                    MPI_Status status;
+                    KILN_MPI(MPI_Probe(writerOfLayer[layer], kLayerTag, comm, &status));
+                    int values = 0;
+                    KILN_MPI(MPI_Get_count(&status, MPI_FLOAT, &values));
+                    if (values <= 0 || filled + values > flat.numel())
+                        throw Error(fmt::format("{}: layer {} arrived with more than the {} values its shapes hold", ctx,
+                                                layer, 3 * count),
+                                    ErrorScope::ThisRank);
+                    KILN_MPI(MPI_Recv(flat.data_ptr<float>() + filled, values, MPI_FLOAT, writerOfLayer[layer], kLayerTag,
+                                      comm, MPI_STATUS_IGNORE));
+                    filled += values;
+                }
             }
-            if (flat.numel() != 3 * count)
-                throw Error(fmt::format("{}: layer {} arrived with {} values, its shapes hold {}", ctx, layer, flat.numel(),
-                                        3 * count),
+            if (filled != 3 * count)
+                throw Error(fmt::format("{}: layer {} has {} values, its shapes hold {}", ctx, layer, filled, 3 * count),
                             ErrorScope::ThisRank);
             h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
             h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),

@@ -2,6 +2,9 @@
 // precision, and a layer's initial weights depend only on (seed, index).
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/profiler.hpp"
+#include "kiln/model/model_config.hpp"
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
 
 #include <unistd.h>
 
@@ -124,5 +127,20 @@ TEST(Model, ParameterShapesMatchTheLayers) {
             count += static_cast<std::uint64_t>(named[k].value().numel());
         }
         EXPECT_EQ(count, config.parametersOf(i)) << "layer " << i;
+    }
+}
+
+TEST(Model, VocabularyMayBePaddedAboveTheTokenizersNeverBelow) {
+    const auto deckWith = [](const char* vocab) {
+        return kiln::config::Deck::fromText(std::string("[model]\nvocab = ") + vocab + "\n", "v.ini");
+    };
+    EXPECT_EQ(modelConfigFromDeck(deckWith("0"), 50257).vocabSize, 50257u);
+    EXPECT_EQ(modelConfigFromDeck(deckWith("50304"), 50257).vocabSize, 50304u);  // padded to a multiple of 64
+    try {
+        modelConfigFromDeck(deckWith("50000"), 50257);
+        FAIL() << "a vocabulary below the tokenizer's was accepted";
+    } catch (const kiln::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("v.ini:2"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("at least 50257"), std::string::npos) << e.what();
     }
 }

@@ -10,9 +10,9 @@
 #                          (the torch wheel from PyPI, into .deps/torch-VERSION) and its NCCL
 #   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi)
 #
-# `test` ends with `test-cuda` unless KILN_SKIP_CUDA_BUILD=1, so that CI compiles the GPU
-# code on every run and it cannot rot unseen (no GPU is needed to build it or to run the
-# CPU tests with it).
+# `test` ends with `test-cuda` when the machine has the CUDA toolkit (and KILN_SKIP_CUDA_BUILD
+# is not 1), so that CI compiles the GPU code on every run and it cannot rot unseen (no GPU
+# is needed to build it or to run the CPU tests with it).
 #
 # Re-running is cheap: every step checks first and does nothing when its
 # result is already there. Open MPI 5 (with ULFM) goes into .deps/ of this
@@ -91,16 +91,17 @@ install_torch_cuda() {
   "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
 }
 
+have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }
+
 configure_and_build_cuda() {
-  command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
-    || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc); none found" >&2; exit 1; }
+  have_nvcc || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc on PATH or in /usr/local/cuda); none found" >&2; exit 1; }
   local site
   site=$("$deps/torch-$torch_version/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   if [ ! -f "$cuda_build/build.ninja" ]; then
     say "configuring the CUDA build in $cuda_build (libtorch $torch_version, CUDA arch $cuda_arch)"
     cmake -S "$root" -B "$cuda_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_MPI_PREFIX="$deps/ompi" \
       -DCMAKE_PREFIX_PATH="$site/torch/share/cmake" -DTORCH_CUDA_ARCH_LIST="$cuda_arch" \
-      -DKILN_WITH_NCCL=ON -DKILN_NCCL_ROOT="$site/nvidia/nccl" ${KILN_CMAKE_ARGS:-}
+      -DKILN_WITH_NCCL=ON -DKILN_NCCL_ROOT="$site/nvidia/nccl" -DKILN_WITH_PERF=OFF ${KILN_CMAKE_ARGS:-}
   fi
   say "building the CUDA configuration with $jobs jobs"
   cmake --build "$cuda_build" -j "$jobs"
@@ -161,7 +162,13 @@ case $cmd in
   test)
     install_debian_packages; install_openmpi5; configure_and_build
     (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}")
-    if [ "${KILN_SKIP_CUDA_BUILD:-0}" != 1 ]; then test_cuda_build; fi
+    if [ "${KILN_SKIP_CUDA_BUILD:-0}" = 1 ]; then
+      say "CUDA build: skipped (KILN_SKIP_CUDA_BUILD=1)"
+    elif ! have_nvcc; then
+      say "CUDA build: skipped, no CUDA toolkit (nvcc) on this machine"
+    else
+      test_cuda_build
+    fi
     ;;
   cuda) install_debian_packages; install_openmpi5; install_torch_cuda; configure_and_build_cuda ;;
   test-cuda) install_debian_packages; install_openmpi5; test_cuda_build ;;

@@ -53,6 +53,7 @@ public:
         settle("communicator creation");
         KILN_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         KILN_CUDA(cudaStreamCreateWithFlags(&sendStream_, cudaStreamNonBlocking));
+        KILN_CUDA(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
     }
 
     ~NcclTransport() override {
@@ -60,6 +61,7 @@ public:
         // aborted (destroying it would wait for peers that may be gone).
         if (comm_) failed_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
         for (auto& [ticket, event] : pending_) cudaEventDestroy(event);
+        if (computed_) cudaEventDestroy(computed_);
         if (sendStream_) cudaStreamDestroy(sendStream_);
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -69,11 +71,13 @@ public:
     int size() const override { return size_; }
 
     void send(const void* data, std::size_t bytes, int peer) override {
+        afterCompute(stream_);
         enqueue(ncclSend(data, bytes, ncclChar, peer, live(), stream_), "ncclSend");
         waitOrAbort("send");
     }
 
     void recv(void* data, std::size_t bytes, int peer) override {
+        afterCompute(stream_);  // the buffer may have been allocated or written by queued work
         enqueue(ncclRecv(data, bytes, ncclChar, peer, live(), stream_), "ncclRecv");
         waitOrAbort("recv");
     }
@@ -81,6 +85,7 @@ public:
     // Sends go on their own stream, so that a receive posted after them on the
     // main stream is not queued behind a send whose peer is not ready yet.
     std::uint64_t sendAsync(const void* data, std::size_t bytes, int peer) override {
+        afterCompute(sendStream_);
         enqueue(ncclSend(data, bytes, ncclChar, peer, live(), sendStream_), "ncclSend");
         cudaEvent_t done = nullptr;
         KILN_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -116,6 +121,7 @@ public:
     bool deviceMemory() const override { return true; }
 
     void allReduceSum(float* data, std::size_t count) override {
+        afterCompute(stream_);
         enqueue(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live(), stream_), "ncclAllReduce");
         waitOrAbort("all-reduce");
     }
@@ -127,6 +133,14 @@ public:
     }
 
 private:
+    // The transport's streams do not synchronise with libtorch's (the legacy
+    // default stream, on which kiln computes): without this, a send could read
+    // an activation or a gradient bucket before the kernels writing it ran.
+    void afterCompute(cudaStream_t stream) {
+        KILN_CUDA(cudaEventRecord(computed_, cudaStreamLegacy));
+        KILN_CUDA(cudaStreamWaitEvent(stream, computed_, 0));
+    }
+
     ncclComm_t live() {
         if (!comm_) throw ProcFailedError(fmt::format("NCCL communicator of rank {} ({}) was aborted after a failure",
                                                       rank_, log::host()), 0);
@@ -196,6 +210,7 @@ private:
 
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr, sendStream_ = nullptr;
+    cudaEvent_t computed_ = nullptr;  // the compute stream's work so far, for afterCompute()
     std::vector<std::pair<std::uint64_t, cudaEvent_t>> pending_;
     std::uint64_t nextTicket_ = 1;
     std::chrono::milliseconds deadline_;  // for every wait, creation included

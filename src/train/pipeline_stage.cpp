@@ -2,6 +2,8 @@
 
 #include "kiln/train/autocast_scope.hpp"
 
+#include "kiln/model/device_sync.hpp"
+
 #include <algorithm>
 #include <chrono>
 
@@ -99,6 +101,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
             output = model::crossEntropySum(output, targets);
         }
     }
+    model::waitForDevice(device_);  // true compute times on a GPU (diag.h5)
     work.forward += since(t0);
     if (role_.last()) {
         // Summed where it was computed; read once per step (a read is a device sync).
@@ -122,6 +125,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     } else {
         slot.output.backward(gradient);
     }
+    model::waitForDevice(device_);
     work.backward += since(t0);
     if (!role_.first()) send(slot.input.grad(), role_.previous);
     slot = InFlight{};  // the activations of this microbatch are no longer needed

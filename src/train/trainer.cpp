@@ -12,6 +12,7 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/model/device_sync.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -307,6 +308,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         const double lr = learningRate(s.config, step);
         const auto o0 = Clock::now();
         s.parallel->optimizer().step(lr);
+        model::waitForDevice(s.device);
         const double optimizerTime = since(o0);
 
         const data::Cursor before = s.loader->cursor();

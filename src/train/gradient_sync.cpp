@@ -69,13 +69,18 @@ std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device, const s
 
 double GradientSync::globalNorm(model::Gpt& model, MPI_Comm control) const {
     torch::NoGradGuard noGrad;
-    // Squares summed in float64 where the gradients are, then one copy to the
-    // host for the sum over ranks (not one per tensor: each is a device sync).
-    std::vector<torch::Tensor> squares;
+    // Each tensor's norm in one multi-tensor call where the gradients are (one
+    // read of each gradient, a fused kernel on a GPU), squared and summed in
+    // float64, then one copy to the host for the sum over ranks (not one per
+    // tensor: each is a device sync). A tensor's norm does not depend on the
+    // layout, so neither does the global one beyond float64 rounding.
+    std::vector<torch::Tensor> gradients;
     for (std::uint32_t l : primaryLayers_)
         for (auto& p : model.layer(l - model.firstLayer()).parameters())
-            if (p.grad().defined()) squares.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
-    double sum = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
+            if (p.grad().defined()) gradients.push_back(p.grad());
+    double sum = 0.0;
+    if (!gradients.empty())
+        sum = torch::stack(at::_foreach_norm(gradients)).to(torch::kFloat64).square().sum().item<double>();
     KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, control));
     return std::sqrt(sum);
 }

@@ -1,12 +1,19 @@
 // The model: a block's gradients agree with finite differences in double
-// precision, and a layer's initial weights depend only on (seed, index).
+// precision, a layer's initial weights depend only on (seed, index), the
+// vocabulary may be padded, and a rank's cores go to one thread pool.
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/profiler.hpp"
 #include "kiln/model/model_config.hpp"
+#include "kiln/model/compute_threads.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 
+#include <dlfcn.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -143,4 +150,32 @@ TEST(Model, VocabularyMayBePaddedAboveTheTokenizersNeverBelow) {
         EXPECT_NE(std::string(e.what()).find("v.ini:2"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("at least 50257"), std::string::npos) << e.what();
     }
+}
+
+TEST(ComputeThreads, ARanksCoresGoToOnePool) {
+    const auto t = useComputeThreads(3, 1);
+    EXPECT_EQ(t.cores, 3);
+    const bool openBlas = dlsym(RTLD_DEFAULT, "openblas_set_num_threads") != nullptr;
+#if TORCH_VERSION_MAJOR < 2
+    // Debian's libtorch calls the system BLAS, which bootstrap.sh makes OpenBLAS.
+    EXPECT_TRUE(openBlas) << "libtorch 1.13 runs without OpenBLAS here: ~6x slower";
+#endif
+    if (openBlas) {
+        EXPECT_EQ(t.blasThreads, 3);
+        EXPECT_EQ(t.torchThreads, 1);
+    } else {
+        EXPECT_EQ(t.blasThreads, 0);
+        EXPECT_EQ(t.torchThreads, 3);
+    }
+    EXPECT_EQ(torch::get_num_threads(), t.torchThreads);
+}
+
+TEST(ComputeThreads, TheDefaultSharesTheHostAmongItsRanks) {
+    cpu_set_t mask;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+    const int allowed = CPU_COUNT(&mask), host = static_cast<int>(std::thread::hardware_concurrency());
+    const auto t = useComputeThreads(0, 2);
+    // Bound to fewer CPUs than the host has: the binding is the share; else half the host, at least 1.
+    EXPECT_EQ(t.cores, allowed < host ? allowed : std::max(1, host / 2));
+    EXPECT_EQ(useComputeThreads(0, 10 * host).cores, allowed < host ? allowed : 1);
 }

@@ -3,6 +3,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/batch_planner.hpp"
+#include "kiln/model/device.hpp"
 #include "kiln/model/model_config.hpp"
 #include "kiln/model/profiler.hpp"
 #include "subcommands.hpp"
@@ -34,10 +35,13 @@ int profileMain(int argc, char** argv) {
     if (vocab == 0) vocab = data::Corpus(data::loaderSpecFromDeck(deck)).tokenizer().vocabSize;
     if (microBatch == 0) microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
     const auto config = model::modelConfigFromDeck(deck, vocab);
-    const auto profile = model::profileModel(config, microBatch, repeat, static_cast<int>(deck.integer("train.threads")));
+    // Where the run will compute: a GPU run is planned with GPU times.
+    const auto device = model::chooseDevice(deck.text("train.device"), deck.setting("train.device").origin, 0);
+    const auto profile = model::profileModel(config, microBatch, repeat, static_cast<int>(deck.integer("train.threads")),
+                                             device, deck.text("train.precision") == "bf16");
     plan::writeProfile(out, profile);
-    fmt::print("kiln profile: {} layers, micro-batch {} x {} tokens, {} (median of {})\n", config.numLayers(), microBatch,
-               config.seqLen, profile.device, repeat);
+    fmt::print("kiln profile: {} layers, micro-batch {} x {} tokens, {} {} (median of {})\n", config.numLayers(),
+               microBatch, config.seqLen, profile.device, deck.text("train.precision"), repeat);
     fmt::print("  {:>5} {:<10} {:>12} {:>12} {:>12} {:>12} {:>14}\n", "layer", "kind", "forward ms", "backward ms",
                "params MB", "output MB", "activations MB");
     double fwd = 0, bwd = 0;

@@ -1,6 +1,8 @@
 #include "kiln/model/profiler.hpp"
 
+#include "kiln/model/autocast_scope.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/model/device.hpp"
 #include "kiln/model/gpt.hpp"
 
 #include <algorithm>
@@ -18,22 +20,31 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads) {
+plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads,
+                                torch::Device device, bool bf16) {
     useComputeThreads(threads, 1);
-    plan::ModelProfile profile{config, microBatch, "cpu", {}};
+    plan::ModelProfile profile{config, microBatch, device.is_cuda() ? "cuda" : "cpu", {}};
     const auto B = static_cast<std::int64_t>(microBatch), T = static_cast<std::int64_t>(config.seqLen);
+    const auto on = torch::TensorOptions().device(device);
     for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
         Layer layer = buildLayer(config, i);
-        torch::Tensor input = i == 0 ? torch::randint(0, config.vocabSize, {B, T}, torch::kInt64)
-                                     : torch::randn({B, T, static_cast<std::int64_t>(config.dModel)});
+        layer->to(device);
+        torch::Tensor input = i == 0 ? torch::randint(0, config.vocabSize, {B, T}, on.dtype(torch::kInt64))
+                                     : torch::randn({B, T, static_cast<std::int64_t>(config.dModel)}, on);
         std::vector<double> forward, backward;
         torch::Tensor output;
         for (int r = 0; r <= repeat; ++r) {
             auto x = i == 0 ? input : input.clone().requires_grad_(true);
+            waitForDevice(device);
             const auto t0 = Clock::now();
-            output = layer->forward(x);
+            {
+                AutocastScope autocast(bf16, device);
+                output = layer->forward(x);
+            }
+            waitForDevice(device);
             const auto t1 = Clock::now();
             output.backward(torch::ones_like(output));
+            waitForDevice(device);
             const auto t2 = Clock::now();
             layer->zero_grad();
             if (r == 0) continue;  // warm-up

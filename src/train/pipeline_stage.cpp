@@ -1,8 +1,7 @@
 #include "kiln/train/pipeline_stage.hpp"
 
-#include "kiln/train/autocast_scope.hpp"
-
-#include "kiln/model/device_sync.hpp"
+#include "kiln/model/autocast_scope.hpp"
+#include "kiln/model/device.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -94,7 +93,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
     {
         // The weights' bf16 casts are kept from one microbatch to the next
         // (cleared when the step ends, before the optimizer changes the weights).
-        AutocastScope autocast(bf16_, device_, AutocastScope::Cache::KeepForStep);
+        model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
         output = model_.forward(input);
         if (role_.last()) {
             const auto targets = tokensOf(batch, local, b).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
@@ -144,7 +143,7 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     inFlight_.assign(m, InFlight{});
     lossSum_ = torch::Tensor();
     // An attempt abandoned by a failure may have left casts of the weights behind.
-    AutocastScope::clearCache(bf16_);
+    model::AutocastScope::clearCache(bf16_);
     loadTokens(batch);
     // 1F1B: a warm-up of forwards that fills the pipeline below this stage,
     // then one forward and one backward in turn, then the remaining backwards.
@@ -164,7 +163,7 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     transport_.waitSends();
     work.waiting += since(t0);
     sending_.clear();
-    AutocastScope::clearCache(bf16_);
+    model::AutocastScope::clearCache(bf16_);
     if (lossSum_.defined()) work.lossSum = lossSum_.item<double>();
     return work;
 }

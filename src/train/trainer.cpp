@@ -12,7 +12,7 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
-#include "kiln/model/device_sync.hpp"
+#include "kiln/model/device.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -34,21 +34,6 @@ std::string duration(double seconds) {
     return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-// A rank's GPU is its place among the ranks of its host: ranks of one host
-// get distinct GPUs whatever order the launcher numbered them in.
-torch::Device chooseDevice(const TrainConfig& config, const config::Deck& deck, int rankOnHost) {
-    const bool cuda = torch::cuda::is_available();
-    if (config.device == "cuda" && !cuda)
-        throw InputError(fmt::format("{}: train.device = cuda, but libtorch sees no CUDA device here (is this libtorch "
-                                     "built with CUDA? Debian's is CPU only); use cpu or auto",
-                                     deck.setting("train.device").origin));
-    if (config.device == "cuda" || (config.device == "auto" && cuda)) {
-        const int local = static_cast<int>(rankOnHost % std::max<std::int64_t>(1, torch::cuda::device_count()));
-        return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local));
-    }
-    return torch::Device(torch::kCPU);
-}
-
 }  // namespace
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
@@ -59,7 +44,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.probe = std::make_unique<data::Corpus>(s.spec);
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id, s.probe->tokenizer().legacyId);
     s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
-    s.device = chooseDevice(s.config, deck, world.rankOnHost());
+    s.device = model::chooseDevice(s.config.device, deck.setting("train.device").origin, world.rankOnHost());
     s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
 
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).

@@ -4,9 +4,15 @@
 
 #include "kiln/plan/layer_profile.hpp"
 
+#include <torch/torch.h>
+
 namespace kiln::model {
 
-// `repeat` timed runs after one warm-up; times are medians. threads > 0 sets libtorch's CPU threads.
-plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads = 0);
+// `repeat` timed runs after one warm-up; times are medians. threads > 0 sets
+// the CPU cores used (model/compute_threads.hpp). On `device`, with bf16
+// autocast when `bf16`: the times the planner should plan a GPU run with are
+// measured on the GPU, the device synchronised before each clock read.
+plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads = 0,
+                                torch::Device device = torch::Device(torch::kCPU), bool bf16 = false);
 
 }  // namespace kiln::model

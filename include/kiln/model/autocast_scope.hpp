@@ -5,7 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-namespace kiln::train {
+namespace kiln::model {
 
 class AutocastScope {
 public:
@@ -43,4 +43,4 @@ private:
     Cache cache_;
 };
 
-}  // namespace kiln::train
+}  // namespace kiln::model

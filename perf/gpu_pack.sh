@@ -19,9 +19,12 @@ KILN_TORCH_VERSION=$version KILN_CUDA_BUILD_DIR=$build "$root/bootstrap.sh" cuda
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib"
 cp "$build/kiln" "$pack/bin/"
-# What the loader resolves here, less what the GPU machine brings itself.
+# What the loader resolves here, less what the GPU machine brings itself:
+# libtorch and CUDA, and glibc's own libraries (libresolv, libutil... use
+# glibc-private symbols and must come from the glibc they run with).
 ldd "$build/kiln" | awk '$3 ~ /^\// {print $3}' \
-  | grep -v -E '/torch/|/nvidia/|/\.deps/ompi/|/libc\.so|/libm\.so|/libstdc\+\+|/libgcc_s|/ld-linux|/libpthread|/libdl\.|/librt\.|/libcudart|/libcuda\.' \
+  | grep -v -E '/torch/|/nvidia/|/\.deps/ompi/|/libstdc\+\+|/libgcc_s|/libcudart|/libcuda\.' \
+  | grep -v -E '/(libc|libm|ld-linux-x86-64|libpthread|libdl|librt|libresolv|libutil|libanl|libnsl|libBrokenLocale)\.so' \
   | xargs -r cp -L -t "$pack/lib/"
 # Open MPI 5: libraries, components, help texts, launcher (not its Python).
 mkdir -p "$pack/ompi"

@@ -14,6 +14,11 @@
 #    same model and step by PyTorch eager and torch.compile
 #    (perf/pytorch_gpt.py), in this one run: tokens/s and MFU of each, and
 #    kiln's ratio to each. One JSON line per measurement, a summary at the end.
+# 3. Recovery with the model on the GPU: 3 ranks share the one GPU (NCCL needs
+#    a GPU per rank, so kiln's transport is MPI through host memory there),
+#    pipelines 2+1, f = 1; rank 1 killed in step 4's backward, the survivors
+#    regroup and migrate layers out of GPU memory; losses step by step against
+#    the same run without a failure. (NCCL across ranks needs 2 GPUs: not here.)
 set -uo pipefail
 steps=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,12 +41,13 @@ site = os.path.dirname(os.path.dirname(torch.__file__))
 print(":".join(sorted({os.path.dirname(p) for p in glob.glob(os.path.join(site, "nvidia", "**", "lib*.so*"), recursive=True)})))
 EOF
 )
-# Only kiln sees the carried libraries: Python keeps the machine's own.
-kiln() {
+# Only kiln and its mpirun see the carried libraries: Python keeps the machine's own.
+with_pack() {
   OPAL_PREFIX=$pack/ompi PATH=$pack/ompi/bin:$PATH \
   LD_LIBRARY_PATH=$pack/lib:$pack/ompi/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$pack/bin/kiln" "$@"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$@"
 }
+kiln() { with_pack "$pack/bin/kiln" "$@"; }
 kiln version 2>&1 | tee -a "$out/gpu_check.log" || { log "kiln does not start here"; exit 1; }
 
 # Data: 8 MB of synthetic text, byte tokens (the 350M model pads the vocabulary to 50304).
@@ -114,5 +120,28 @@ summary = {"check": "speed_350m", "parameters": params, "flops_per_token": flops
 if "kiln" in rows:
     summary["kiln_vs"] = {k: rows["kiln"] / v for k, v in rows.items() if k != "kiln"}
 print(json.dumps(summary))
+EOF
+# 3. Recovery on the GPU: the same run with and without a kill, losses compared.
+for name in recover-ref recover-kill; do
+  inject=""; [ $name = recover-kill ] && inject=1:4:backward
+  timeout 300 env OPAL_PREFIX="$pack/ompi" PATH="$pack/ompi/bin:$PATH" \
+    LD_LIBRARY_PATH="$pack/lib:$pack/ompi/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    "$pack/ompi/bin/mpirun" -n 3 --oversubscribe --with-ft ulfm "$pack/bin/kiln" run \
+    input/tiny-cpu.ini "${common[@]}" --set run.name=$name --set train.device=cuda --set fault.f=1 \
+    --set cluster.ranks_per_node=1 --set plan.pipelines=2+1 --set run.steps=8 --set checkpoint.every=0 \
+    --set fault.inject="$inject" >"$out/$name.log" 2>&1 || log "$name ended with status $? (see $name.log)"
+  kiln diag "$work/runs/$name/diag.h5" --losses >"$out/$name.losses" 2>>"$out/gpu_check.log"
+done
+"$python" - "$out/recover-ref.losses" "$out/recover-kill.losses" "$out/recover-kill.log" <<'EOF' | tee -a "$out/gpu_check.log"
+import json, sys
+def losses(path):  # kiln diag --losses: step, loss, gradient norm per line
+    return [float(line.split()[1]) for line in open(path) if line.strip() and not line.startswith("#")]
+ref, kill = losses(sys.argv[1]), losses(sys.argv[2])
+text = open(sys.argv[3]).read()
+worst = max((abs(a - b) / abs(a) for a, b in zip(ref, kill)), default=float("nan"))
+print(json.dumps({"check": "recovery_on_gpu", "steps": min(len(ref), len(kill)), "reference": ref, "with_kill": kill,
+                  "max_relative_difference": worst, "migrated": "migrat" in text.lower(),
+                  "pass": len(ref) == len(kill) == 8 and worst < 1e-4}))
 EOF
 log "done; files in $out"

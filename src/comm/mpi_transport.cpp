@@ -131,6 +131,9 @@ public:
         }
     }
 
+    void allReduceSumAsync(float* data, std::size_t count) override { allReduceSum(data, count); }
+    void waitAllReduces() override {}
+
     void interrupt() override {
         if (ulfmActive()) revoke(comm_);
     }

@@ -121,10 +121,16 @@ public:
     bool deviceMemory() const override { return true; }
 
     void allReduceSum(float* data, std::size_t count) override {
+        allReduceSumAsync(data, count);
+        waitAllReduces();
+    }
+
+    void allReduceSumAsync(float* data, std::size_t count) override {
         afterCompute(stream_);
         enqueue(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live(), stream_), "ncclAllReduce");
-        waitOrAbort("all-reduce");
     }
+
+    void waitAllReduces() override { waitOrAbort("all-reduce"); }
 
     void interrupt() override {
         failed_ = true;

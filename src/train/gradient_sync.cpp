@@ -3,15 +3,17 @@
 #include "kiln/comm/mpi_check.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 namespace kiln::train {
 
-GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes,
-                           const TransportFactory& makeTransport)
-    : bucketBytes_(std::max<std::size_t>(bucketBytes, 4)) {
+GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, std::size_t bucketBytes,
+                           const TransportFactory& makeTransport) {
+    bucketBytes = std::max<std::size_t>(bucketBytes, 4);
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(control, &rank));
+    // Buckets of whole tensors up to bucketBytes (a larger tensor is a bucket
+    // of its own), never across segments; segments and layers from the last.
+    std::vector<std::vector<Bucket>> perSegment;
     for (const auto& segment : layout.segments) {
         const auto it = std::find(segment.holders.begin(), segment.holders.end(), rank);
         const bool holds = it != segment.holders.end();
@@ -20,69 +22,99 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, std::si
         KILN_MPI(MPI_Comm_split(control, holds ? 0 : MPI_UNDEFINED,
                                 holds ? static_cast<int>(it - segment.holders.begin()) : 0, &comm));
         if (!holds) continue;
-        Group group{segment.firstLayer, segment.endLayer, nullptr};
-        if (segment.holders.size() > 1) group.transport = makeTransport(comm);
-        MPI_Comm_free(&comm);
-        groups_.push_back(std::move(group));
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) layers_.push_back(l);
         if (segment.holders.front() == rank)
             for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) primaryLayers_.push_back(l);
+        if (segment.holders.size() == 1) {
+            MPI_Comm_free(&comm);
+            continue;
+        }
+        groups_.push_back(Group{makeTransport(comm)});
+        MPI_Comm_free(&comm);
+        overlaps_ = overlaps_ || groups_.back().transport->deviceMemory();
+        std::vector<Bucket> buckets;
+        std::size_t size = 0;
+        for (std::uint32_t l = segment.endLayer; l-- > segment.firstLayer;) {
+            const auto params = model.layer(l - model.firstLayer()).parameters();
+            for (std::size_t k = 0; k < params.size(); ++k) {
+                const std::size_t bytes = static_cast<std::size_t>(params[k].numel()) * sizeof(float);
+                if (buckets.empty() || (size + bytes > bucketBytes && !buckets.back().pieces.empty())) {
+                    buckets.emplace_back();
+                    buckets.back().transport = groups_.back().transport.get();
+                    size = 0;
+                }
+                buckets.back().pieces.emplace_back(l, k);
+                buckets.back().lowestLayer = l;
+                size += bytes;
+            }
+        }
+        perSegment.push_back(std::move(buckets));
     }
+    for (auto it = perSegment.rbegin(); it != perSegment.rend(); ++it)
+        for (auto& bucket : *it) buckets_.push_back(std::move(bucket));
 }
 
-std::uint64_t GradientSync::sum(model::Gpt& model, torch::Device device, const std::function<void()>& afterFirstBucket) {
-    torch::NoGradGuard noGrad;
-    std::uint64_t bytes = 0;
-    for (auto& group : groups_) {
-        std::vector<torch::Tensor> params;
-        for (std::uint32_t l = group.firstLayer; l < group.endLayer; ++l)
-            for (auto& p : model.layer(l - model.firstLayer()).parameters()) {
-                if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-                params.push_back(p);
-            }
-        if (!group.transport) continue;
-        // Buckets of whole tensors up to bucketBytes_ (a larger tensor is a bucket of its own).
-        std::size_t first = 0;
-        while (first < params.size()) {
-            std::size_t end = first, size = 0;
-            while (end < params.size() && (end == first || size + params[end].nbytes() <= bucketBytes_))
-                size += params[end++].nbytes();
-            std::vector<torch::Tensor> flat;
-            for (std::size_t k = first; k < end; ++k) flat.push_back(params[k].grad().reshape({-1}));
-            auto bucket = torch::cat(flat);
-            if (!group.transport->deviceMemory()) bucket = bucket.to(torch::kCPU);
-            bucket = bucket.to(torch::kFloat32).contiguous();
-            group.transport->allReduceSum(bucket.data_ptr<float>(), static_cast<std::size_t>(bucket.numel()));
-            if (bytes == 0 && afterFirstBucket) afterFirstBucket();
-            bytes += static_cast<std::uint64_t>(bucket.nbytes());
-            bucket = bucket.to(device);
-            std::int64_t offset = 0;
-            for (std::size_t k = first; k < end; ++k) {
-                auto& g = params[k].mutable_grad();
-                g.copy_(bucket.slice(0, offset, offset + g.numel()).view_as(g));
-                offset += g.numel();
-            }
-            first = end;
-        }
+void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
+    for (auto& bucket : buckets_) bucket.sums = torch::Tensor();  // what an abandoned attempt left
+    started_ = 0;
+    afterFirstBucket_ = std::move(afterFirstBucket);
+}
+
+void GradientSync::start(model::Gpt& model, Bucket& bucket) {
+    std::vector<torch::Tensor> flat;
+    for (const auto& [l, k] : bucket.pieces) {
+        auto p = model.layer(l - model.firstLayer()).parameters()[k];
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        flat.push_back(p.grad().reshape({-1}));
     }
+    auto sums = torch::cat(flat);
+    if (!bucket.transport->deviceMemory()) sums = sums.to(torch::kCPU);
+    bucket.sums = sums.to(torch::kFloat32).contiguous();
+    bucket.transport->allReduceSumAsync(bucket.sums.data_ptr<float>(), static_cast<std::size_t>(bucket.sums.numel()));
+    if (started_++ == 0 && afterFirstBucket_) afterFirstBucket_();
+}
+
+void GradientSync::layerReady(model::Gpt& model, std::uint32_t index) {
+    torch::NoGradGuard noGrad;
+    // Layers finish backward from the last: every layer above `index` is final too.
+    while (started_ < buckets_.size() && buckets_[started_].lowestLayer >= index) start(model, buckets_[started_]);
+}
+
+std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
+    torch::NoGradGuard noGrad;
+    while (started_ < buckets_.size()) start(model, buckets_[started_]);
+    for (auto& group : groups_) group.transport->waitAllReduces();
+    std::uint64_t bytes = 0;
+    for (auto& bucket : buckets_) {
+        const auto sums = bucket.sums.to(device);
+        std::int64_t offset = 0;
+        for (const auto& [l, k] : bucket.pieces) {
+            auto g = model.layer(l - model.firstLayer()).parameters()[k].mutable_grad();
+            g.copy_(sums.slice(0, offset, offset + g.numel()).view_as(g));
+            offset += g.numel();
+        }
+        bytes += static_cast<std::uint64_t>(bucket.sums.nbytes());
+        bucket.sums = torch::Tensor();
+    }
+    for (std::uint32_t l : layers_)  // single-holder segments: zeros where no gradient reached
+        for (auto& p : model.layer(l - model.firstLayer()).parameters())
+            if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     return bytes;
 }
 
-double GradientSync::globalNorm(model::Gpt& model, MPI_Comm control) const {
+double GradientSync::squaredNorm(model::Gpt& model) const {
     torch::NoGradGuard noGrad;
     // Each tensor's norm in one multi-tensor call where the gradients are (one
     // read of each gradient, a fused kernel on a GPU), squared and summed in
-    // float64, then one copy to the host for the sum over ranks (not one per
-    // tensor: each is a device sync). A tensor's norm does not depend on the
-    // layout, so neither does the global one beyond float64 rounding.
+    // float64, then one copy to the host (not one per tensor: each is a device
+    // sync). A tensor's norm does not depend on the layout, so neither does
+    // the global one beyond float64 rounding.
     std::vector<torch::Tensor> gradients;
     for (std::uint32_t l : primaryLayers_)
         for (auto& p : model.layer(l - model.firstLayer()).parameters())
             if (p.grad().defined()) gradients.push_back(p.grad());
-    double sum = 0.0;
-    if (!gradients.empty())
-        sum = torch::stack(at::_foreach_norm(gradients)).to(torch::kFloat64).square().sum().item<double>();
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, control));
-    return std::sqrt(sum);
+    if (gradients.empty()) return 0.0;
+    return torch::stack(at::_foreach_norm(gradients)).to(torch::kFloat64).square().sum().item<double>();
 }
 
 void GradientSync::interrupt() {

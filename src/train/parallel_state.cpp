@@ -3,6 +3,7 @@
 #include "kiln/train/layer_state.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -34,6 +35,17 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
                              comm::World& world, plan::Layout layout)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
     role_ = layout_.roles.at(static_cast<std::size_t>(world.rank()));
+    // NCCL refuses two ranks of one communicator on one GPU ("duplicate GPU"),
+    // and a communicator cannot mix NCCL and MPI ranks: NCCL only where every
+    // rank has a GPU of its own, MPI through host memory otherwise.
+    const int gpus = device_.is_cuda() ? static_cast<int>(torch::cuda::device_count()) : 0;
+    int everyRankOwnsAGpu = device_.is_cuda() && comm::ncclBuiltIn() && world.ranksOnHost() <= gpus ? 1 : 0;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &everyRankOwnsAGpu, 1, MPI_INT, MPI_MIN, world.control()));
+    nccl_ = everyRankOwnsAGpu == 1;
+    if (device_.is_cuda() && comm::ncclBuiltIn() && !nccl_)
+        log::info("  transport  MPI through host memory, not NCCL: some node runs more ranks than it has GPUs (here {} "
+                  "rank{} on {} GPU{}), and NCCL needs a GPU per rank; launch one rank per GPU to use it",
+                  world.ranksOnHost(), world.ranksOnHost() == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
     model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);
@@ -43,7 +55,7 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
 ParallelState::~ParallelState() = default;
 
 std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) const {
-    if (device_.is_cuda() && comm::ncclBuiltIn()) return comm::makeNcclTransport(comm, device_.index(), kNcclDeadline);
+    if (nccl_) return comm::makeNcclTransport(comm, device_.index(), kNcclDeadline);
     return comm::makeMpiTransport(comm);
 }
 
@@ -51,7 +63,7 @@ void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();
     transport_ = makeTransport(world.control());
-    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), kBucketBytes,
+    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), *model_, kBucketBytes,
                                                 [this](MPI_Comm comm) { return makeTransport(comm); });
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
                                              config_.precision == "bf16");

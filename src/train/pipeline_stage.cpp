@@ -94,10 +94,23 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         // The weights' bf16 casts are kept from one microbatch to the next
         // (cleared when the step ends, before the optimizer changes the weights).
         model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
-        output = model_.forward(input);
+        if (local == cutMicrobatch_) {
+            // The same arithmetic as one forward; each layer's input is a leaf
+            // of its own, so backward can be run (and stopped) layer by layer.
+            output = input;
+            for (std::uint32_t k = 0; k < model_.numLayers(); ++k) {
+                if (k > 0) output = output.detach().requires_grad_(true);
+                slot.layerInputs.push_back(output);
+                output = model_.layer(k).forward(output);
+                slot.layerOutputs.push_back(output);
+            }
+        } else {
+            output = model_.forward(input);
+        }
         if (role_.last()) {
             const auto targets = tokensOf(batch, local, b).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
             output = model::crossEntropySum(output, targets);
+            if (!slot.layerOutputs.empty()) slot.layerOutputs.back() = output;
         }
     }
     model::waitForDevice(device_);  // true compute times on a GPU (diag.h5)
@@ -119,7 +132,9 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     torch::Tensor gradient;
     if (!role_.last()) gradient = receive(samplesOf(local), role_.next, work);
     const auto t0 = Clock::now();
-    if (role_.last()) {
+    if (!slot.layerOutputs.empty()) {
+        backwardByLayer(slot, gradient, targetsPerStep, work);
+    } else if (role_.last()) {
         (slot.output / targetsPerStep).backward();
     } else {
         slot.output.backward(gradient);
@@ -131,13 +146,38 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     releaseFinishedSends();
 }
 
+void PipelineStage::backwardByLayer(InFlight& slot, const torch::Tensor& gradient, double targetsPerStep,
+                                    StageWork& work) {
+    const std::size_t n = slot.layerOutputs.size();
+    for (std::size_t k = n; k-- > 0;) {
+        if (k + 1 < n) {
+            slot.layerOutputs[k].backward(slot.layerInputs[k + 1].grad());
+        } else if (role_.last()) {
+            (slot.layerOutputs[k] / targetsPerStep).backward();
+        } else {
+            slot.layerOutputs[k].backward(gradient);
+        }
+        slot.layerInputs.resize(k + 1);  // what is behind the cut is no longer needed
+        slot.layerOutputs.resize(k);
+        const auto t0 = Clock::now();
+        (*layerDone_)(model_.firstLayer() + static_cast<std::uint32_t>(k));
+        // Not compute: the sums' own time (counted apart from backward by the caller).
+        const double seconds = since(t0);
+        work.sums += seconds;
+        work.backward -= seconds;
+    }
+}
+
 StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,
-                             std::uint64_t step) {
+                             std::uint64_t step, const LayerDone& layerDone) {
     StageWork work;
     if (role_.idle() || pipeline_->microbatches == 0) return work;
     const std::uint64_t m = pipeline_->microbatches;
     const std::uint64_t S = role_.stages, s = role_.stage;
     injector_ = &injector;
+    layerDone_ = &layerDone;
+    // Only the last backward leaves final gradients; the sums wait for nothing else.
+    cutMicrobatch_ = layerDone ? m - 1 : ~0ull;
     step_ = step;
     sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});

@@ -35,6 +35,14 @@ public:
     virtual bool deviceMemory() const = 0;
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
+    // Starts the same sum; `data` must stay valid and unwritten until
+    // waitAllReduces() returns. Every rank starts its sums in the same order.
+    // NCCL queues it behind the compute so far and returns; MPI sums before
+    // returning (Open MPI progresses non-blocking collectives only inside MPI
+    // calls, and on a CPU run the cores that would overlap are computing).
+    virtual void allReduceSumAsync(float* data, std::size_t count) = 0;
+    // Blocks until every started sum finished.
+    virtual void waitAllReduces() = 0;
     // After a failure: make every pending and future operation of every rank
     // on this transport return an error instead of waiting (ULFM revoke, NCCL abort).
     virtual void interrupt() = 0;

@@ -2,9 +2,25 @@
 // exactly one stage of every pipeline; its gradient is summed over exactly
 // those ranks. The layout's segments (runs of layers with the same holders)
 // each get a communicator, built once per layout from the control
-// communicator; a rank's gradients in a segment go in buckets of at most
-// `bucketBytes`, one all-reduce per bucket. The global norm counts every layer
-// once (on its holder in pipeline 0).
+// communicator.
+//
+// A rank's gradients go in buckets of at most `bucketBytes`, fixed when the
+// layout is set: the layers of each segment from the last to the first, so
+// every holder of a segment forms the same buckets and starts them in the
+// same order. Where sums run beside the compute (NCCL on its own stream), a
+// bucket is started as soon as the backward pass has finished its layers (the
+// stage reports each layer of its last microbatch), so the sums of the last
+// layers run while the first ones are still in backward. Where a sum blocks
+// the rank (MPI on CPU cores that also compute), all start in finish(), after
+// the stage's last send: a stage never delays the one before it, and the last
+// stages sum while the first are still in their last backwards. finish()
+// starts what is left and waits.
+//
+// Why starting in descending layer order cannot deadlock even where a sum
+// blocks (MPI): a rank waiting in the sum of segment s waits for the other
+// holders of s, which are computing, waiting for a stage downstream (higher
+// layers), or in the sum of a segment above s. Every wait points to higher
+// layers, so none closes a circle.
 #pragma once
 
 #include "kiln/comm/transport.hpp"
@@ -23,27 +39,49 @@ class GradientSync {
 public:
     // Makes the transport of one segment's holders (MPI, or NCCL on GPUs).
     using TransportFactory = std::function<std::unique_ptr<comm::Transport>(MPI_Comm)>;
-    // Collective over `control`, whose ranks the layout numbers.
-    GradientSync(const plan::Layout& layout, MPI_Comm control, std::size_t bucketBytes, const TransportFactory& transport);
+    // Collective over `control`, whose ranks the layout numbers; `model`
+    // holds this rank's layers of the layout.
+    GradientSync(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, std::size_t bucketBytes,
+                 const TransportFactory& transport);
 
-    // Sums this rank's layers' gradients with the other holders (undefined
-    // gradients count as zeros and are defined afterwards). Returns the bytes
-    // this rank all-reduced. `afterFirstBucket` runs once the first bucket is
-    // summed (fault injection in the middle of the sums).
-    std::uint64_t sum(model::Gpt& model, torch::Device device, const std::function<void()>& afterFirstBucket = {});
-    // The L2 norm of the whole model's summed gradient; collective over `control`.
-    double globalNorm(model::Gpt& model, MPI_Comm control) const;
+    // Before a step's backward passes. `afterFirstBucket` runs once the first
+    // bucket was started (fault injection in the middle of the sums).
+    void beginStep(std::function<void()> afterFirstBucket = {});
+    // Whether sums started during backward run beside it (see above).
+    bool overlapsBackward() const { return overlaps_; }
+    // Model layer `index` has its final gradient on this rank: start the
+    // buckets it completes.
+    void layerReady(model::Gpt& model, std::uint32_t index);
+    // Starts the buckets not started yet, waits for all and writes the sums
+    // into .grad() (undefined gradients count as zeros and are defined
+    // afterwards). Returns the bytes this rank all-reduced in the step.
+    std::uint64_t finish(model::Gpt& model, torch::Device device);
+    // This rank's share of the squared L2 norm of the whole model's summed
+    // gradient (each layer counted once, on its holder in pipeline 0): the
+    // sum over ranks is the square of the global norm.
+    double squaredNorm(model::Gpt& model) const;
     // After a failure: make every pending and future sum return an error.
     void interrupt();
 
 private:
     struct Group {
-        std::uint32_t firstLayer = 0, endLayer = 0;
         std::unique_ptr<comm::Transport> transport;  // nullptr: a single holder, nothing to sum
     };
+    struct Bucket {
+        comm::Transport* transport = nullptr;
+        std::vector<std::pair<std::uint32_t, std::size_t>> pieces;  // (model layer, parameter of the layer)
+        std::uint32_t lowestLayer = 0;  // ready once this layer is
+        torch::Tensor sums;  // while started: the flat gradients being summed
+    };
+    void start(model::Gpt& model, Bucket& bucket);
+
     std::vector<Group> groups_;  // the segments this rank holds
+    std::vector<std::uint32_t> layers_;  // every layer this rank holds
+    std::vector<Bucket> buckets_;  // in the order they start: layers descending
+    std::size_t started_ = 0;  // buckets_[0, started_) started this step
     std::vector<std::uint32_t> primaryLayers_;  // layers whose norm this rank counts
-    std::size_t bucketBytes_;
+    std::function<void()> afterFirstBucket_;
+    bool overlaps_ = false;
 };
 
 }  // namespace kiln::train

@@ -58,7 +58,8 @@ public:
 
 private:
     // The tensor transport over `comm`: NCCL in device memory for a GPU run
-    // (when built with NCCL), MPI in host memory otherwise.
+    // (when built with NCCL and every rank has a GPU of its own), MPI in host
+    // memory otherwise.
     std::unique_ptr<comm::Transport> makeTransport(MPI_Comm comm) const;
 
     model::ModelConfig modelConfig_;
@@ -73,6 +74,7 @@ private:
     std::unique_ptr<PipelineStage> stage_;
     std::unique_ptr<GradientSync> gradients_;
     std::unique_ptr<comm::Transport> transport_;
+    bool nccl_ = false;  // decided at start-up, the same on every rank
 };
 
 // The start-up ranks that hold each layer in `layout` (whose ranks are those of

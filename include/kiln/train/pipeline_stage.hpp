@@ -13,6 +13,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 namespace kiln::train {
 
 // What this rank did in one step.
@@ -20,6 +22,7 @@ struct StageWork {
     double lossSum = 0.0;  // summed cross-entropy of its microbatches (last stages only)
     double forward = 0.0, backward = 0.0;  // seconds computing
     double waiting = 0.0;  // seconds waiting for neighbours: the pipeline bubble as this rank sees it
+    double sums = 0.0;  // seconds in gradient sums started during backward (layerDone)
 };
 
 class PipelineStage {
@@ -32,17 +35,30 @@ public:
     // `batch` (this rank's slice: the pipeline's samples on first and last
     // stages, nothing on the others), in 1F1B order. Gradients accumulate in
     // the layers' .grad(); each microbatch's loss is divided by `targetsPerStep`.
-    StageWork run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector, std::uint64_t step);
+    // The last microbatch's backward goes one layer at a time, from the last,
+    // and `layerDone(l)` runs as soon as model layer l's gradient is final
+    // (where gradient sums start, overlapping the backward of the layers below).
+    using LayerDone = std::function<void(std::uint32_t layer)>;
+    StageWork run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector, std::uint64_t step,
+                  const LayerDone& layerDone = {});
 
 private:
     struct InFlight {
         torch::Tensor input;   // what the stage received (ids on the first stage)
         torch::Tensor output;  // activation, or the loss on the last stage
+        // The last microbatch only: each layer's input, cut from the previous
+        // layer's output (the first is `input`), and each layer's output (the
+        // last is `output`), so that backward can stop after every layer.
+        std::vector<torch::Tensor> layerInputs, layerOutputs;
     };
     void forward(std::uint64_t local, const data::Batch& batch, StageWork& work);
     void backward(std::uint64_t local, double targetsPerStep, StageWork& work);
+    // The backward of a microbatch whose forward was cut at every layer.
+    void backwardByLayer(InFlight& slot, const torch::Tensor& gradient, double targetsPerStep, StageWork& work);
     void send(torch::Tensor tensor, int peer);
     fault::FaultInjector* injector_ = nullptr;  // during run()
+    const LayerDone* layerDone_ = nullptr;  // during run()
+    std::uint64_t cutMicrobatch_ = ~0ull;  // the local microbatch whose forward is cut at every layer
     std::uint64_t step_ = 0;
     bool sentThisStep_ = false;
     torch::Tensor receive(std::int64_t samples, int peer, StageWork& work);

@@ -158,6 +158,12 @@ const std::vector<KeySpec>& deckSchema() {
          "thread, since both pools busy-waiting on the same cores ran 2-3x slower. 0 = the CPUs the launcher bound the "
          "rank to, or else the host's CPUs divided by the ranks on the host.",
          atLeast(0)},
+        {"train.grad_sums", KeyType::Text, "auto",
+         "When a stage starts summing its gradients with the other replicas: during_backward (bucket by bucket as "
+         "the last microbatch's backward finishes each layer), after_backward (once the stage's last send is out), "
+         "or auto: during_backward where the sums run beside the compute (NCCL on its own stream), after_backward "
+         "where a sum blocks the cores that compute (MPI). Either way the sums are the same.",
+         oneOf({"auto", "during_backward", "after_backward"})},
         {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
 
         // [checkpoint]

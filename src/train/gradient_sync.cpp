@@ -31,7 +31,7 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
         }
         groups_.push_back(Group{makeTransport(comm)});
         MPI_Comm_free(&comm);
-        overlaps_ = overlaps_ || groups_.back().transport->deviceMemory();
+        asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
         std::vector<Bucket> buckets;
         std::size_t size = 0;
         for (std::uint32_t l = segment.endLayer; l-- > segment.firstLayer;) {

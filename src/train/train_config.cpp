@@ -22,6 +22,7 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.threads = static_cast<int>(deck.integer("train.threads"));
     c.device = deck.text("train.device");
     c.precision = deck.text("train.precision");
+    c.gradSums = deck.text("train.grad_sums");
     c.logEvery = static_cast<std::uint64_t>(deck.integer("train.log_every"));
     c.checkpointEvery = static_cast<std::uint64_t>(deck.integer("checkpoint.every"));
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));

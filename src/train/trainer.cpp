@@ -206,7 +206,9 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             auto& replicas = s.parallel->gradients();
             replicas.beginStep([&] { s.injector->at(step, fault::Phase::Sums); });
             PipelineStage::LayerDone layerDone;
-            if (replicas.overlapsBackward()) layerDone = [&](std::uint32_t l) { replicas.layerReady(model, l); };
+            const bool duringBackward = s.config.gradSums == "during_backward" ||
+                                        (s.config.gradSums == "auto" && replicas.asynchronous());
+            if (duringBackward) layerDone = [&](std::uint32_t l) { replicas.layerReady(model, l); };
             a.work = s.parallel->stage().run(*batch, targetsPerStep, *s.injector, step, layerDone);
             s.injector->at(step, fault::Phase::AllReduce);
             const auto s0 = Clock::now();

@@ -12,6 +12,8 @@
 #     the run finishes with the failure-free run's losses.
 #  4. As 1, but rank 2 dies in the middle of the gradient sums (after its first bucket), so some replicas
 #     have summed and others not: the replayed step gives the same losses, norms and final parameters.
+#     Again with train.grad_sums = during_backward (the sums start layer by layer inside the last backward,
+#     as on GPUs): rank 2 dies inside its backward, the others inside theirs or in a sum; the same outcome.
 #  5. A failure around a checkpoint (checkpoint.every = 5): rank 3 killed right after the agreement of step 4,
 #     which a checkpoint follows, and in another run while the checkpoint of step 5 is written. The run
 #     goes on (exit 0), every checkpoint is complete, no temporary file is left, and the losses are those of
@@ -88,7 +90,13 @@ grep -q "killing this process (SIGKILL) at step 5 in sums" "$work/midsums.log" |
 "$kiln" diag "$work/midsums/tiny/diag.h5" --losses >"$work/midsums.losses"
 same_curve "$work/clean.losses" "$work/midsums.losses" 10
 "$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/midsums/tiny/ckpt/step-00000010.h5" params 1e-5
-echo "PASS 4: a node lost in the middle of the gradient sums; the same losses, norms and final parameters"
+run "$work/midback" 6 --set fault.inject=2:5:sums --set train.grad_sums=during_backward >"$work/midback.log" 2>&1 \
+  || { cat "$work/midback.log"; echo "FAIL: midback"; exit 1; }
+grep -q "killing this process (SIGKILL) at step 5 in sums" "$work/midback.log" || { cat "$work/midback.log"; echo "FAIL: no kill"; exit 1; }
+"$kiln" diag "$work/midback/tiny/diag.h5" --losses >"$work/midback.losses"
+same_curve "$work/clean.losses" "$work/midback.losses" 10
+"$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/midback/tiny/ckpt/step-00000010.h5" params 1e-5
+echo "PASS 4: a node lost in the middle of the gradient sums, started after or during backward; the same losses, norms and final parameters"
 
 for inj in 3:4:commit 3:4:checkpoint; do
   name=ckpt-${inj//:/-}

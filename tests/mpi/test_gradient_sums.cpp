@@ -85,7 +85,7 @@ TEST(GradientSums, LayerByLayerEqualsAllAtTheEnd) {
     for (const bool byLayer : {false, true}) {
         // 600 bytes: most tensors alone in a bucket, the small ones together.
         kiln::train::GradientSync sums(layout, MPI_COMM_WORLD, model, byLayer ? 600 : 64 << 20, mpi());
-        EXPECT_FALSE(sums.overlapsBackward()) << "MPI sums block: started after the stage's backward";
+        EXPECT_FALSE(sums.asynchronous()) << "MPI sums block the rank";
         setGradients(model, rank);
         int firstBuckets = 0;
         sums.beginStep([&] { ++firstBuckets; });

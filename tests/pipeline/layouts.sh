@@ -15,6 +15,9 @@
 #  2. After one step, every layer's gradient (AdamW's first moment, (1 - beta1) g) equals the reference's to 1e-6.
 #  3. A checkpoint written at step 6 on one layout and resumed on another (hetero -> nodes2, nodes2 -> one)
 #     continues with the reference's losses through step 12.
+#  4. With train.grad_sums = during_backward (the sums start layer by layer inside each stage's last backward, as
+#     on GPUs; here each sum blocks, the strictest case for deadlock), hetero, uneven and nodes2 give the
+#     reference's losses, norms and final parameters.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 diff=$4 work=$5
 rm -rf "$work"
@@ -84,3 +87,12 @@ run back 6 2 2+1 1 --set run.steps=6 --set train.grad_clip=0
 run back 1 1 "" 0 --set checkpoint.resume=true --set train.grad_clip=0
 same_curve one-c0 back 12
 echo "PASS 3: checkpoints written on 2+1 (3 ranks) and 2+1 (6 ranks) resume on 6 ranks and on 1 rank with the reference losses"
+
+for spec in "hetero 3 1 2+1" "uneven 3 1 2:3+1:1" "nodes2 6 2 2+1"; do
+  read -r name ranks perNode pipelines <<<"$spec"
+  run during-$name "$ranks" "$perNode" "$pipelines" 1 --set train.grad_clip=0 --set train.grad_sums=during_backward
+  same_curve one-c0 during-$name 12
+  "$diff" "$work/runs/one-c0/ckpt/step-00000012.h5" "$work/runs/during-$name/ckpt/step-00000012.h5" params 1e-5 >/dev/null \
+    || { echo "FAIL: parameters of during-$name"; exit 1; }
+done
+echo "PASS 4: sums started inside the last backward give the reference's losses, norms and parameters on 3 layouts"

@@ -9,12 +9,13 @@
 // every holder of a segment forms the same buckets and starts them in the
 // same order. Where sums run beside the compute (NCCL on its own stream), a
 // bucket is started as soon as the backward pass has finished its layers (the
-// stage reports each layer of its last microbatch), so the sums of the last
-// layers run while the first ones are still in backward. Where a sum blocks
-// the rank (MPI on CPU cores that also compute), all start in finish(), after
-// the stage's last send: a stage never delays the one before it, and the last
-// stages sum while the first are still in their last backwards. finish()
-// starts what is left and waits.
+// stage reports each layer of its last microbatch: layerReady), so the sums
+// of the last layers run while the first ones are still in backward. Where a
+// sum blocks the rank (MPI on CPU cores that also compute), the trainer starts
+// them all in finish(), after the stage's last send: a stage then never delays
+// the one before it, and the last stages sum while the first are still in
+// their last backwards (train.grad_sums chooses). finish() starts what is
+// left and waits.
 //
 // Why starting in descending layer order cannot deadlock even where a sum
 // blocks (MPI): a rank waiting in the sum of segment s waits for the other
@@ -47,8 +48,9 @@ public:
     // Before a step's backward passes. `afterFirstBucket` runs once the first
     // bucket was started (fault injection in the middle of the sums).
     void beginStep(std::function<void()> afterFirstBucket = {});
-    // Whether sums started during backward run beside it (see above).
-    bool overlapsBackward() const { return overlaps_; }
+    // Whether its sums run beside the compute (NCCL's own stream) rather
+    // than block the rank until they are done (MPI).
+    bool asynchronous() const { return asynchronous_; }
     // Model layer `index` has its final gradient on this rank: start the
     // buckets it completes.
     void layerReady(model::Gpt& model, std::uint32_t index);
@@ -81,7 +83,7 @@ private:
     std::size_t started_ = 0;  // buckets_[0, started_) started this step
     std::vector<std::uint32_t> primaryLayers_;  // layers whose norm this rank counts
     std::function<void()> afterFirstBucket_;
-    bool overlaps_ = false;
+    bool asynchronous_ = false;
 };
 
 }  // namespace kiln::train

@@ -19,6 +19,7 @@ struct TrainConfig {
     int threads = 0;
     std::string device = "cpu";     // cpu, cuda, auto
     std::string precision = "fp32";  // fp32, bf16
+    std::string gradSums = "auto";   // auto, during_backward, after_backward
     std::uint64_t logEvery = 1;
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
     bool resume = true;

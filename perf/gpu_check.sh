@@ -18,7 +18,8 @@
 #    a GPU per rank, so kiln's transport is MPI through host memory there),
 #    pipelines 2+1, f = 1; rank 1 killed in step 4's backward, the survivors
 #    regroup and migrate layers out of GPU memory; losses step by step against
-#    the same run without a failure. (NCCL across ranks needs 2 GPUs: not here.)
+#    the same run without a failure (which sums after backward, the killed one
+#    layer by layer inside it). (NCCL across ranks needs 2 GPUs: not here.)
 set -uo pipefail
 steps=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,14 +124,15 @@ print(json.dumps(summary))
 EOF
 # 3. Recovery on the GPU: the same run with and without a kill, losses compared.
 for name in recover-ref recover-kill; do
-  inject=""; [ $name = recover-kill ] && inject=1:4:backward
+  # The killed run also starts its sums inside the last backward (train.grad_sums), as NCCL runs do.
+  inject=""; sums=auto; [ $name = recover-kill ] && { inject=1:4:backward; sums=during_backward; }
   timeout 300 env OPAL_PREFIX="$pack/ompi" PATH="$pack/ompi/bin:$PATH" \
     LD_LIBRARY_PATH="$pack/lib:$pack/ompi/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     "$pack/ompi/bin/mpirun" -n 3 --oversubscribe --with-ft ulfm "$pack/bin/kiln" run \
     input/tiny-cpu.ini "${common[@]}" --set run.name=$name --set train.device=cuda --set fault.f=1 \
     --set cluster.ranks_per_node=1 --set plan.pipelines=2+1 --set run.steps=8 --set checkpoint.every=0 \
-    --set fault.inject="$inject" >"$out/$name.log" 2>&1 || log "$name ended with status $? (see $name.log)"
+    --set fault.inject="$inject" --set train.grad_sums=$sums >"$out/$name.log" 2>&1 || log "$name ended with status $? (see $name.log)"
   kiln diag "$work/runs/$name/diag.h5" --losses >"$out/$name.losses" 2>>"$out/gpu_check.log"
 done
 "$python" - "$out/recover-ref.losses" "$out/recover-kill.losses" "$out/recover-kill.log" <<'EOF' | tee -a "$out/gpu_check.log"

@@ -121,13 +121,25 @@ public:
     bool deviceMemory() const override { return true; }
 
     void allReduceSum(float* data, std::size_t count) override {
-        allReduceSumAsync(data, count);
+        allReduceSumAsync({{data, count}});
         waitAllReduces();
     }
 
-    void allReduceSumAsync(float* data, std::size_t count) override {
+    void allReduceSumAsync(const std::vector<Floats>& buffers) override {
         afterCompute(stream_);
-        enqueue(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live(), stream_), "ncclAllReduce");
+        ncclComm_t comm = live();
+        // One group: NCCL launches the bucket's sums together, in place.
+        enqueue(ncclGroupStart(), "ncclGroupStart");
+        ncclResult_t failed = ncclSuccess;
+        for (const auto& b : buffers) {
+            const ncclResult_t rc = ncclAllReduce(b.data, b.data, b.count, ncclFloat, ncclSum, comm, stream_);
+            if (rc != ncclSuccess && rc != ncclInProgress) {
+                failed = rc;
+                break;
+            }
+        }
+        const ncclResult_t ended = ncclGroupEnd();  // a started group is always ended
+        enqueue(failed != ncclSuccess ? failed : ended, "ncclAllReduce (grouped)");
     }
 
     void waitAllReduces() override { waitOrAbort("all-reduce"); }
@@ -232,6 +244,34 @@ std::unique_ptr<Transport> makeNcclTransport(MPI_Comm comm, int device, std::chr
 }
 
 bool ncclBuiltIn() { return true; }
+
+bool ncclCanConnect(MPI_Comm comm, int device, std::string& why) {
+    // "host bus-id" of this rank's GPU, or "" for none, in fixed-size records.
+    constexpr int kRecord = 128;
+    char record[kRecord] = {};
+    if (device >= 0) {
+        char bus[64] = {};
+        KILN_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
+        fmt::format_to_n(record, kRecord - 1, "{} {}", log::host(), bus);
+    }
+    int size = 0;
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    std::vector<char> all(static_cast<std::size_t>(size) * kRecord);
+    KILN_MPI(MPI_Allgather(record, kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, comm));
+    const auto of = [&](int r) { return std::string(all.data() + static_cast<std::size_t>(r) * kRecord); };
+    for (int r = 0; r < size; ++r) {
+        if (of(r).empty()) {
+            why = fmt::format("rank {} has no GPU", r);
+            return false;
+        }
+        for (int q = 0; q < r; ++q)
+            if (of(q) == of(r)) {
+                why = fmt::format("ranks {} and {} share the GPU at {} (more ranks than GPUs on that node)", q, r, of(r));
+                return false;
+            }
+    }
+    return true;
+}
 
 std::string ncclVersion() {
     int code = 0;

@@ -10,6 +10,11 @@ std::unique_ptr<Transport> makeNcclTransport(MPI_Comm, int, std::chrono::millise
 }
 
 bool ncclBuiltIn() { return false; }
+
+bool ncclCanConnect(MPI_Comm, int, std::string& why) {
+    why = "this kiln was built without NCCL";
+    return false;
+}
 std::string ncclVersion() { return "not built in"; }
 
 }  // namespace kiln::comm

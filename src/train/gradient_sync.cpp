@@ -55,22 +55,41 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
 }
 
 void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
-    for (auto& bucket : buckets_) bucket.sums = torch::Tensor();  // what an abandoned attempt left
+    for (auto& bucket : buckets_) {  // what an abandoned attempt left
+        bucket.sums = torch::Tensor();
+        bucket.bytes = 0;
+    }
     started_ = 0;
     afterFirstBucket_ = std::move(afterFirstBucket);
 }
 
 void GradientSync::start(model::Gpt& model, Bucket& bucket) {
-    std::vector<torch::Tensor> flat;
+    std::vector<torch::Tensor> gradients;
     for (const auto& [l, k] : bucket.pieces) {
         auto p = model.layer(l - model.firstLayer()).parameters()[k];
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        flat.push_back(p.grad().reshape({-1}));
+        gradients.push_back(p.grad());
     }
-    auto sums = torch::cat(flat);
-    if (!bucket.transport->deviceMemory()) sums = sums.to(torch::kCPU);
-    bucket.sums = sums.to(torch::kFloat32).contiguous();
-    bucket.transport->allReduceSumAsync(bucket.sums.data_ptr<float>(), static_cast<std::size_t>(bucket.sums.numel()));
+    // Where the transport reads the memory the gradients are in (NCCL and
+    // GPU, MPI and CPU), they are summed in place: no copy of the gradients
+    // is kept beside them (NCCL groups the bucket's sums in one launch; MPI
+    // stages them into one message).
+    const bool inPlace = std::all_of(gradients.begin(), gradients.end(), [&](const torch::Tensor& g) {
+        return g.is_cuda() == bucket.transport->deviceMemory() && g.is_contiguous() &&
+               g.scalar_type() == torch::kFloat32;
+    });
+    std::vector<comm::Transport::Floats> buffers;
+    if (inPlace) {
+        for (auto& g : gradients) buffers.push_back({g.data_ptr<float>(), static_cast<std::size_t>(g.numel())});
+    } else {
+        // Otherwise (GPU gradients over MPI: ranks sharing a GPU): one flat host copy.
+        std::vector<torch::Tensor> flat;
+        for (auto& g : gradients) flat.push_back(g.reshape({-1}));
+        bucket.sums = torch::cat(flat).to(torch::kCPU, torch::kFloat32).contiguous();
+        buffers.push_back({bucket.sums.data_ptr<float>(), static_cast<std::size_t>(bucket.sums.numel())});
+    }
+    bucket.transport->allReduceSumAsync(buffers);
+    for (const auto& b : buffers) bucket.bytes += b.count * sizeof(float);
     if (started_++ == 0 && afterFirstBucket_) afterFirstBucket_();
 }
 
@@ -86,6 +105,8 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
     for (auto& group : groups_) group.transport->waitAllReduces();
     std::uint64_t bytes = 0;
     for (auto& bucket : buckets_) {
+        bytes += bucket.bytes;
+        if (!bucket.sums.defined()) continue;  // summed in place
         const auto sums = bucket.sums.to(device);
         std::int64_t offset = 0;
         for (const auto& [l, k] : bucket.pieces) {
@@ -93,7 +114,6 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
             g.copy_(sums.slice(0, offset, offset + g.numel()).view_as(g));
             offset += g.numel();
         }
-        bytes += static_cast<std::uint64_t>(bucket.sums.nbytes());
         bucket.sums = torch::Tensor();
     }
     for (std::uint32_t l : layers_)  // single-holder segments: zeros where no gradient reached

@@ -35,17 +35,13 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
                              comm::World& world, plan::Layout layout)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
     role_ = layout_.roles.at(static_cast<std::size_t>(world.rank()));
-    // NCCL refuses two ranks of one communicator on one GPU ("duplicate GPU"),
-    // and a communicator cannot mix NCCL and MPI ranks: NCCL only where every
-    // rank has a GPU of its own, MPI through host memory otherwise.
-    const int gpus = device_.is_cuda() ? static_cast<int>(torch::cuda::device_count()) : 0;
-    int everyRankOwnsAGpu = device_.is_cuda() && comm::ncclBuiltIn() && world.ranksOnHost() <= gpus ? 1 : 0;
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &everyRankOwnsAGpu, 1, MPI_INT, MPI_MIN, world.control()));
-    nccl_ = everyRankOwnsAGpu == 1;
-    if (device_.is_cuda() && comm::ncclBuiltIn() && !nccl_)
-        log::info("  transport  MPI through host memory, not NCCL: some node runs more ranks than it has GPUs (here {} "
-                  "rank{} on {} GPU{}), and NCCL needs a GPU per rank; launch one rank per GPU to use it",
-                  world.ranksOnHost(), world.ranksOnHost() == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
+    // NCCL refuses two ranks of one communicator on one GPU, and a
+    // communicator cannot mix NCCL and MPI ranks: NCCL only where every rank
+    // has a GPU of its own, MPI through host memory otherwise.
+    std::string why;
+    nccl_ = comm::ncclCanConnect(world.control(), device_.is_cuda() ? device_.index() : -1, why);
+    if (device_.is_cuda() && !nccl_)
+        log::info("  transport  MPI through host memory, not NCCL: {}; launch one rank per GPU for NCCL", why);
     model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);

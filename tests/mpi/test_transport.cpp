@@ -62,10 +62,32 @@ TEST(MpiTransport, AllReduceSum) {
     for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<float>(n * (n - 1) / 2 + n * i));
 }
 
+// Started sums (a bucket of two buffers, then one of one) are complete once
+// waitAllReduces() returned, each buffer with its own values.
+TEST(MpiTransport, StartedSumsComplete) {
+    auto t = kiln::comm::makeMpiTransport(MPI_COMM_WORLD);
+    std::vector<std::vector<float>> v(3, std::vector<float>(1000));
+    for (int k = 0; k < 3; ++k) std::fill(v[k].begin(), v[k].end(), static_cast<float>(t->rank() + 10 * k));
+    t->allReduceSumAsync({{v[0].data(), v[0].size()}, {v[1].data(), v[1].size()}});
+    t->allReduceSumAsync({{v[2].data(), v[2].size()}});
+    t->waitAllReduces();
+    const int n = t->size();
+    for (int k = 0; k < 3; ++k)
+        for (float x : v[k]) ASSERT_EQ(x, static_cast<float>(n * (n - 1) / 2 + n * 10 * k)) << "sum " << k;
+}
+
 TEST(NcclTransport, ReportsWhetherBuiltIn) {
     if (kiln::comm::ncclBuiltIn()) {
         EXPECT_NE(kiln::comm::ncclVersion().find('.'), std::string::npos);
     } else {
         EXPECT_THROW(kiln::comm::makeNcclTransport(MPI_COMM_WORLD, 0, std::chrono::seconds(1)), std::exception);
     }
+}
+
+// Ranks without a GPU never get NCCL, and the reason names what is missing;
+// in a CUDA build this runs the collective that compares GPUs across ranks.
+TEST(NcclTransport, NotWithoutAGpuPerRank) {
+    std::string why;
+    EXPECT_FALSE(kiln::comm::ncclCanConnect(MPI_COMM_WORLD, -1, why));
+    EXPECT_NE(why.find(kiln::comm::ncclBuiltIn() ? "has no GPU" : "built without NCCL"), std::string::npos) << why;
 }

@@ -35,12 +35,18 @@ public:
     virtual bool deviceMemory() const = 0;
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
-    // Starts the same sum; `data` must stay valid and unwritten until
-    // waitAllReduces() returns. Every rank starts its sums in the same order.
-    // NCCL queues it behind the compute so far and returns; MPI sums before
-    // returning (Open MPI progresses non-blocking collectives only inside MPI
-    // calls, and on a CPU run the cores that would overlap are computing).
-    virtual void allReduceSumAsync(float* data, std::size_t count) = 0;
+    // Starts the in-place sums of several buffers (one bucket: NCCL sums them
+    // in one grouped launch, without copying them together); they must stay
+    // valid and unwritten until waitAllReduces() returns. Every rank starts
+    // the same sums in the same order. NCCL queues them behind the compute so
+    // far and returns; MPI sums before returning (Open MPI progresses
+    // non-blocking collectives only inside MPI calls, and on a CPU run the
+    // cores that would overlap are computing).
+    struct Floats {
+        float* data;
+        std::size_t count;
+    };
+    virtual void allReduceSumAsync(const std::vector<Floats>& buffers) = 0;
     // Blocks until every started sum finished.
     virtual void waitAllReduces() = 0;
     // After a failure: make every pending and future operation of every rank
@@ -57,6 +63,13 @@ std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 std::unique_ptr<Transport> makeNcclTransport(MPI_Comm comm, int device, std::chrono::milliseconds deadline);
 
 bool ncclBuiltIn();
+// Whether NCCL can connect the ranks of `comm`: every rank drives a CUDA
+// device (`device`; -1: none) that no other rank drives, told apart by host
+// and PCI bus, so that a launcher showing each rank only its own GPU passes
+// (NCCL refuses two ranks of a communicator on one GPU). Collective over
+// `comm` where NCCL is built in; false otherwise. `why` says what stood in
+// the way.
+bool ncclCanConnect(MPI_Comm comm, int device, std::string& why);
 // "2.28.3", or "not built in".
 std::string ncclVersion();
 

@@ -73,7 +73,8 @@ private:
         comm::Transport* transport = nullptr;
         std::vector<std::pair<std::uint32_t, std::size_t>> pieces;  // (model layer, parameter of the layer)
         std::uint32_t lowestLayer = 0;  // ready once this layer is
-        torch::Tensor sums;  // while started: the flat gradients being summed
+        torch::Tensor sums;  // while started, in host memory: the flat copy being summed
+        std::uint64_t bytes = 0;  // summed this step
     };
     void start(model::Gpt& model, Bucket& bucket);
 

@@ -30,8 +30,8 @@ const std::vector<KeySpec>& deckSchema() {
         {"fault.inject", KeyType::Text, "",
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, send (the first "
          "activation or gradient sent to a neighbouring stage), allreduce (after the rank's backwards, before it "
-         "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), checkpoint (before a checkpoint write), regroup "
-         "and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), "
+         "checkpoint (before a checkpoint write), regroup and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",

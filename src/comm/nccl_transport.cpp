@@ -120,6 +120,28 @@ public:
 
     bool deviceMemory() const override { return true; }
 
+    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
+        afterCompute(stream_);
+        ncclComm_t comm = live();
+        enqueue(ncclGroupStart(), "ncclGroupStart");
+        ncclResult_t failed = ncclSuccess;
+        for (const auto& m : sends) {
+            const ncclResult_t rc = ncclSend(m.data, m.bytes, ncclChar, m.peer, comm, stream_);
+            if (rc != ncclSuccess && rc != ncclInProgress) {
+                failed = rc;
+                break;
+            }
+        }
+        for (const auto& m : receives) {
+            if (failed != ncclSuccess) break;
+            const ncclResult_t rc = ncclRecv(m.data, m.bytes, ncclChar, m.peer, comm, stream_);
+            if (rc != ncclSuccess && rc != ncclInProgress) failed = rc;
+        }
+        const ncclResult_t ended = ncclGroupEnd();  // a started group is always ended
+        enqueue(failed != ncclSuccess ? failed : ended, "ncclSend/ncclRecv (grouped)");
+        waitOrAbort("exchange");
+    }
+
     void allReduceSum(float* data, std::size_t count) override {
         allReduceSumAsync({{data, count}});
         waitAllReduces();

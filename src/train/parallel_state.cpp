@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/link_transport.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -58,7 +59,14 @@ std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) con
 void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();
-    transport_ = makeTransport(world.control());
+    // NCCL runs a communicator's operations in issue order: a pipeline gets a
+    // channel per neighbour and direction (see link_transport.hpp).
+    if (nccl_) {
+        transport_ = comm::makeLinkTransport(world.control(), {role_.previous, role_.next},
+                                             [this](MPI_Comm pair) { return makeTransport(pair); });
+    } else {
+        transport_ = makeTransport(world.control());
+    }
     gradients_ = std::make_unique<GradientSync>(layout_, world.control(), *model_, kBucketBytes,
                                                 [this](MPI_Comm comm) { return makeTransport(comm); });
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
@@ -143,27 +151,34 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         // The buffers outlive the transport, which completes pending sends when it goes.
         // On GPUs the layers move device to device over a fresh NCCL
         // communicator of the survivors (the old ones were aborted).
-        std::vector<torch::Tensor> outgoing;
+        std::vector<torch::Tensor> outgoing, incoming;
+        std::vector<comm::Transport::Message> sends, receives;
         auto migration = makeTransport(world.control());
         const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
         const int me = world.rank();
         for (const auto& t : transfers) {
             if (t.from == me) {
                 outgoing.push_back(packLayerState(*model_, *optimizer_, t.layer - model_->firstLayer(), where));
-                migration->sendAsync(outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to);
+                sends.push_back({outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to});
                 report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
             }
+            if (t.to == me) {
+                const auto local = t.layer - role.firstLayer;
+                incoming.push_back(
+                    torch::empty({layerStateSize(*model, local)}, torch::dtype(torch::kFloat32).device(where)));
+                receives.push_back({incoming.back().data_ptr(), static_cast<std::size_t>(incoming.back().nbytes()), t.from});
+            }
         }
+        // All at once: two ranks may each hold what the other needs.
+        migration->exchange(sends, receives);
+        std::size_t next = 0;
         for (const auto& t : transfers) {
             if (t.to != me) continue;
-            const auto local = t.layer - role.firstLayer;
-            auto buffer = torch::empty({layerStateSize(*model, local)}, torch::dtype(torch::kFloat32).device(where));
-            migration->recv(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), t.from);
-            unpackLayerState(buffer, *model, *optimizer, local, device_);
-            report.bytesReceived += static_cast<std::uint64_t>(buffer.nbytes());
+            unpackLayerState(incoming[next], *model, *optimizer, t.layer - role.firstLayer, device_);
+            report.bytesReceived += static_cast<std::uint64_t>(incoming[next].nbytes());
             ++report.layersReceived;
+            ++next;
         }
-        migration->waitSends();
     } catch (const ProcFailedError&) {
         ok = false;
         comm::revoke(world.control());

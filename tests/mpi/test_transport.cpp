@@ -1,5 +1,6 @@
-// The MPI tensor transport: ring send/recv of several sizes (including empty)
-// and an in-place all-reduce, checked value by value.
+// The MPI tensor transport: ring send/recv of several sizes (including empty),
+// in-place sums, exchanges, and a pipeline's links, checked value by value.
+#include "kiln/comm/link_transport.hpp"
 #include "kiln/comm/transport.hpp"
 
 #include <gtest/gtest.h>
@@ -90,4 +91,69 @@ TEST(NcclTransport, NotWithoutAGpuPerRank) {
     std::string why;
     EXPECT_FALSE(kiln::comm::ncclCanConnect(MPI_COMM_WORLD, -1, why));
     EXPECT_NE(why.find(kiln::comm::ncclBuiltIn() ? "has no GPU" : "built without NCCL"), std::string::npos) << why;
+}
+
+// A pipeline's links on 3 ranks placed out of rank order (stages on ranks 2,
+// 0, 1): every rank sends 3 messages of 4 MiB to each neighbour before it
+// receives any, the data arrive in order, each ticket comes back once, and a
+// rank that is not a neighbour is refused by name.
+TEST(LinkTransport, NeighboursExchangeInOrder) {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ASSERT_EQ(size, 3);
+    const std::vector<int> stageRanks = {2, 0, 1};
+    const int stage = static_cast<int>(std::find(stageRanks.begin(), stageRanks.end(), rank) - stageRanks.begin());
+    std::vector<int> peers;
+    if (stage > 0) peers.push_back(stageRanks[static_cast<std::size_t>(stage - 1)]);
+    if (stage < 2) peers.push_back(stageRanks[static_cast<std::size_t>(stage + 1)]);
+    auto t = kiln::comm::makeLinkTransport(MPI_COMM_WORLD, peers,
+                                           [](MPI_Comm pair) { return kiln::comm::makeMpiTransport(pair); });
+    EXPECT_FALSE(t->deviceMemory());
+    const std::size_t n = std::size_t{1} << 20;
+    std::vector<std::vector<float>> out;
+    std::vector<std::uint64_t> tickets;
+    for (int k = 0; k < 3; ++k)
+        for (int peer : peers) {
+            out.emplace_back(n, static_cast<float>(rank * 100 + peer * 10 + k));
+            tickets.push_back(t->sendAsync(out.back().data(), n * sizeof(float), peer));
+        }
+    std::vector<float> in(n);
+    for (int k = 0; k < 3; ++k)
+        for (int peer : peers) {
+            t->recv(in.data(), n * sizeof(float), peer);
+            ASSERT_EQ(in.front(), static_cast<float>(peer * 100 + rank * 10 + k)) << "from " << peer;
+            ASSERT_EQ(in.back(), static_cast<float>(peer * 100 + rank * 10 + k)) << "from " << peer;
+        }
+    std::vector<std::uint64_t> done;
+    for (int tries = 0; tries < 100000 && done.size() < tickets.size(); ++tries)
+        for (auto ticket : t->completedSends()) done.push_back(ticket);
+    t->waitSends();
+    std::sort(done.begin(), done.end());
+    EXPECT_EQ(done, tickets);
+    const int stranger = stage == 1 ? -1 : rank == 2 ? 1 : 2;  // the end stages are not linked
+    if (stranger >= 0) {
+        const auto error = [&] {
+            try {
+                t->sendAsync(out.front().data(), 4, stranger);
+            } catch (const std::exception& e) {
+                return std::string(e.what());
+            }
+            return std::string();
+        }();
+        EXPECT_NE(error.find("has no link to rank " + std::to_string(stranger)), std::string::npos) << error;
+    }
+}
+
+// Two ranks that each send the other a large message exchange without waiting.
+TEST(MpiTransport, ExchangeBothWays) {
+    auto t = kiln::comm::makeMpiTransport(MPI_COMM_WORLD);
+    const int next = (t->rank() + 1) % t->size(), prev = (t->rank() + t->size() - 1) % t->size();
+    const std::size_t n = std::size_t{1} << 20;
+    std::vector<float> toNext(n, static_cast<float>(t->rank())), toPrev(n, static_cast<float>(t->rank() + 50));
+    std::vector<float> fromPrev(n), fromNext(n);
+    t->exchange({{toNext.data(), n * sizeof(float), next}, {toPrev.data(), n * sizeof(float), prev}},
+                {{fromPrev.data(), n * sizeof(float), prev}, {fromNext.data(), n * sizeof(float), next}});
+    EXPECT_EQ(fromPrev.back(), static_cast<float>(prev));
+    EXPECT_EQ(fromNext.back(), static_cast<float>(next + 50));
 }

@@ -33,6 +33,16 @@ public:
     virtual void waitSends() = 0;
     // Whether buffers live in device memory (NCCL) or host memory (MPI).
     virtual bool deviceMemory() const = 0;
+    // Every send and receive at once (each send matched by a receive on its
+    // peer), in any pattern, e.g. two ranks sending to each other: none
+    // waits for another (NCCL: one group, since NCCL runs a communicator's
+    // operations in issue order). Returns when all are done.
+    struct Message {
+        void* data;
+        std::size_t bytes;
+        int peer;
+    };
+    virtual void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives);
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
     // Starts the in-place sums of several buffers (one bucket: NCCL sums them

@@ -73,6 +73,24 @@ void ParallelState::connect(comm::World& world) {
                                              config_.precision == "bf16");
 }
 
+StepWork ParallelState::runStep(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,
+                                std::uint64_t step) {
+    StepWork work;
+    if (auto gradients = model_->gradients(); !gradients.empty()) at::_foreach_zero_(gradients);
+    gradients_->beginStep([&] { injector.at(step, fault::Phase::Sums); });
+    PipelineStage::LayerDone layerDone;
+    const bool duringBackward =
+        config_.gradSums == "during_backward" || (config_.gradSums == "auto" && gradients_->asynchronous());
+    if (duringBackward) layerDone = [&](std::uint32_t l) { gradients_->layerReady(*model_, l); };
+    work.stage = stage_->run(batch, targetsPerStep, injector, step, layerDone);
+    injector.at(step, fault::Phase::AllReduce);
+    const auto t0 = std::chrono::steady_clock::now();
+    gradients_->finish(*model_, device_);
+    work.squaredNorm = gradients_->squaredNorm(*model_);
+    work.sumsSeconds = work.stage.sums + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return work;
+}
+
 std::vector<int> ParallelState::writers() const {
     std::vector<int> out(layout_.layers);
     for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolder(l);

@@ -201,28 +201,19 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             }
             a.dataError = comm::firstError(s.world.control(), problem);
             if (!a.dataError.empty()) return a;
-            if (auto gradients = s.parallel->model().gradients(); !gradients.empty()) at::_foreach_zero_(gradients);
-            auto& model = s.parallel->model();
-            auto& replicas = s.parallel->gradients();
-            replicas.beginStep([&] { s.injector->at(step, fault::Phase::Sums); });
-            PipelineStage::LayerDone layerDone;
-            const bool duringBackward = s.config.gradSums == "during_backward" ||
-                                        (s.config.gradSums == "auto" && replicas.asynchronous());
-            if (duringBackward) layerDone = [&](std::uint32_t l) { replicas.layerReady(model, l); };
-            a.work = s.parallel->stage().run(*batch, targetsPerStep, *s.injector, step, layerDone);
-            s.injector->at(step, fault::Phase::AllReduce);
+            const StepWork work = s.parallel->runStep(*batch, targetsPerStep, *s.injector, step);
+            a.work = work.stage;
             const auto s0 = Clock::now();
-            replicas.finish(model, s.device);
             // One collective over every rank for the step's scalars: the loss,
             // the squared gradient norm, and the stop signal (so that every
             // rank learns of it in the same step).
             const bool stop = stopSignal() != 0 || (s.world.rank() == 0 && stopFileExists());
-            double sums[3] = {a.work.lossSum, replicas.squaredNorm(model), stop ? 1.0 : 0.0};
+            double sums[3] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0};
             KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s.world.control()));
             a.lossSum = sums[0];
             a.gradNorm = std::sqrt(sums[1]);
             a.stopRequested = sums[2] > 0;
-            a.sync = a.work.sums + since(s0);
+            a.sync = work.sumsSeconds + since(s0);
         } catch (const ProcFailedError& e) {
             log::warn("step {}: {}", step, e.what());
             a.ok = false;

@@ -17,6 +17,13 @@
 
 namespace kiln::train {
 
+// One step's parallel work on this rank.
+struct StepWork {
+    StageWork stage;
+    double squaredNorm = 0.0;  // this rank's share of the summed gradient's squared norm
+    double sumsSeconds = 0.0;  // waiting for the gradient sums (inside backward and after it)
+};
+
 struct MigrationReport {
     std::uint64_t bytesReceived = 0, bytesSent = 0;
     std::uint32_t layersReceived = 0;
@@ -45,12 +52,18 @@ public:
     // stage for the current layout (collective over world.control()).
     void connect(comm::World& world);
 
+    // The step's forwards and backwards of this rank's stage and its
+    // gradient sums with the other replicas, started during or after the
+    // last backward (train.grad_sums): afterwards every layer's .grad() holds
+    // the summed gradient. `injector` fires in the phases it names (backward,
+    // send, allreduce, sums ...).
+    StepWork runStep(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,
+                     std::uint64_t step);
+
     model::Gpt& model() { return *model_; }
     AdamW& optimizer() { return *optimizer_; }
     const plan::Layout& layout() const { return layout_; }
     const plan::RankRole& role() const { return role_; }
-    PipelineStage& stage() { return *stage_; }
-    GradientSync& gradients() { return *gradients_; }
     // The rank (of control) that writes each layer to checkpoints.
     std::vector<int> writers() const;
     // After a failure: every pending and future transfer returns an error.

@@ -6,8 +6,27 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
+
+namespace {
+
+// The tickets completedSends() returns until `count` came back, polling for
+// up to 30 s (a peer on a loaded machine may take long to receive; a fixed
+// number of polls failed a CI run).
+std::vector<std::uint64_t> ticketsWithin(kiln::comm::Transport& t, std::size_t count) {
+    std::vector<std::uint64_t> done;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (done.size() < count && std::chrono::steady_clock::now() < until) {
+        for (auto ticket : t.completedSends()) done.push_back(ticket);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return done;
+}
+
+}  // namespace
 
 TEST(MpiTransport, RingSendRecv) {
     auto t = kiln::comm::makeMpiTransport(MPI_COMM_WORLD);
@@ -46,9 +65,7 @@ TEST(MpiTransport, AsyncSendsDoNotBlock) {
         ASSERT_EQ(in.front(), static_cast<float>(prev * 100 + k));
         ASSERT_EQ(in.back(), static_cast<float>(prev * 100 + k));
     }
-    std::vector<std::uint64_t> done;
-    for (int tries = 0; tries < 100000 && done.size() < 3; ++tries)
-        for (auto ticket : t->completedSends()) done.push_back(ticket);
+    auto done = ticketsWithin(*t, 3);
     t->waitSends();
     std::sort(done.begin(), done.end());
     EXPECT_EQ(done, tickets);
@@ -125,9 +142,7 @@ TEST(LinkTransport, NeighboursExchangeInOrder) {
             ASSERT_EQ(in.front(), static_cast<float>(peer * 100 + rank * 10 + k)) << "from " << peer;
             ASSERT_EQ(in.back(), static_cast<float>(peer * 100 + rank * 10 + k)) << "from " << peer;
         }
-    std::vector<std::uint64_t> done;
-    for (int tries = 0; tries < 100000 && done.size() < tickets.size(); ++tries)
-        for (auto ticket : t->completedSends()) done.push_back(ticket);
+    auto done = ticketsWithin(*t, tickets.size());
     t->waitSends();
     std::sort(done.begin(), done.end());
     EXPECT_EQ(done, tickets);

@@ -38,12 +38,12 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
             const auto params = model.layer(l - model.firstLayer()).parameters();
             for (std::size_t k = 0; k < params.size(); ++k) {
                 const std::size_t bytes = static_cast<std::size_t>(params[k].numel()) * sizeof(float);
-                if (buckets.empty() || (size + bytes > bucketBytes && !buckets.back().pieces.empty())) {
+                if (buckets.empty() || (size + bytes > bucketBytes && !buckets.back().params.empty())) {
                     buckets.emplace_back();
                     buckets.back().transport = groups_.back().transport.get();
                     size = 0;
                 }
-                buckets.back().pieces.emplace_back(l, k);
+                buckets.back().params.push_back(params[k]);
                 buckets.back().lowestLayer = l;
                 size += bytes;
             }
@@ -63,10 +63,9 @@ void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
     afterFirstBucket_ = std::move(afterFirstBucket);
 }
 
-void GradientSync::start(model::Gpt& model, Bucket& bucket) {
+void GradientSync::start(Bucket& bucket) {
     std::vector<torch::Tensor> gradients;
-    for (const auto& [l, k] : bucket.pieces) {
-        auto p = model.layer(l - model.firstLayer()).parameters()[k];
+    for (auto& p : bucket.params) {
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
         gradients.push_back(p.grad());
     }
@@ -93,15 +92,15 @@ void GradientSync::start(model::Gpt& model, Bucket& bucket) {
     if (started_++ == 0 && afterFirstBucket_) afterFirstBucket_();
 }
 
-void GradientSync::layerReady(model::Gpt& model, std::uint32_t index) {
+void GradientSync::layerReady(std::uint32_t index) {
     torch::NoGradGuard noGrad;
     // Layers finish backward from the last: every layer above `index` is final too.
-    while (started_ < buckets_.size() && buckets_[started_].lowestLayer >= index) start(model, buckets_[started_]);
+    while (started_ < buckets_.size() && buckets_[started_].lowestLayer >= index) start(buckets_[started_]);
 }
 
 std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
     torch::NoGradGuard noGrad;
-    while (started_ < buckets_.size()) start(model, buckets_[started_]);
+    while (started_ < buckets_.size()) start(buckets_[started_]);
     for (auto& group : groups_) group.transport->waitAllReduces();
     std::uint64_t bytes = 0;
     for (auto& bucket : buckets_) {
@@ -109,8 +108,8 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
         if (!bucket.sums.defined()) continue;  // summed in place
         const auto sums = bucket.sums.to(device);
         std::int64_t offset = 0;
-        for (const auto& [l, k] : bucket.pieces) {
-            auto g = model.layer(l - model.firstLayer()).parameters()[k].mutable_grad();
+        for (auto& p : bucket.params) {
+            auto& g = p.mutable_grad();
             g.copy_(sums.slice(0, offset, offset + g.numel()).view_as(g));
             offset += g.numel();
         }

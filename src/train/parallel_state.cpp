@@ -81,7 +81,7 @@ StepWork ParallelState::runStep(const data::Batch& batch, double targetsPerStep,
     PipelineStage::LayerDone layerDone;
     const bool duringBackward =
         config_.gradSums == "during_backward" || (config_.gradSums == "auto" && gradients_->asynchronous());
-    if (duringBackward) layerDone = [&](std::uint32_t l) { gradients_->layerReady(*model_, l); };
+    if (duringBackward) layerDone = [&](std::uint32_t l) { gradients_->layerReady(l); };
     work.stage = stage_->run(batch, targetsPerStep, injector, step, layerDone);
     injector.at(step, fault::Phase::AllReduce);
     const auto t0 = std::chrono::steady_clock::now();

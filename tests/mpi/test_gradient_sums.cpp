@@ -90,7 +90,7 @@ TEST(GradientSums, LayerByLayerEqualsAllAtTheEnd) {
         int firstBuckets = 0;
         sums.beginStep([&] { ++firstBuckets; });
         if (byLayer)
-            for (std::uint32_t l = end; l-- > first;) sums.layerReady(model, l);
+            for (std::uint32_t l = end; l-- > first;) sums.layerReady(l);
         const auto bytes = sums.finish(model, torch::kCPU);
         EXPECT_EQ(firstBuckets, 1);
         std::uint64_t expectedBytes = 0;

@@ -53,7 +53,7 @@ public:
     bool asynchronous() const { return asynchronous_; }
     // Model layer `index` has its final gradient on this rank: start the
     // buckets it completes.
-    void layerReady(model::Gpt& model, std::uint32_t index);
+    void layerReady(std::uint32_t index);
     // Starts the buckets not started yet, waits for all and writes the sums
     // into .grad() (undefined gradients count as zeros and are defined
     // afterwards). Returns the bytes this rank all-reduced in the step.
@@ -71,12 +71,14 @@ private:
     };
     struct Bucket {
         comm::Transport* transport = nullptr;
-        std::vector<std::pair<std::uint32_t, std::size_t>> pieces;  // (model layer, parameter of the layer)
+        // The parameters whose gradients it sums (the model's own tensors: a
+        // GradientSync lives no longer than the layout it was made for).
+        std::vector<torch::Tensor> params;
         std::uint32_t lowestLayer = 0;  // ready once this layer is
         torch::Tensor sums;  // while started, in host memory: the flat copy being summed
         std::uint64_t bytes = 0;  // summed this step
     };
-    void start(model::Gpt& model, Bucket& bucket);
+    void start(Bucket& bucket);
 
     std::vector<Group> groups_;  // the segments this rank holds
     std::vector<std::uint32_t> layers_;  // every layer this rank holds

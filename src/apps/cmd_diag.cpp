@@ -149,7 +149,8 @@ int diagMain(int argc, char** argv) {
             out["instantiations"].push_back({{"step", l.step}, {"time", l.time}, {"pipelines", l.pipelines},
                                              {"nodes_used", l.nodesUsed}, {"nodes_idle", l.nodesIdle},
                                              {"pinned", l.pinned != 0}, {"predicted_step_s", l.predictedStepTime},
-                                             {"layout", l.layout}, {"ranks", l.ranks}});
+                                             {"layout", l.layout}, {"ranks", l.ranks}, {"tolerance", l.tolerance},
+                                             {"spares", l.spares}});
         out["failures"] = nlohmann::json::array();
         for (const auto& f : failures)
             out["failures"].push_back({{"step", f.step}, {"time", f.time}, {"failed_ranks", f.failedRanks},
@@ -180,7 +181,10 @@ int diagMain(int argc, char** argv) {
     }
     fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages):\n");
     for (const auto& l : layouts)
-        fmt::print("    from step {:>7}  {:<16} ranks {}{}\n", l.step, l.layout, l.ranks, l.pinned ? "  (pinned)" : "");
+        fmt::print("    from step {:>7}  {:<16} tolerates {} node failure{} at once{}  ranks {}{}\n", l.step, l.layout,
+                   l.tolerance, l.tolerance == 1 ? "" : "s",
+                   l.spares > 0 ? fmt::format(", {} spare{}", l.spares, l.spares == 1 ? "" : "s") : std::string(), l.ranks,
+                   l.pinned ? "  (pinned)" : "");
     if (!failures.empty()) {
         fmt::print("  failures (seconds of each phase of the recovery; start-up ranks and nodes):\n");
         fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "step", "ranks",

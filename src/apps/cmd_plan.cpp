@@ -5,6 +5,7 @@
 #include "kiln/data/batch_planner.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/plan_file.hpp"
+#include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/base/error.hpp"
 #include "subcommands.hpp"
@@ -47,26 +48,32 @@ int planMain(int argc, char** argv) {
                p.profileSource);
     fmt::print("{}", plan::describeTemplates(p, all));
     fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}; {:.1f} ms to plan):\n",
-               cluster.nodes, p.f + 1, p.globalMicrobatches, p.microBatch,
+               p.cluster.nodes, p.f + 1, p.globalMicrobatches, p.microBatch,
                p.pinned ? "pinned by plan.pipelines" : "the planner's choice", 1e3 * p.instantiationSeconds);
     fmt::print("{}", plan::describeInstantiation(p.templates, p.instantiation, p.microBatch));
+    if (p.spares > 0) fmt::print("  + {} spare node{}: idle until a node fails, then in its place\n", p.spares, p.spares == 1 ? "" : "s");
+    if (!p.sparesNote.empty()) fmt::print("  {}\n", p.sparesNote);
     if (!out.empty()) {
         plan::writePlan(out, p.templates, p.instantiation, cluster.nodes, p.f, p.globalMicrobatches);
         fmt::print("  plan written to {}\n", out);
     }
     if (fail > 0) {
-        if (fail > p.f)
-            fmt::print("after {} failures (more than f = {}): kiln stops with its last checkpoint and the jobscript "
-                       "requeues it; on restart it plans for the nodes it gets.\n",
-                       fail, p.f);
+        // What recovery does (plan/regroup.hpp): spares first, then f + 1 pipelines while the nodes allow.
         const std::uint32_t left = cluster.nodes - std::min(fail, cluster.nodes);
-        const std::uint32_t keep = fail <= p.f ? p.f + 1 - fail : 1;
-        const std::uint32_t wanted =
-            std::max<std::uint32_t>(keep, std::min<std::uint32_t>(p.f + 1, left / p.templates.minNodes));
-        fmt::print("after {} node failure{}: {} nodes, at least {} pipeline{}:\n", fail, fail == 1 ? "" : "s", left, wanted,
-                   wanted == 1 ? "" : "s");
-        fmt::print("{}", plan::describeInstantiation(p.templates, plan::instantiate(p.templates, left, wanted, p.globalMicrobatches),
-                                                     p.microBatch));
+        const auto r = plan::regroup(p, left);
+        fmt::print("after {} node failure{} ({} node{} left):\n", fail, fail == 1 ? "" : "s", left, left == 1 ? "" : "s");
+        if (!r.possible) {
+            fmt::print("  too few nodes for one pipeline (at least {} needed): kiln writes a checkpoint from the surviving "
+                       "holders and stops (exit 75); the jobscript requeues it and it plans for the nodes it gets.\n",
+                       p.templates.minNodes);
+        } else {
+            if (r.spares > 0 || p.spares > 0)
+                fmt::print("  {} of {} spare node{} left{}\n", r.spares, p.spares, p.spares == 1 ? "" : "s",
+                           r.activeNodes == p.cluster.nodes ? ": the start-up layout, spares in the failed nodes' places" : "");
+            fmt::print("  tolerance {} simultaneous node failure{}{}\n", r.tolerance, r.tolerance == 1 ? "" : "s",
+                       r.degraded.empty() ? "" : fmt::format(" (below fault.f = {}: {})", p.f, r.degraded));
+            fmt::print("{}", plan::describeInstantiation(p.templates, r.instantiation, p.microBatch));
+        }
     }
     return 0;
 }

@@ -20,12 +20,22 @@ const std::vector<KeySpec>& deckSchema() {
          "Ranks per node, the failure unit. 0 groups ranks by host name (what a real cluster wants); "
          "a positive value groups consecutive ranks, to emulate several nodes on one machine.",
          atLeast(0)},
+        {"cluster.spare_nodes", KeyType::Integer, "0",
+         "Nodes held in reserve: they hold no stage and take no microbatches until a node fails, when one takes the "
+         "failed node's place (it receives that node's layers from surviving replicas) and the layout, speed and fault "
+         "tolerance stay what they were. Only when the spares are used up do the survivors regroup into smaller "
+         "pipelines. Ask the scheduler for the pipelines' nodes plus these. A job with too few nodes for fault.f + 1 "
+         "pipelines gives up spares first.",
+         atLeast(0)},
 
         // [fault]
         {"fault.f", KeyType::Integer, "0",
-         "Fault tolerance: the number of node failures the run survives without restarting (any f at once, or one "
-         "after another). kiln runs at least f+1 replicas, so it needs at least f+1 nodes, and f > 0 needs ULFM "
-         "(mpirun --with-ft ulfm). One failure more and kiln writes a checkpoint and stops (exit 75) for a requeue.",
+         "Fault tolerance: the number of simultaneous node failures the run survives without restarting. kiln runs "
+         "at least f+1 replicas, and again after every failure whenever the surviving nodes can form them, so a run "
+         "outlives any number of failures spread over time while nodes remain; it needs at least f+1 nodes, and f > 0 "
+         "needs ULFM (mpirun --with-ft ulfm). When the survivors cannot form f+1 replicas the tolerance drops (said "
+         "once); a failure that leaves some layer with no holder, or too few nodes for one replica, makes kiln write "
+         "what it can and stop (exit 75) for a requeue.",
          atLeast(0)},
         {"fault.inject", KeyType::Text, "",
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, send (the first "

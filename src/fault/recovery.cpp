@@ -31,7 +31,7 @@ std::string RecoveryReport::describe() const {
                        1e3 * shrinkSeconds, 1e3 * regroupSeconds);
 }
 
-RecoveryReport recover(comm::World& world) {
+RecoveryReport recover(comm::World& world, std::set<int>& retired) {
     RecoveryReport report;
     auto t0 = Clock::now();
     comm::revoke(world.control());
@@ -46,8 +46,10 @@ RecoveryReport recover(comm::World& world) {
     const auto& members = world.members();
     for (int missing : comm::ranksMissingFrom(world.control(), survivors)) report.failedRanks.push_back(members[missing]);
     std::sort(report.failedRanks.begin(), report.failedRanks.end());
-    std::set<int> retired;
-    for (int r : report.failedRanks) retired.insert(world.nodeOfOriginal(r));
+    std::set<int> newlyRetired;
+    for (int r : report.failedRanks)
+        if (!retired.count(world.nodeOfOriginal(r))) newlyRetired.insert(world.nodeOfOriginal(r));
+    retired.insert(newlyRetired.begin(), newlyRetired.end());
     // Fencing: the lowest survivor on a failed rank's host kills it, in case it only hung.
     for (int failed : report.failedRanks) {
         int fencer = -1;
@@ -59,38 +61,54 @@ RecoveryReport recover(comm::World& world) {
             }
         if (fencer == world.originalRank() && ::kill(static_cast<pid_t>(world.pidOf(failed)), SIGKILL) == 0) ++report.fenced;
     }
-    report.retiredNodes.assign(retired.begin(), retired.end());
+    report.retiredNodes.assign(newlyRetired.begin(), newlyRetired.end());
 
-    // Survivors in shrunk order, and who of them stays.
+    // Survivors in shrunk order; the ones that stay are those on nodes not retired.
     std::vector<int> survivorMembers;
-    for (int r = 0; r < static_cast<int>(members.size()); ++r)
-        if (!std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), members[r]))
-            survivorMembers.push_back(members[r]);
-    report.thisRankLeaves = retired.count(world.node()) > 0;
-
-    MPI_Comm staying = MPI_COMM_NULL;
-    // A rank that dies now makes the split fail: release the shrunk communicator
-    // and let the caller recover again from the (revoked) control communicator.
-    try {
-        KILN_MPI(MPI_Comm_split(survivors, report.thisRankLeaves ? MPI_UNDEFINED : 0, 0, &staying));
-    } catch (const ProcFailedError&) {
-        comm::revoke(survivors);
-        MPI_Comm_free(&survivors);
-        throw;
-    }
-    std::vector<int> stayingMembers;
     std::set<int> nodes;
-    for (int r : survivorMembers)
+    for (int r : members) {
+        if (std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), r)) continue;
+        survivorMembers.push_back(r);
         if (!retired.count(world.nodeOfOriginal(r))) {
-            stayingMembers.push_back(r);
+            ++report.ranksLeft;
             nodes.insert(world.nodeOfOriginal(r));
         }
-    report.ranksLeft = static_cast<int>(stayingMembers.size());
+    }
     report.nodesLeft = static_cast<int>(nodes.size());
-    MPI_Comm_free(&survivors);
-    if (!report.thisRankLeaves) world.replaceControl(staying, stayingMembers);
+    report.thisRankLeaves = retired.count(world.node()) > 0;
+    world.replaceControl(survivors, survivorMembers);
     report.regroupSeconds = since(t0);
     return report;
+}
+
+bool hasRetiredMembers(const comm::World& world, const std::set<int>& retired) {
+    for (int r : world.members())
+        if (retired.count(world.nodeOfOriginal(r))) return true;
+    return false;
+}
+
+bool dismissRetired(comm::World& world, const std::set<int>& retired) {
+    const bool leaves = retired.count(world.node()) > 0;
+    MPI_Comm staying = MPI_COMM_NULL;
+    int ok = 1;
+    try {
+        KILN_MPI(MPI_Comm_split(world.control(), leaves ? MPI_UNDEFINED : 0, 0, &staying));
+    } catch (const ProcFailedError&) {
+        ok = 0;
+    }
+    // A split can succeed on some ranks and fail on others: only an agreement
+    // gives every member the same answer.
+    if (comm::agree(world.control(), ok) != 1) {
+        if (staying != MPI_COMM_NULL) MPI_Comm_free(&staying);
+        comm::revoke(world.control());
+        throw ProcFailedError("a rank failed while the retired nodes' ranks were dismissed", 0);
+    }
+    if (leaves) return true;
+    std::vector<int> stayingMembers;
+    for (int r : world.members())
+        if (!retired.count(world.nodeOfOriginal(r))) stayingMembers.push_back(r);
+    world.replaceControl(staying, stayingMembers);
+    return false;
 }
 
 }  // namespace kiln::fault

@@ -77,6 +77,8 @@ h5::Handle instantiationType() {
     KILN_H5(H5Tinsert(t, "predicted_step_s", HOFFSET(InstantiationRecord, predictedStepTime), H5T_NATIVE_DOUBLE), "diag");
     KILN_H5(H5Tinsert(t, "layout", HOFFSET(InstantiationRecord, layout), layout), "diag");
     KILN_H5(H5Tinsert(t, "ranks", HOFFSET(InstantiationRecord, ranks), ranks), "diag");
+    KILN_H5(H5Tinsert(t, "tolerance", HOFFSET(InstantiationRecord, tolerance), H5T_NATIVE_UINT32), "diag");
+    KILN_H5(H5Tinsert(t, "spares", HOFFSET(InstantiationRecord, spares), H5T_NATIVE_UINT32), "diag");
     return t;
 }
 

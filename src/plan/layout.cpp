@@ -37,38 +37,61 @@ double missingBytes(const std::vector<double>& prefix, std::uint32_t a, std::uin
 }
 
 // The order in which nodes fill the pipelines' node positions (then the idle
-// ones): each position, in pipeline order, takes the free node that lacks the
-// fewest bytes of the layers its ranks will hold.
+// ones). Positions are served heaviest first (most bytes of layers); each
+// takes the free node that lacks the fewest bytes of the layers its ranks will
+// hold and, among those, the one holding the fewest bytes it does not need
+// (a node that holds more is worth more to another position). So a whole
+// 1-node replica keeps its place instead of filling a lighter position that
+// a spare could fill, and a spare receives only the failed node's layers.
+// One pass over positions x nodes: cheap for thousands of nodes.
 std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantiation& inst, const CurrentHoldings& keep) {
     std::vector<double> prefix(1, 0.0);
     for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);
-    const std::size_t nodes = keep.ofNode.size();
-    std::vector<bool> taken(nodes, false);
-    std::vector<std::size_t> order;
+    struct Position {
+        const PipelineTemplate* t;
+        std::uint32_t k;  // node position within its pipeline
+        double bytes;     // of the layers its ranks hold
+    };
+    std::vector<Position> positions;
     for (const auto& share : inst.pipelines) {
         const PipelineTemplate* t = templates.forNodes(share.nodes);
         const std::uint32_t g = t->ranksPerNode;
-        for (std::uint32_t k = 0; k < share.nodes; ++k) {
-            std::size_t best = nodes;
-            double bestCost = 0.0;
-            for (std::size_t n = 0; n < nodes; ++n) {
-                if (taken[n]) continue;
-                double cost = 0.0;
-                for (std::uint32_t r = 0; r < g; ++r) {
-                    const auto& stage = t->stages[k * g + r];
-                    const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
-                    cost += missingBytes(prefix, stage.firstLayer, stage.endLayer, held);
-                }
-                if (best == nodes || cost < bestCost) {
-                    best = n;
-                    bestCost = cost;
-                }
-            }
-            if (best == nodes) break;  // fewer nodes than positions: placeInstantiation reports it
-            taken[best] = true;
-            order.push_back(best);
-        }
+        for (std::uint32_t k = 0; k < share.nodes; ++k)
+            positions.push_back({t, k, prefix[t->stages[(k + 1) * g - 1].endLayer] - prefix[t->stages[k * g].firstLayer]});
     }
+    std::vector<std::size_t> serve(positions.size());
+    for (std::size_t i = 0; i < serve.size(); ++i) serve[i] = i;
+    std::stable_sort(serve.begin(), serve.end(), [&](auto a, auto b) { return positions[a].bytes > positions[b].bytes; });
+    const std::size_t nodes = keep.ofNode.size();
+    std::vector<bool> taken(nodes, false);
+    std::vector<std::size_t> nodeAt(positions.size(), nodes);
+    for (std::size_t i : serve) {
+        const auto& [t, k, bytes] = positions[i];
+        const std::uint32_t g = t->ranksPerNode;
+        std::size_t best = nodes;
+        double bestCost = 0.0, bestSurplus = 0.0;
+        for (std::size_t n = 0; n < nodes; ++n) {
+            if (taken[n]) continue;
+            double cost = 0.0, surplus = 0.0;
+            for (std::uint32_t r = 0; r < g; ++r) {
+                const auto& stage = t->stages[k * g + r];
+                const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
+                cost += missingBytes(prefix, stage.firstLayer, stage.endLayer, held);
+                if (held.first < held.end) surplus += missingBytes(prefix, held.first, held.end, {stage.firstLayer, stage.endLayer});
+            }
+            if (best == nodes || cost < bestCost || (cost == bestCost && surplus < bestSurplus)) {
+                best = n;
+                bestCost = cost;
+                bestSurplus = surplus;
+            }
+        }
+        if (best == nodes) break;  // fewer nodes than positions: placeInstantiation reports it
+        taken[best] = true;
+        nodeAt[i] = best;
+    }
+    std::vector<std::size_t> order;
+    for (std::size_t n : nodeAt)
+        if (n < nodes) order.push_back(n);
     for (std::size_t n = 0; n < nodes; ++n)
         if (!taken[n]) order.push_back(n);
     return order;
@@ -105,8 +128,10 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
     Layout layout;
     layout.microBatch = microBatch;
     layout.globalBatch = globalBatch;
+    // Ranks not on these nodes (those of retiring nodes during a recovery) stay idle.
     int ranks = 0;
-    for (const auto& node : ranksOfNode) ranks += static_cast<int>(node.size());
+    for (const auto& node : ranksOfNode)
+        for (int r : node) ranks = std::max(ranks, r + 1);
     layout.roles.assign(static_cast<std::size_t>(ranks), RankRole{});
     std::size_t nextNode = 0;
     std::uint64_t nextMicrobatch = 0;
@@ -161,6 +186,31 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
         layout.segments.push_back(std::move(segment));
     }
     return layout;
+}
+
+Layout renumbered(const Layout& layout, const std::vector<int>& newRankOf, int ranks) {
+    const auto to = [&](int rank) {
+        if (rank < 0) return -1;
+        const int mapped = newRankOf.at(static_cast<std::size_t>(rank));
+        if (mapped < 0)
+            throw Error(fmt::format("rank {} has a role in the layout but no rank after renumbering", rank),
+                        ErrorScope::AllRanks);
+        return mapped;
+    };
+    Layout out = layout;
+    out.roles.assign(static_cast<std::size_t>(ranks), RankRole{});
+    for (std::size_t r = 0; r < layout.roles.size(); ++r) {
+        RankRole role = layout.roles[r];
+        if (role.idle()) continue;
+        role.previous = to(role.previous);
+        role.next = to(role.next);
+        out.roles.at(static_cast<std::size_t>(to(static_cast<int>(r)))) = role;
+    }
+    for (auto& p : out.pipelines)
+        for (int& r : p.ranks) r = to(r);
+    for (auto& s : out.segments)
+        for (int& r : s.holders) r = to(r);
+    return out;
 }
 
 Instantiation pinnedInstantiation(const TemplateSet& templates, const std::string& text, std::uint32_t nodes,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace kiln::plan {
@@ -43,19 +44,29 @@ RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const
     plan.cluster = cluster;
     plan.profile = profileFromDeck(deck, model, plan.profileSource);
     plan.f = static_cast<std::uint32_t>(deck.integer("fault.f"));
+    // Spares never cost the tolerance: a job with too few nodes gives them up first.
+    const auto wanted = static_cast<std::uint32_t>(deck.integer("cluster.spare_nodes"));
+    const std::uint32_t room = cluster.nodes > plan.f + 1 ? cluster.nodes - (plan.f + 1) : 0;
+    plan.spares = std::min(wanted, room);
+    if (plan.spares < wanted)
+        plan.sparesNote = fmt::format("{}: cluster.spare_nodes = {} lowered to {}: {} node{} must first hold fault.f + 1 = {} "
+                                      "pipelines",
+                                      deck.setting("cluster.spare_nodes").origin, wanted, plan.spares, cluster.nodes,
+                                      cluster.nodes == 1 ? "" : "s", plan.f + 1);
+    plan.cluster.nodes -= plan.spares;
     plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
     const auto global = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
     plan.globalMicrobatches = (global + plan.microBatch - 1) / plan.microBatch;
     const auto t0 = Clock::now();
-    plan.templates = planTemplates(plan.profile, cluster, plan.f, plan.globalMicrobatches);
+    plan.templates = planTemplates(plan.profile, plan.cluster, plan.f, plan.globalMicrobatches);
     const auto t1 = Clock::now();
     const std::string pinned = deck.text("plan.pipelines");
     if (!pinned.empty()) {
         plan.pinned = true;
-        plan.instantiation = pinnedInstantiation(plan.templates, pinned, cluster.nodes, plan.f + 1,
+        plan.instantiation = pinnedInstantiation(plan.templates, pinned, plan.cluster.nodes, plan.f + 1,
                                                  plan.globalMicrobatches, deck.setting("plan.pipelines").origin);
     } else {
-        plan.instantiation = instantiate(plan.templates, cluster.nodes, plan.f + 1, plan.globalMicrobatches);
+        plan.instantiation = instantiate(plan.templates, plan.cluster.nodes, plan.f + 1, plan.globalMicrobatches);
         checkStageMemory(plan.templates, plan.instantiation, "the planner's instantiation");
     }
     plan.templateSeconds = std::chrono::duration<double>(t1 - t0).count();

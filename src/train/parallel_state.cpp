@@ -35,7 +35,7 @@ std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const 
 ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
                              comm::World& world, plan::Layout layout)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
-    role_ = layout_.roles.at(static_cast<std::size_t>(world.rank()));
+    role_ = layout_.role(world.rank());
     // NCCL refuses two ranks of one communicator on one GPU, and a
     // communicator cannot mix NCCL and MPI ranks: NCCL only where every rank
     // has a GPU of its own, MPI through host memory otherwise.
@@ -91,6 +91,17 @@ StepWork ParallelState::runStep(const data::Batch& batch, double targetsPerStep,
     return work;
 }
 
+void ParallelState::renumber(const comm::World& world, const std::vector<int>& oldMembers) {
+    const auto& members = world.members();
+    std::vector<int> newRankOf(oldMembers.size(), -1);
+    for (std::size_t r = 0; r < oldMembers.size(); ++r) {
+        const auto it = std::find(members.begin(), members.end(), oldMembers[r]);
+        if (it != members.end()) newRankOf[r] = static_cast<int>(it - members.begin());
+    }
+    layout_ = plan::renumbered(layout_, newRankOf, world.size());
+    role_ = layout_.role(world.rank());
+}
+
 std::vector<int> ParallelState::writers() const {
     std::vector<int> out(layout_.layers);
     for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolder(l);
@@ -139,7 +150,7 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         throw Error(fmt::format("layers {} have no surviving holder", fmt::join(lost, ", ")), ErrorScope::AllRanks);
 
     // The new model: layers kept from the old one, the others built (then overwritten).
-    const plan::RankRole role = layout.roles.at(static_cast<std::size_t>(world.rank()));
+    const plan::RankRole role = layout.role(world.rank());
     std::vector<model::Layer> layers;
     for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
         if (model_->holds(l)) {

@@ -13,6 +13,7 @@
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/model/device.hpp"
+#include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -61,11 +62,18 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
     s.plan = plan::planRun(deck, s.modelConfig, cluster);
+    s.tolerance = plan::toleranceOf(s.plan.instantiation);
+    s.spares = s.plan.spares;
+    if (!s.plan.sparesNote.empty()) s.notes += "# " + s.plan.sparesNote + "\n";
     if (world.rank() == 0) {
         fmt::print("  plan       profile {}; {} nodes x {} rank{}, {:.0f} GB per rank\n", s.plan.profileSource, cluster.nodes,
                    cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s", cluster.memoryPerRank / 1e9);
         fmt::print("{}", plan::describeTemplates(s.plan, false));
-        fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}):\n", cluster.nodes,
+        if (s.plan.spares > 0)
+            fmt::print("  spares     {} of the {} nodes wait idle and take a failed node's place\n", s.plan.spares,
+                       cluster.nodes);
+        if (!s.plan.sparesNote.empty()) fmt::print("  spares     {}\n", s.plan.sparesNote);
+        fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}):\n", s.plan.cluster.nodes,
                    s.f + 1, s.plan.globalMicrobatches, s.plan.microBatch,
                    s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
         fmt::print("{}", plan::describeInstantiation(s.plan.templates, s.plan.instantiation, s.plan.microBatch));
@@ -124,6 +132,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                    resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
                            : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
                    cursor.step);
+    if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     std::vector<fault::Injection> injections;
     fault::parseInjections(deck.text("fault.inject"), injections);
@@ -314,9 +323,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
             const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;
-            log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}", step + 1,
-                      s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
-                      duration(elapsed / stepsDone * double(end - step - 1)));
+            // f: the simultaneous node failures the current layout survives (fault.f, or fewer once nodes run out).
+            log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}",
+                      step + 1, s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
+                      duration(elapsed / stepsDone * double(end - step - 1)), s.tolerance,
+                      s.spares > 0 ? fmt::format(" +{} spare", s.spares) : std::string());
         }
         const bool checkpointDue =
             s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end;

@@ -6,6 +6,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/recovery.hpp"
+#include "kiln/plan/regroup.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,96 +15,108 @@
 #include <cstring>
 
 namespace kiln::train {
+namespace {
+
+// The layers of `layout` (made for start-up ranks `layoutMembers`) that no
+// member of the world holds any more.
+std::vector<std::uint32_t> lostLayers(const plan::Layout& layout, const std::vector<int>& layoutMembers,
+                                      const std::vector<int>& members) {
+    std::vector<std::uint32_t> lost;
+    const auto holders = holdersOfLayers(layout, layoutMembers);
+    for (std::uint32_t l = 0; l < holders.size(); ++l)
+        if (std::none_of(holders[l].begin(), holders[l].end(), [&](int startup) {
+                return std::find(members.begin(), members.end(), startup) != members.end();
+            }))
+            lost.push_back(l);
+    return lost;
+}
+
+template <std::size_t N>
+void copyText(char (&field)[N], const std::string& text) {
+    std::strncpy(field, text.c_str(), N - 1);
+}
+
+}  // namespace
 
 Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
     const auto t0 = Clock::now();
     std::vector<std::string> rounds;
-    std::vector<int> failedRanks, retiredNodes;
+    std::vector<int> failedRanks, retiredNow;
     io::FailureRecord record;
     record.step = step;
     record.detect = detectSeconds;
     for (;;) {
         try {
-            const fault::RecoveryReport report = fault::recover(world);
+            const fault::RecoveryReport report = fault::recover(world, retiredNodes);
             nodeFailures += report.retiredNodes.size();
             rounds.push_back(report.describe());
             failedRanks.insert(failedRanks.end(), report.failedRanks.begin(), report.failedRanks.end());
-            retiredNodes.insert(retiredNodes.end(), report.retiredNodes.begin(), report.retiredNodes.end());
+            retiredNow.insert(retiredNow.end(), report.retiredNodes.begin(), report.retiredNodes.end());
             ++record.rounds;
             record.revoke += report.revokeSeconds;
             record.shrink += report.shrinkSeconds;
             record.regroup += report.regroupSeconds;
-            const auto text = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); };
-            std::strncpy(record.failedRanks, text(failedRanks).c_str(), sizeof(record.failedRanks) - 1);
-            std::strncpy(record.retiredNodes, text(retiredNodes).c_str(), sizeof(record.retiredNodes) - 1);
-            if (report.thisRankLeaves) {
-                // With no node left, or more than f lost, nobody goes on: the job must be requeued.
-                const bool jobStops = report.nodesLeft == 0 || nodeFailures > f;
-                log::warn("step {}: this rank's node is retired ({}); it leaves the run{}", step, report.describe(),
-                          jobStops ? fmt::format(" with exit status 75 ({})",
-                                                 report.nodesLeft == 0 ? "no node is left"
-                                                                       : "more than fault.f nodes lost")
-                                   : "");
-                return jobStops ? Recovery::BeyondF : Recovery::Leave;
-            }
-            log::speakForJob(world.rank() == 0);
-            if (world.rank() == 0 && !diag)
-                openDiag(true, "takeover", "diagnostics taken over by this rank after rank 0 failed", step);
+            copyText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
+            copyText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
+            handOverDiagnostics(step);
             injector->at(step, fault::Phase::Regroup);
             const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
-            const auto stop = [&] {
-                std::strncpy(record.layout, "stopped: beyond f", sizeof(record.layout) - 1);
+            const auto stop = [&](const std::string& reason) {
+                copyText(record.layout, "stopped: beyond f");
                 if (diag) diag->failure(record);
-                return stopBeyondF(step, what, t0);
+                return stopBeyondF(step, what, reason, t0);
             };
-            if (nodeFailures > f) return stop();
-            // Within f: the instantiation for the surviving nodes, from the same templates.
+
+            // Beyond f: a layer with no holder left, or too few nodes for one pipeline.
+            const auto lost = lostLayers(parallel->layout(), layoutMembers, world.members());
+            if (!lost.empty())
+                return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
             const auto c0 = Clock::now();
-            const auto survivors = static_cast<std::uint32_t>(report.nodesLeft);
-            const std::uint32_t minPipelines =
-                static_cast<std::uint32_t>(std::max<std::uint64_t>(1, f + 1 - std::min(f + 1, nodeFailures)));
-            plan::Instantiation inst;
-            try {
-                inst = plan::instantiate(plan.templates, survivors, minPipelines, plan.globalMicrobatches);
-            } catch (const InputError& e) {
-                log::warn("step {}: the {} surviving nodes cannot form {} pipelines from the templates: {}", step,
-                          survivors, minPipelines, e.what());
-                return stop();
-            }
-            plan::Layout layout = layoutFor(inst, /*keepLayers=*/true);
+            const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));
+            if (!next.possible)
+                return stop(fmt::format("{} node{} left, and a pipeline needs at least {}", report.nodesLeft,
+                                        report.nodesLeft == 1 ? "" : "s", plan.templates.minNodes));
+            const bool lowered = next.tolerance < tolerance && next.tolerance < f;
+            plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
             const double choose = since(c0);
             const auto m0 = Clock::now();
-            MigrationReport moved;
-            try {
-                moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
-                                              [&] { injector->at(step, fault::Phase::Migrate); });
-            } catch (const ProcFailedError&) {
-                throw;  // back to the start of the recovery
-            } catch (const Error& e) {
-                log::warn("step {}: {}", step, e.what());
-                return stop();
-            }
+            // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
+            const MigrationReport moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
+                                                                [&] { injector->at(step, fault::Phase::Migrate); });
             layoutMembers = world.members();
+            tolerance = next.tolerance;
+            spares = next.spares;
+            std::uint64_t totalBytes = moved.bytesReceived;
+            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+            const double migrateSeconds = since(m0);
+            if (dismissRetired() == Recovery::Leave) return Recovery::Leave;
             const auto r0 = Clock::now();
             parallel->connect(world);
             record.rebuild = since(r0);
-            std::uint64_t totalBytes = moved.bytesReceived;
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
             sliceLoader();
             record.instantiate = choose;
             record.migrate = moved.migrateSeconds;
             record.bytesMigrated = totalBytes;
             std::vector<std::string> shares;
             for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
-            std::strncpy(record.layout, fmt::format("{}", fmt::join(shares, "+")).c_str(), sizeof(record.layout) - 1);
+            copyText(record.layout, fmt::format("{}", fmt::join(shares, "+")));
             pendingFailure = record;
             const std::string detail = fmt::format(
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
-                step, what, parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * since(m0),
+                step, what, parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * migrateSeconds,
                 1e3 * since(t0));
             log::info("  FAILURE {}", detail);
             if (diag) diag->event(step, "failure", detail);
-            announceLayout(step, false, fmt::format("regrouped from the templates after step {} failed", step));
+            if (lowered) {
+                const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}",
+                                                    tolerance, tolerance == 1 ? "" : "s", f, next.degraded);
+                log::info("  TOLERANCE {}", why);
+                if (diag) diag->event(step, "tolerance", why);
+            }
+            announceLayout(step, false,
+                           next.activeNodes == plan.cluster.nodes && plan.spares > 0
+                               ? fmt::format("a spare took the failed node's place after step {} failed", step)
+                               : fmt::format("regrouped from the templates after step {} failed", step));
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::warn("step {}: another failure during the recovery ({}); recovering again", step, e.what());
@@ -113,7 +126,22 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     }
 }
 
-Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what, Clock::time_point t0) {
+Trainer::State::Recovery Trainer::State::dismissRetired() {
+    if (!fault::hasRetiredMembers(world, retiredNodes)) return Recovery::Continue;
+    const auto before = world.members();
+    if (fault::dismissRetired(world, retiredNodes)) {
+        log::warn("this rank's node is retired; it leaves the run, its layers handed on");
+        return Recovery::Leave;
+    }
+    // The layout was made on the communicator that still had them: its ranks, renumbered.
+    parallel->renumber(world, before);
+    layoutMembers = world.members();
+    retiredNodes.clear();
+    return Recovery::Continue;
+}
+
+Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what,
+                                                     const std::string& cause, Clock::time_point t0) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
     const auto holders = holdersOfLayers(parallel->layout(), layoutMembers);
     const auto& members = world.members();
@@ -131,9 +159,8 @@ Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const s
         if (writer < 0) lost.push_back(l);
         writers.push_back(writer);
     }
-    const std::string reason = fmt::format("{} node failure{} since start-up, {} fault.f = {}", nodeFailures,
-                                           nodeFailures == 1 ? "" : "s", nodeFailures > f ? "more than" : "within",
-                                           f);
+    const std::string reason = fmt::format("beyond what the layout tolerates ({} simultaneous node failure{}): {}",
+                                           tolerance, tolerance == 1 ? "" : "s", cause);
     if (lost.empty()) {
         log::info("  {}: writing a checkpoint of step {} from the surviving holders and stopping; requeue the job to "
                   "continue on the nodes it gets",
@@ -152,10 +179,8 @@ Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const s
     } else {
         const auto latest = checkpoints->latest();
         const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
-        log::info("  {}: layers {} lost every holder; no checkpoint can be written. A requeued job resumes from {}",
-                  reason, fmt::join(lost, ", "), from);
-        if (diag)
-            diag->event(step, "stop", fmt::format("{}; layers {} lost; resume from {}", reason, fmt::join(lost, ","), from));
+        log::info("  {}; no checkpoint can be written. A requeued job resumes from {}", reason, from);
+        if (diag) diag->event(step, "stop", fmt::format("{}; resume from {}", reason, from));
     }
     return Recovery::BeyondF;
 }

@@ -1,6 +1,7 @@
 #include "trainer_state.hpp"
 
 #include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,9 +26,12 @@ std::vector<io::TemplateStageRecord> templateRecords(const plan::TemplateSet& se
 }
 
 io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const std::vector<int>& members,
-                                            std::uint64_t step, bool pinned) {
+                                            std::uint64_t step, bool pinned, std::uint32_t tolerance,
+                                            std::uint32_t spares) {
     io::InstantiationRecord r;
     r.step = step;
+    r.tolerance = tolerance;
+    r.spares = spares;
     r.pipelines = static_cast<std::uint32_t>(layout.pipelines.size());
     r.nodesIdle = static_cast<std::uint32_t>(layout.idleNodes.size());
     r.pinned = pinned ? 1 : 0;
@@ -48,13 +52,13 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
 
 }  // namespace
 
-// The live nodes of the world: their start-up ids and their ranks in the
-// control communicator, in node order.
-void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks) {
+void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks,
+               const std::set<int>& retired) {
     ids.clear();
     ranks.clear();
     const auto& members = world.members();
     for (int node = 0; node < world.nodes().numNodes(); ++node) {
+        if (retired.count(node)) continue;
         std::vector<int> here;
         for (int r = 0; r < static_cast<int>(members.size()); ++r)
             if (world.nodeOfOriginal(members[static_cast<std::size_t>(r)]) == node) here.push_back(r);
@@ -72,10 +76,36 @@ void Trainer::State::openDiag(bool continueRun, const std::string& kind, const s
     diag->event(step, kind, detail);
 }
 
+void Trainer::State::handOverDiagnostics(std::uint64_t step) {
+    const auto& members = world.members();
+    int speaker = -1;
+    for (int r : members)
+        if (!retiredNodes.count(world.nodeOfOriginal(r))) {
+            speaker = r;
+            break;
+        }
+    log::speakForJob(world.originalRank() == speaker);
+    if (speaker < 0 || speaker == diagHolder) return;
+    // HDF5 allows one writer: a live holder (on a retired node) closes the
+    // file before anyone reopens it.
+    const bool holderLives = std::find(members.begin(), members.end(), diagHolder) != members.end();
+    if (holderLives) {
+        if (world.originalRank() == diagHolder) diag.reset();
+        KILN_MPI(MPI_Barrier(world.control()));
+    }
+    const int previous = diagHolder;
+    diagHolder = speaker;
+    if (world.originalRank() == speaker && !diag)
+        openDiag(true, "takeover",
+                 fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
+                             holderLives ? "left with its node" : "failed"),
+                 step);
+}
+
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {
     std::vector<int> ids;
     std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks);
+    liveNodes(world, ids, ranks, retiredNodes);
     if (!keepLayers)
         return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
     plan::CurrentHoldings keep;
@@ -87,7 +117,7 @@ plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool kee
         for (int rank : node) {
             const int startup = world.members()[static_cast<std::size_t>(rank)];
             const auto at = std::find(layoutMembers.begin(), layoutMembers.end(), startup);
-            const auto& role = old.roles[static_cast<std::size_t>(at - layoutMembers.begin())];
+            const auto role = old.role(static_cast<int>(at - layoutMembers.begin()));
             held.push_back(role.idle() ? plan::Holding{} : plan::Holding{role.firstLayer, role.endLayer});
         }
         keep.ofNode.push_back(std::move(held));
@@ -114,8 +144,13 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
         for (const auto& p : layout.pipelines) n += p.nodes;
         return n;
     }();
-    log::info("  layout     {} on {} node{}{}: {}", layout.describe(), nodes, nodes == 1 ? "" : "s",
-              layout.idleNodes.empty() ? "" : fmt::format(" ({} idle)", layout.idleNodes.size()), why);
+    const std::size_t idle = layout.idleNodes.size() - std::min<std::size_t>(spares, layout.idleNodes.size());
+    std::string spare;
+    if (idle > 0) spare += fmt::format(", {} idle", idle);
+    if (spares > 0) spare += fmt::format(", {} spare", spares);
+    log::info("  layout     {} on {} node{}{}: {}; tolerates {} node failure{} at once", layout.describe(), nodes,
+              nodes == 1 ? "" : "s", spare.empty() ? "" : fmt::format(" ({})", spare.substr(2)), why, tolerance,
+              tolerance == 1 ? "" : "s");
     for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
         const auto& pipeline = layout.pipelines[p];
         std::vector<std::string> stages;
@@ -129,7 +164,7 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
                                     pipeline.firstMicrobatch + pipeline.microbatches - 1),
                   fmt::join(stages, " | "));
     }
-    if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned));
+    if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
 }
 
 void Trainer::State::checkpoint(std::uint64_t step, const std::vector<int>& writers) {

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The live nodes of the world: their start-up ids and their ranks in the
-// control communicator, in node order.
-void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks);
+// The live nodes of the world, less `retired` ones: their start-up ids and
+// their ranks in the control communicator, in node order.
+void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks,
+               const std::set<int>& retired = {});
 
 struct Trainer::State {
     const config::Deck& deck;
@@ -49,6 +51,12 @@ struct Trainer::State {
     std::unique_ptr<fault::FaultInjector> injector;
     std::uint64_t nodeFailures = 0;  // nodes retired since start-up
     std::uint64_t f = 0;
+    std::uint32_t tolerance = 0;  // simultaneous node failures the current layout survives
+    std::uint32_t spares = 0;     // idle nodes kept in reserve now
+    // Retired nodes whose live ranks are still members of the control
+    // communicator: they serve as sources of their layers until dismissed.
+    std::set<int> retiredNodes;
+    int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
     std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
@@ -56,9 +64,12 @@ struct Trainer::State {
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 
     void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step);
-    // The layout of `inst` on the live nodes of the world: nodes in order at
-    // start-up; after a failure, each pipeline position on the node that has
-    // most of its layers already (fewest bytes to migrate).
+    // After a recovery round: the lowest member on a node that stays speaks
+    // for the job and writes diag.h5; a live previous holder closes it first.
+    void handOverDiagnostics(std::uint64_t step);
+    // The layout of `inst` on the live nodes of the world that stay: nodes in
+    // order at start-up; after a failure, each pipeline position on the node
+    // that has most of its layers already (fewest bytes to migrate).
     plan::Layout layoutFor(const plan::Instantiation& inst, bool keepLayers = false) const;
     // The samples of the global batch this rank reads: its pipeline's, on the
     // first and last stages (inputs and targets); none elsewhere.
@@ -67,6 +78,9 @@ struct Trainer::State {
     void checkpoint(std::uint64_t step, const std::vector<int>& writers);
 
     enum class Recovery { Continue, Leave, BeyondF };
+    // The ranks of retired nodes leave the control communicator (after their
+    // layers reached the ranks that stay): Leave on them, Continue on the others.
+    Recovery dismissRetired();
     // On every survivor after an attempt failed: regroup the surviving nodes
     // into pipelines from the start-up templates, move the layers each rank
     // now needs from surviving holders, and go on with the same step; or leave
@@ -74,10 +88,11 @@ struct Trainer::State {
     // rank that fails during the recovery sends everyone back to its start
     // with the larger failed set; the layers move only once all agree.
     Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
-    // More than f nodes lost (or no layout from the templates fits the
-    // survivors): a checkpoint of the last committed step, written by
-    // surviving holders, when every layer still has one; exit 75 either way.
-    Recovery stopBeyondF(std::uint64_t step, const std::string& what, Clock::time_point t0);
+    // Beyond f: some layer lost every holder, or the surviving nodes cannot
+    // form one pipeline. A checkpoint of the last committed step, written by
+    // surviving holders (the live ranks of retired nodes too), when every
+    // layer still has one; exit 75 either way.
+    Recovery stopBeyondF(std::uint64_t step, const std::string& what, const std::string& reason, Clock::time_point t0);
 };
 
 }  // namespace kiln::train

@@ -368,3 +368,30 @@ TEST(Layout, RegroupKeepsLayersWhereTheyAre) {
     EXPECT_EQ(kept.pipelines[0].nodeIds, std::vector<int>{2});
     EXPECT_EQ(kept.idleNodes, std::vector<int>{0});
 }
+
+// Pass criterion: with a spare, a regroup into the same pipelines puts the
+// spare in the failed node's place and moves only that node's layers; the
+// 1-node replica, which holds every layer, keeps its place (serving the
+// light positions first would send it into the failed node's place and the
+// whole model to the spare).
+TEST(Layout, SpareTakesOnlyTheFailedNodesLayers) {
+    ModelProfile p;
+    p.model.blocks = 4;
+    for (int i = 0; i < 6; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    const auto set = planTemplates(p, cluster(4, 1e12, 1), 1, 4);
+    const auto inst = pinnedInstantiation(set, "3+1", 4, 2, 4, "deck.ini:9");
+    // Start-up: nodes 0-3 hold 3+1, node 4 is the spare.
+    const auto before = placeInstantiation(set, inst, {0, 1, 2, 3, 4}, {{0}, {1}, {2}, {3}, {4}}, 4, 16);
+    ASSERT_EQ(before.idleNodes, std::vector<int>{4});
+    // Node 1 fails; the survivors 0, 2, 3, 4 are ranks 0-3 after the shrink.
+    CurrentHoldings keep;
+    keep.layerBytes.assign(6, 1000.0);
+    for (int old : {0, 2, 3, 4}) keep.ofNode.push_back({{before.roles[old].firstLayer, before.roles[old].endLayer}});
+    const std::vector<std::vector<int>> ranks{{0}, {1}, {2}, {3}};
+    const auto after = placeInstantiation(set, inst, {0, 2, 3, 4}, ranks, 4, 16, &keep);
+    EXPECT_EQ(after.describe(), before.describe());
+    const auto failedHeld = before.roles[1];
+    EXPECT_EQ(bytesToMove(after, ranks, keep), 1000.0 * (failedHeld.endLayer - failedHeld.firstLayer));
+    EXPECT_EQ(after.pipelines[0].nodeIds, (std::vector<int>{0, 4, 2}));
+    EXPECT_EQ(after.pipelines[1].nodeIds, std::vector<int>{3});
+}

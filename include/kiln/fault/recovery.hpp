@@ -1,10 +1,13 @@
 // Recovery after a failure, on every survivor: revoke, shrink, agree on the
-// failed set, retire the failed ranks' whole nodes (their other ranks leave),
-// and rebuild the control communicator from the ranks that stay.
+// failed set and retire the failed ranks' whole nodes. The live ranks of a
+// retired node stay members of the control communicator until the layers
+// they hold have reached the ranks that stay (or a checkpoint): only then are
+// they dismissed.
 #pragma once
 
 #include "kiln/comm/world.hpp"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,19 +15,31 @@ namespace kiln::fault {
 
 struct RecoveryReport {
     std::vector<int> failedRanks;   // start-up ranks
-    std::vector<int> retiredNodes;  // start-up node ids
-    bool thisRankLeaves = false;    // its node is retired: it must stop
+    std::vector<int> retiredNodes;  // start-up node ids retired in this round
+    bool thisRankLeaves = false;    // its node is retired: it serves as a source, then stops
     int fenced = 0;                 // failed processes this rank killed (see recover)
-    int ranksLeft = 0, nodesLeft = 0;
+    int ranksLeft = 0, nodesLeft = 0;  // those that stay: live ranks on nodes not retired
     double revokeSeconds = 0, shrinkSeconds = 0, regroupSeconds = 0;
     std::string describe() const;
 };
 
-// Collective over the survivors of world.control(). Afterwards the staying
-// ranks' world.control() is the new communicator. A failed rank may be hung
+// Collective over the survivors of world.control(). Afterwards
+// world.control() is the shrunk communicator of every survivor, including
+// the live ranks of retired nodes; `retired` (start-up node ids, the same on
+// every survivor) gains the failed ranks' nodes. A failed rank may be hung
 // rather than dead (declared failed by the heartbeat detector): the lowest
 // surviving rank on its host kills it (SIGKILL), so that it can neither come
 // back nor keep the job from ending.
-RecoveryReport recover(comm::World& world);
+RecoveryReport recover(comm::World& world, std::set<int>& retired);
+
+// Whether some member of world.control() is on a node of `retired`.
+bool hasRetiredMembers(const comm::World& world, const std::set<int>& retired);
+
+// Collective over world.control(): the ranks on `retired` nodes leave it
+// (true on them; their world is then unusable) and the others' control
+// communicator becomes the one without them. The split's outcome is agreed
+// on the old communicator first, so that either every member moves on or
+// every member gets ProcFailedError (recover again).
+bool dismissRetired(comm::World& world, const std::set<int>& retired);
 
 }  // namespace kiln::fault

@@ -12,7 +12,7 @@
 //   /instantiations one record per instantiation the run used: step (its first), time, pipelines,
 //                   nodes_used, nodes_idle, pinned, predicted_step_s, layout ("2:5+1:3", nodes and
 //                   microbatches of each pipeline), ranks (start-up ranks of each pipeline's stages,
-//                   "0,1,2,3|4,5")
+//                   "0,1,2,3|4,5"), tolerance (simultaneous node failures it survives), spares
 //   /source_tokens  (steps, sources) target tokens per source; attribute `sources`
 //   /failures       one record per recovery: step, time, failed_ranks, retired_nodes (start-up
 //                   numbering, comma-separated), rounds (recoveries it took), and seconds of each
@@ -70,6 +70,8 @@ struct InstantiationRecord {
     double time = 0.0;  // seconds since the Unix epoch
     std::uint32_t pipelines = 0, nodesUsed = 0, nodesIdle = 0, pinned = 0;
     double predictedStepTime = 0.0;
+    std::uint32_t tolerance = 0;  // simultaneous node failures this layout survives (pipelines - 1)
+    std::uint32_t spares = 0;     // of the idle nodes, those kept in reserve (cluster.spare_nodes)
     char layout[128] = {};
     char ranks[512] = {};
 };

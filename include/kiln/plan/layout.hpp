@@ -54,6 +54,10 @@ struct Layout {
     // The rank of pipeline 0 that holds `layer`: it writes the layer to checkpoints
     // and counts it in the global gradient norm (every layer exactly once).
     int primaryHolder(std::uint32_t layer) const;
+    // What `rank` does; idle for a rank beyond `roles` (one of a retiring node).
+    RankRole role(int rank) const {
+        return rank >= 0 && static_cast<std::size_t>(rank) < roles.size() ? roles[static_cast<std::size_t>(rank)] : RankRole{};
+    }
     // "2+1 (4+2 stages)": the pipelines as users write plan.pipelines.
     std::string describe() const;
 };
@@ -72,13 +76,18 @@ struct CurrentHoldings {
 };
 
 // `nodes`: the live nodes, each the ascending list of its ranks; every node
-// must have `templates`' ranks per node. Without `keep`, pipelines take nodes
-// in order, larger pipelines first. With `keep`, each node position of each
-// pipeline goes to the free node that would have to receive the fewest bytes
-// (greedy, positions in order): layers stay where they are as far as possible.
+// must have `templates`' ranks per node. Ranks on none of them are idle.
+// Without `keep`, pipelines take nodes in order, larger pipelines first. With
+// `keep`, each node position of each pipeline goes to the free node that would
+// have to receive the fewest bytes (greedy, heaviest positions first): layers
+// stay where they are as far as possible.
 Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
                           const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
                           std::uint64_t globalBatch, const CurrentHoldings* keep = nullptr);
+
+// `layout` on another communicator: rank r becomes newRankOf[r] of `ranks`.
+// Every rank with a role must have a new rank (-1 only for idle ones).
+Layout renumbered(const Layout& layout, const std::vector<int>& newRankOf, int ranks);
 
 // Bytes the ranks of `layout` must receive given what they hold (`keep`, in
 // the order of the nodes the layout was placed on).

@@ -19,7 +19,9 @@ namespace kiln::plan {
 struct RunPlan {
     ModelProfile profile;
     std::string profileSource;  // the file, or "synthetic ..."
-    ClusterSpec cluster;
+    ClusterSpec cluster;  // nodes: those that run pipelines at start-up (the job's, less the spares)
+    std::uint32_t spares = 0;  // cluster.spare_nodes, or fewer when the job's nodes do not allow them
+    std::string sparesNote;    // why spares were given up; empty when none was
     std::uint32_t f = 0;
     std::uint64_t microBatch = 1, globalMicrobatches = 1;
     TemplateSet templates;
@@ -32,7 +34,8 @@ struct RunPlan {
 ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source);
 
 // Plans for `cluster` (its nodes and ranks per node) from the deck's fault.f,
-// batch, memory, bandwidths and plan.pipelines. Throws InputError naming keys.
+// spare nodes, batch, memory, bandwidths and plan.pipelines: the pipelines run
+// on cluster.nodes less the spares. Throws InputError naming keys.
 RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster);
 
 // The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.

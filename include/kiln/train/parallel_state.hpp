@@ -48,6 +48,9 @@ public:
     // the new layout's but unconnected: call connect().
     MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
                                 const std::function<void()>& beforeTransfers = {});
+    // The same layout on world.control() after ranks without a role left it:
+    // `oldMembers` are the start-up ranks of the communicator it was made for.
+    void renumber(const comm::World& world, const std::vector<int>& oldMembers);
     // Builds the pipeline transport, the gradient-sum communicators and the
     // stage for the current layout (collective over world.control()).
     void connect(comm::World& world);

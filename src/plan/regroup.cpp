@@ -1,0 +1,33 @@
+#include "kiln/plan/regroup.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::plan {
+
+Regroup regroup(const RunPlan& plan, std::uint32_t liveNodes) {
+    Regroup r;
+    const std::uint32_t smallest = plan.templates.minNodes;
+    // Spares stand in first: the pipelines keep the start-up size while they last.
+    r.activeNodes = std::min(liveNodes, plan.cluster.nodes);
+    r.spares = liveNodes - r.activeNodes;
+    if (smallest == 0 || r.activeNodes < smallest) return r;
+    r.possible = true;
+    if (r.activeNodes == plan.cluster.nodes) {
+        r.instantiation = plan.instantiation;  // the start-up layout (pinned or the planner's), on other nodes
+    } else {
+        const std::uint32_t most = r.activeNodes / smallest;
+        const std::uint32_t pipelines = std::min(plan.f + 1, most);
+        r.instantiation = instantiate(plan.templates, r.activeNodes, pipelines, plan.globalMicrobatches);
+    }
+    r.tolerance = toleranceOf(r.instantiation);
+    if (r.tolerance < plan.f)
+        r.degraded = fmt::format("{} surviving node{} can form at most {} pipeline{} of at least {} node{} each, not "
+                                 "fault.f + 1 = {}",
+                                 r.activeNodes, r.activeNodes == 1 ? "" : "s", r.activeNodes / smallest,
+                                 r.activeNodes / smallest == 1 ? "" : "s", smallest, smallest == 1 ? "" : "s", plan.f + 1);
+    return r;
+}
+
+}  // namespace kiln::plan

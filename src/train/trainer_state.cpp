@@ -78,14 +78,15 @@ void Trainer::State::openDiag(bool continueRun, const std::string& kind, const s
 
 void Trainer::State::handOverDiagnostics(std::uint64_t step) {
     const auto& members = world.members();
-    int speaker = -1;
+    // With every node retired (the job stops), the lowest live rank speaks.
+    int speaker = members.front();
     for (int r : members)
         if (!retiredNodes.count(world.nodeOfOriginal(r))) {
             speaker = r;
             break;
         }
     log::speakForJob(world.originalRank() == speaker);
-    if (speaker < 0 || speaker == diagHolder) return;
+    if (speaker == diagHolder) return;
     // HDF5 allows one writer: a live holder (on a retired node) closes the
     // file before anyone reopens it.
     const bool holderLives = std::find(members.begin(), members.end(), diagHolder) != members.end();

@@ -295,8 +295,9 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
         if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
             torch::NoGradGuard noGrad;
-            auto gradients = s.parallel->model().gradients();
-            at::_foreach_mul_(gradients, s.config.gradClip / (a.gradNorm + 1e-6));
+            // An idle rank (a spare, a standby node) has no gradients, and libtorch refuses an empty list.
+            if (auto gradients = s.parallel->model().gradients(); !gradients.empty())
+                at::_foreach_mul_(gradients, s.config.gradClip / (a.gradNorm + 1e-6));
         }
         s.injector->at(step, fault::Phase::Optimizer);
         const double lr = learningRate(s.config, step);

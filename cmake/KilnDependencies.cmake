@@ -8,7 +8,7 @@ else()
   message(WARNING "No Open MPI in KILN_MPI_PREFIX=${KILN_MPI_PREFIX}; using whatever MPI CMake finds. "
                   "Run ./bootstrap.sh setup to install the ULFM-capable Open MPI 5.")
 endif()
-find_package(MPI 3.1 REQUIRED COMPONENTS CXX)
+find_package(MPI 3.1 REQUIRED COMPONENTS C CXX)
 
 # ULFM: the fault-tolerance extension must be declared in mpi-ext.h.
 include(CheckCXXSourceCompiles)

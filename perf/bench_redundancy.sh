@@ -29,7 +29,7 @@ common=(--set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokeniz
 kills=()
 for ((k = 1; 20 * k < steps && k <= 5; ++k)); do
   phase=(commit allreduce commit)   # phases every rank passes, idle ones too
-  kills+=("$((8 - k)):$((20 * k)):${phase[$((k % 3))]}")
+  kills+=("$k:$((20 * k)):${phase[$((k % 3))]}")   # ranks 1-5: pipeline nodes, not the spares (the last nodes)
 done
 inject=$(IFS=,; echo "${kills[*]}")
 now() { date +%s.%N; }

@@ -31,19 +31,7 @@ set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
 mkdir -p "$work"
-run() {  # out_dir ranks settings...
-  local out=$1 ranks=$2
-  shift 2
-  timeout 120 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
-    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
-    --set train.grad_clip=0 --set run.steps=10 "$@"
-}
-same_curve() {  # reference.losses candidate.losses steps
-  paste "$1" "$2" | awk -v steps="$3" '
-    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
-      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": loss " $2 " vs " $5 ", |g| " $3 " vs " $6 } }
-    END { if (n != steps || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
-}
+. "$(dirname "$0")/lib.sh"
 expect_status() {  # wanted actual log
   [ "$1" = "$2" ] || { cat "$3"; echo "FAIL: exit status $2, expected $1"; exit 1; }
 }

@@ -20,6 +20,8 @@
 #     the failure-free run on 4 nodes.
 #  6. Two nodes lose one rank each while their other ranks live (3 nodes of 2 ranks): the live ranks hand
 #     their layers to the node that stays (layers migrated), the run goes on with the failure-free losses.
+#     Rank 1 lost: rank 0, alive on its retired node, hands diag.h5 to the new rank 0 before it leaves
+#     (every step recorded).
 #     And with 4 nodes of 2 ranks where 3 nodes lose a rank each (no pipeline fits on the node left): the
 #     beyond-f checkpoint holds the layers of a live rank of a retired node, and the job resumed from it
 #     gives the failure-free losses.
@@ -27,19 +29,7 @@ set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
-run() {  # out_dir ranks settings...
-  local out=$1 ranks=$2
-  shift 2
-  timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
-    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
-    --set train.grad_clip=0 --set run.steps=10 "$@"
-}
-same_curve() {  # reference.losses candidate.losses steps
-  paste "$1" "$2" | awk -v steps="$3" '
-    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
-      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": loss " $2 " vs " $5 ", |g| " $3 " vs " $6 } }
-    END { if (n != steps || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
-}
+. "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 must() {  # name ranks settings...: the run must exit 0
   local name=$1
@@ -153,6 +143,12 @@ grep -q "FAILURE step 5: failed ranks 3,4 (nodes 1,2 retired); 2 ranks on 1 node
   || { cat "$work/halfdead.log"; fail "6: ranks 2 and 5 did not leave after handing on"; }
 losses clean32; losses halfdead
 same_curve "$work/clean32.losses" "$work/halfdead.losses" 10
+# Rank 1 dies: rank 0, alive on the retired node 0, holds diag.h5 and hands it over before it leaves.
+must handover 6 --set fault.inject=1:5:forward
+"$kiln" diag "$work/handover/tiny/diag.h5" | grep -q "takeover .*by start-up rank 2 after rank 0 left with its node" \
+  || fail "6: diag.h5 was not handed over"
+losses handover
+same_curve "$work/clean32.losses" "$work/handover.losses" 10
 wide=(--set plan.pipelines= --set plan.memory_gb=0.0055 --set checkpoint.every=0)
 must clean42 8 "${wide[@]}"
 set +e

@@ -1,0 +1,16 @@
+# Sourced by the fault scripts in tests/fault: the tiny deck under ULFM on the licence texts, and the
+# comparison of loss curves. Expects $kiln, $mpirun and $data.
+
+run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping off (a mis-scaled gradient cannot hide)
+  local out=$1 ranks=$2
+  shift 2
+  timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
+    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
+    --set train.grad_clip=0 --set run.steps=10 "$@"
+}
+same_curve() {  # reference.losses candidate.losses steps: every step's loss and gradient norm to 1e-5 relative
+  paste "$1" "$2" | awk -v steps="$3" '
+    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
+      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": loss " $2 " vs " $5 ", |g| " $3 " vs " $6 } }
+    END { if (n != steps || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
+}

@@ -40,7 +40,9 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
         log::info("    node {:<3} {:<16} ranks {}", n, nodes.nodeNames[n], describeRanks(nodes.ranksOfNode[n]));
     const auto f = deck.integer("fault.f");
     log::info("  faults     ULFM {}; fault.f = {}{}", world.faultTolerant() ? "active" : "off", f,
-              world.faultTolerant() ? fmt::format(" (up to {} node failure{} survived without restart)", f, f == 1 ? "" : "s")
+              world.faultTolerant() ? fmt::format(" (up to {} simultaneous node failure{} survived without restart, again after "
+                                                  "each failure while the nodes allow)",
+                                                  f, f == 1 ? "" : "s")
                                     : "");
     const auto& mix = deck.mix("data.mix");
     double total = 0.0;

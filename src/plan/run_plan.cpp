@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace kiln::plan {
 namespace {
@@ -39,24 +40,12 @@ ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig&
     return profile;
 }
 
-RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster) {
-    RunPlan plan;
-    plan.cluster = cluster;
-    plan.profile = profileFromDeck(deck, model, plan.profileSource);
-    plan.f = static_cast<std::uint32_t>(deck.integer("fault.f"));
-    // Spares never cost the tolerance: a job with too few nodes gives them up first.
-    const auto wanted = static_cast<std::uint32_t>(deck.integer("cluster.spare_nodes"));
-    const std::uint32_t room = cluster.nodes > plan.f + 1 ? cluster.nodes - (plan.f + 1) : 0;
-    plan.spares = std::min(wanted, room);
-    if (plan.spares < wanted)
-        plan.sparesNote = fmt::format("{}: cluster.spare_nodes = {} lowered to {}: {} node{} must first hold fault.f + 1 = {} "
-                                      "pipelines",
-                                      deck.setting("cluster.spare_nodes").origin, wanted, plan.spares, cluster.nodes,
-                                      cluster.nodes == 1 ? "" : "s", plan.f + 1);
-    plan.cluster.nodes -= plan.spares;
-    plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
-    const auto global = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
-    plan.globalMicrobatches = (global + plan.microBatch - 1) / plan.microBatch;
+namespace {
+
+// Templates and instantiation for `plan.f` on `nodes - spares` nodes. Throws InputError.
+void planFor(RunPlan& plan, const config::Deck& deck, std::uint32_t nodes, std::uint32_t spares) {
+    plan.spares = spares;
+    plan.cluster.nodes = nodes - spares;
     const auto t0 = Clock::now();
     plan.templates = planTemplates(plan.profile, plan.cluster, plan.f, plan.globalMicrobatches);
     const auto t1 = Clock::now();
@@ -71,6 +60,46 @@ RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const
     }
     plan.templateSeconds = std::chrono::duration<double>(t1 - t0).count();
     plan.instantiationSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+}
+
+}  // namespace
+
+RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster, LowerF lower) {
+    RunPlan plan;
+    plan.cluster = cluster;
+    plan.profile = profileFromDeck(deck, model, plan.profileSource);
+    const auto wantedF = static_cast<std::uint32_t>(deck.integer("fault.f"));
+    plan.f = wantedF;
+    plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
+    const auto global = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
+    plan.globalMicrobatches = (global + plan.microBatch - 1) / plan.microBatch;
+    // Spares never cost the tolerance: a job with too few nodes gives them up
+    // first, then (kiln run, a requeue onto fewer nodes) lowers f down to
+    // fault.min_f, as far as the smallest pipeline that fits needs. The
+    // smallest fitting pipeline does not depend on f.
+    const auto wanted = static_cast<std::uint32_t>(deck.integer("cluster.spare_nodes"));
+    std::uint32_t smallest = 1;
+    if (lower == LowerF::DownToMinF || wanted > 0)
+        smallest = std::max<std::uint32_t>(1, planTemplates(plan.profile, cluster, 0, plan.globalMicrobatches).minNodes);
+    if (lower == LowerF::DownToMinF) {
+        const auto floor = std::min<std::uint32_t>(wantedF, static_cast<std::uint32_t>(deck.integer("fault.min_f")));
+        const std::uint32_t most = cluster.nodes / smallest;  // pipelines the nodes can hold
+        if (most >= 1 && wantedF + 1 > most && most - 1 >= floor) {
+            plan.f = most - 1;
+            plan.faultNote = fmt::format("fault.f = {} lowered to {}: this job's {} node{} cannot hold {} pipelines of this "
+                                         "model (each needs at least {} node{}), and fault.min_f = {} allows it",
+                                         wantedF, plan.f, cluster.nodes, cluster.nodes == 1 ? "" : "s", wantedF + 1,
+                                         smallest, smallest == 1 ? "" : "s", floor);
+        }
+    }
+    const std::uint32_t need = (plan.f + 1) * smallest;
+    const std::uint32_t spares = std::min(wanted, cluster.nodes > need ? cluster.nodes - need : 0);
+    if (spares < wanted)
+        plan.sparesNote = fmt::format("{}: cluster.spare_nodes = {} lowered to {}: {} node{} must first hold fault.f + 1 = {} "
+                                      "pipelines",
+                                      deck.setting("cluster.spare_nodes").origin, wanted, spares, cluster.nodes,
+                                      cluster.nodes == 1 ? "" : "s", plan.f + 1);
+    planFor(plan, deck, cluster.nodes, spares);
     return plan;
 }
 

@@ -46,7 +46,6 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.context = data::cursorContext(s.spec, s.probe->tokenizer().id, s.probe->tokenizer().legacyId);
     s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
     s.device = model::chooseDevice(s.config.device, deck.setting("train.device").origin, world.rankOnHost());
-    s.f = static_cast<std::uint64_t>(deck.integer("fault.f"));
 
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
     std::vector<int> ids;
@@ -61,10 +60,15 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                                          "ranks (launch with a fixed number per node, or set cluster.ranks_per_node)",
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
-    s.plan = plan::planRun(deck, s.modelConfig, cluster);
+    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF);
+    s.f = s.plan.f;
     s.tolerance = plan::toleranceOf(s.plan.instantiation);
     s.spares = s.plan.spares;
     if (!s.plan.sparesNote.empty()) s.notes += "# " + s.plan.sparesNote + "\n";
+    if (!s.plan.faultNote.empty()) {
+        s.notes += "# " + s.plan.faultNote + "\n";
+        log::info("  faults     {}", s.plan.faultNote);
+    }
     if (world.rank() == 0) {
         fmt::print("  plan       profile {}; {} nodes x {} rank{}, {:.0f} GB per rank\n", s.plan.profileSource, cluster.nodes,
                    cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s", cluster.memoryPerRank / 1e9);
@@ -133,6 +137,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                            : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
                    cursor.step);
     if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
+    if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     std::vector<fault::Injection> injections;
     fault::parseInjections(deck.text("fault.inject"), injections);

@@ -10,7 +10,7 @@
 #     forward, backward, allreduce, sums and commit, each survived; when 3 nodes are left (no room for 2
 #     pipelines) the lowered tolerance is said once (log, diag event, /instantiations tolerance 0); the
 #     next failure loses layers: exit 75, `latest` is the last periodic checkpoint, and the job resumed
-#     on the 2 nodes left finishes with the failure-free losses.
+#     on the 2 nodes left (fault.f lowered to 0: one pipeline needs both) finishes with the failure-free losses.
 #  3. f = 2, 6 nodes of 1 rank, failures in pairs (2 nodes at step 3, 2 more at step 7): 3 pipelines after
 #     the first pair, 2 after the second (tolerance 1, said), the failure-free losses.
 #  4. Spares: 4 nodes + 1 spare (cluster.spare_nodes = 1), pipelines 3+1, a node of the 3-node pipeline
@@ -81,8 +81,11 @@ assert tol[0] >= 1 and tol[-1] == 0 and all(t >= 1 for t in tol[1:-1]), tol
 assert any(e["kind"] == "tolerance" for e in d["events"]), d["events"]
 assert len(d["failures"]) == 6 and d["failures"][-1]["layout"].startswith("stopped"), d["failures"]
 ' || fail "2: diag.h5"
-run "$work/six" 2 "${eight[@]}" --set fault.f=0 >"$work/six-resume.log" 2>&1 || { cat "$work/six-resume.log"; fail "2: resume"; }
+# The requeued job on the 2 nodes left: fault.f = 1 is lowered to 0 (a pipeline needs both nodes).
+run "$work/six" 2 "${eight[@]}" >"$work/six-resume.log" 2>&1 || { cat "$work/six-resume.log"; fail "2: resume"; }
 grep -q "resumed from .*step-00000012.h5 at step 12" "$work/six-resume.log" || { cat "$work/six-resume.log"; fail "2: no resume"; }
+grep -q "fault.f = 1 lowered to 0: this job's 2 nodes cannot hold 2 pipelines of this model (each needs at least 2 nodes)" \
+  "$work/six-resume.log" || { cat "$work/six-resume.log"; fail "2: f was not lowered for the model's smallest pipeline"; }
 losses clean8; losses six
 same_curve "$work/clean8.losses" "$work/six.losses" 16
 echo "PASS 2: 8 nodes, f = 1: five failures survived one at a time, the lowered tolerance said once, the sixth beyond f; resumed with the same losses"

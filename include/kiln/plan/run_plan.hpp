@@ -22,7 +22,8 @@ struct RunPlan {
     ClusterSpec cluster;  // nodes: those that run pipelines at start-up (the job's, less the spares)
     std::uint32_t spares = 0;  // cluster.spare_nodes, or fewer when the job's nodes do not allow them
     std::string sparesNote;    // why spares were given up; empty when none was
-    std::uint32_t f = 0;
+    std::uint32_t f = 0;       // fault.f, or lower when the nodes do not allow it (LowerF::DownToMinF)
+    std::string faultNote;     // why f was lowered; empty when it was not
     std::uint64_t microBatch = 1, globalMicrobatches = 1;
     TemplateSet templates;
     Instantiation instantiation;
@@ -33,10 +34,16 @@ struct RunPlan {
 // The profile plan.profile names (checked against `model`), or a synthetic one.
 ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source);
 
+// What planRun may do when the nodes cannot hold fault.f + 1 pipelines: refuse
+// (kiln plan, which answers what-ifs) or lower f down to fault.min_f (kiln
+// run, typically a job requeued onto fewer nodes).
+enum class LowerF { Never, DownToMinF };
+
 // Plans for `cluster` (its nodes and ranks per node) from the deck's fault.f,
 // spare nodes, batch, memory, bandwidths and plan.pipelines: the pipelines run
 // on cluster.nodes less the spares. Throws InputError naming keys.
-RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster);
+RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster,
+                LowerF lower = LowerF::Never);
 
 // The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.
 std::string describeTemplates(const RunPlan& plan, bool all);

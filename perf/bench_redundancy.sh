@@ -51,12 +51,13 @@ python3 - "$work" "$kiln" "$steps" "$inject" clean:"$clean_s":"$clean_rc" failur
   spares:"$spare_s":"$spare_rc" idle6:"$idle_s":"$idle_rc" plain6:"$plain_s":"$plain_rc" <<'PY'
 import json, subprocess, sys
 work, kiln, steps, inject, *cases = sys.argv[1:]
-walls = {}
+walls, medians = {}, {}
 for c in cases:
     name, wall, rc = c.split(":")
     d = json.loads(subprocess.run([kiln, "diag", f"{work}/runs/{name}/diag.h5", "--json"], capture_output=True, text=True,
                                   check=True).stdout)
     walls[name] = float(wall)
+    medians[name] = d.get("median_step_s")
     phases = ("revoke_s", "shrink_s", "regroup_s", "instantiate_s", "migrate_s", "rebuild_s")
     rec = [1e3 * sum(f[p] for p in phases) for f in d["failures"]]
     out = {"bench": "redundancy", "case": name, "steps_asked": int(steps), "steps": d["steps"], "wall_s": float(wall),
@@ -71,11 +72,8 @@ for c in cases:
         out["injected"] = inject
     print(json.dumps(out))
 # The spare's cost: median step time with 2 waiting spares over the same 6 nodes without them.
-def median(name):
-    return json.loads(subprocess.run([kiln, "diag", f"{work}/runs/{name}/diag.h5", "--json"], capture_output=True,
-                                     text=True, check=True).stdout)["median_step_s"]
-print(json.dumps({"bench": "redundancy-spare-cost", "idle6_median_step_s": median("idle6"),
-                  "plain6_median_step_s": median("plain6"), "ratio": median("idle6") / median("plain6")}))
+print(json.dumps({"bench": "redundancy-spare-cost", "idle6_median_step_s": medians["idle6"],
+                  "plain6_median_step_s": medians["plain6"], "ratio": medians["idle6"] / medians["plain6"]}))
 PY
 for name in clean failures spares; do "$kiln" diag "$work/runs/$name/diag.h5" --plot "$work/plot-$name" >/dev/null; done
 marks=""

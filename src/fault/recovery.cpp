@@ -75,7 +75,6 @@ RecoveryReport recover(comm::World& world, std::set<int>& retired) {
         }
     }
     report.nodesLeft = static_cast<int>(nodes.size());
-    report.thisRankLeaves = retired.count(world.node()) > 0;
     world.replaceControl(survivors, survivorMembers);
     report.regroupSeconds = since(t0);
     return report;

@@ -17,17 +17,28 @@
 namespace kiln::train {
 namespace {
 
-// The layers of `layout` (made for start-up ranks `layoutMembers`) that no
-// member of the world holds any more.
-std::vector<std::uint32_t> lostLayers(const plan::Layout& layout, const std::vector<int>& layoutMembers,
-                                      const std::vector<int>& members) {
+// For each layer of `layout` (made for start-up ranks `layoutMembers`), the
+// rank in the world's control communicator of its first live holder, or -1
+// when no member of the world holds it any more.
+std::vector<int> liveHolders(const plan::Layout& layout, const std::vector<int>& layoutMembers,
+                             const std::vector<int>& members) {
+    std::vector<int> out;
+    for (const auto& holders : holdersOfLayers(layout, layoutMembers)) {
+        int rank = -1;
+        for (int startup : holders)
+            if (const auto it = std::find(members.begin(), members.end(), startup); it != members.end()) {
+                rank = static_cast<int>(it - members.begin());
+                break;
+            }
+        out.push_back(rank);
+    }
+    return out;
+}
+
+std::vector<std::uint32_t> layersWithout(const std::vector<int>& holders) {
     std::vector<std::uint32_t> lost;
-    const auto holders = holdersOfLayers(layout, layoutMembers);
     for (std::uint32_t l = 0; l < holders.size(); ++l)
-        if (std::none_of(holders[l].begin(), holders[l].end(), [&](int startup) {
-                return std::find(members.begin(), members.end(), startup) != members.end();
-            }))
-            lost.push_back(l);
+        if (holders[l] < 0) lost.push_back(l);
     return lost;
 }
 
@@ -68,7 +79,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             };
 
             // Beyond f: a layer with no holder left, or too few nodes for one pipeline.
-            const auto lost = lostLayers(parallel->layout(), layoutMembers, world.members());
+            const auto lost = layersWithout(liveHolders(parallel->layout(), layoutMembers, world.members()));
             if (!lost.empty())
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
             const auto c0 = Clock::now();
@@ -143,22 +154,8 @@ Trainer::State::Recovery Trainer::State::dismissRetired() {
 Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what,
                                                      const std::string& cause, Clock::time_point t0) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
-    const auto holders = holdersOfLayers(parallel->layout(), layoutMembers);
-    const auto& members = world.members();
-    std::vector<int> writers;
-    std::vector<std::uint32_t> lost;
-    for (std::uint32_t l = 0; l < holders.size(); ++l) {
-        int writer = -1;
-        for (int startup : holders[l]) {
-            const auto it = std::find(members.begin(), members.end(), startup);
-            if (it != members.end()) {
-                writer = static_cast<int>(it - members.begin());
-                break;
-            }
-        }
-        if (writer < 0) lost.push_back(l);
-        writers.push_back(writer);
-    }
+    const auto writers = liveHolders(parallel->layout(), layoutMembers, world.members());
+    const auto lost = layersWithout(writers);
     const std::string reason = fmt::format("beyond what the layout tolerates ({} simultaneous node failure{}): {}",
                                            tolerance, tolerance == 1 ? "" : "s", cause);
     if (lost.empty()) {

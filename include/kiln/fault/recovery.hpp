@@ -16,7 +16,6 @@ namespace kiln::fault {
 struct RecoveryReport {
     std::vector<int> failedRanks;   // start-up ranks
     std::vector<int> retiredNodes;  // start-up node ids retired in this round
-    bool thisRankLeaves = false;    // its node is retired: it serves as a source, then stops
     int fenced = 0;                 // failed processes this rank killed (see recover)
     int ranksLeft = 0, nodesLeft = 0;  // those that stay: live ranks on nodes not retired
     double revokeSeconds = 0, shrinkSeconds = 0, regroupSeconds = 0;

@@ -4,6 +4,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/spawn.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/io/atomic_file.hpp"
@@ -15,6 +16,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 namespace kiln::apps {
@@ -94,6 +97,46 @@ std::string fitFaultTolerance(const comm::World& world, config::Deck& deck, cons
                        world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s", floor);
 }
 
+// How a training process ends: the requeue status when the job must go on
+// later, and a watchdog where MPI_Finalize may wait for dead peers.
+int finishRun(const train::TrainSummary& summary, const std::filesystem::path& runDir) {
+    int status = 0;
+    if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
+        status = 75;  // EX_TEMPFAIL: requeue
+    // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
+    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF ||
+        summary.stopped == train::TrainSummary::Stop::NodeRetired)
+        comm::armExitWatchdog(status, 20);
+    if (summary.stopped != train::TrainSummary::Stop::Finished) return status;  // retired ranks: 0, the survivors go on
+    log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
+              summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
+              summary.lastLoss, (runDir / "diag.h5").string());
+    return 0;
+}
+
+// A process the running job spawned to admit a node (see comm/spawn.hpp):
+// it joins the job's world, takes the run's state and trains as a member.
+// Its errors end it alone (an abort would take the job with it): the job
+// sees a failed process and retires the new node.
+int joinRunningJob(config::Deck deck, const std::string& deckPath, std::vector<std::string> overrides) {
+    log::speakForJob(false);
+    try {
+        comm::World world(comm::mergeWithJob());
+        const train::JoinState join = train::receiveJoinState(world);
+        if (join.deckF != deck.integer("fault.f")) {  // the job lowered it (a requeue onto fewer nodes)
+            overrides.push_back(fmt::format("fault.f={}", join.deckF));
+            deck = config::Deck::fromFile(deckPath, overrides);
+        }
+        train::Trainer trainer(deck, world, join);
+        return finishRun(trainer.run(), std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name"));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kiln: error on rank %d (%s), a process admitted into a running job: %s\n", log::rank(),
+                     log::host().c_str(), e.what());
+        std::fflush(stderr);
+        std::_Exit(1);
+    }
+}
+
 }  // namespace
 
 int runMain(int argc, char** argv) {
@@ -115,6 +158,7 @@ int runMain(int argc, char** argv) {
     const double hangTimeout = deck.real("fault.hang_timeout_s");
     watchStopSignal();  // before MPI starts: a signal during start-up is kept for the first step
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
+    if (comm::spawnedIntoJob()) return joinRunningJob(deck, deckPath, overrides);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
     const std::string lowered = fitFaultTolerance(world, deck, deckPath, overrides);
     reportWorld(world, deck);
@@ -131,19 +175,7 @@ int runMain(int argc, char** argv) {
     // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).
     if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText() + trainer.notes());
     log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());
-    const auto summary = trainer.run();
-    int status = 0;
-    if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
-        status = 75;  // EX_TEMPFAIL: requeue
-    // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
-    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF ||
-        summary.stopped == train::TrainSummary::Stop::NodeRetired)
-        comm::armExitWatchdog(status, 20);
-    if (summary.stopped != train::TrainSummary::Stop::Finished) return status;  // retired ranks: 0, the survivors go on
-    log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
-              summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
-              summary.lastLoss, (runDir / "diag.h5").string());
-    return 0;
+    return finishRun(trainer.run(), runDir);
 }
 
 }  // namespace kiln::apps

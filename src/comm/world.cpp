@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <exception>
 #include <thread>
+#include <string>
 #include <vector>
 
 namespace kiln::comm {
@@ -34,6 +35,15 @@ std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int
     std::vector<std::string> hosts;
     for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * kWidth]);
     return hosts;
+}
+
+// Rank 0's `values` on every rank of `comm` (any length).
+template <typename T>
+void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
+    long count = static_cast<long>(values.size());
+    KILN_MPI(MPI_Bcast(&count, 1, MPI_LONG, 0, comm));
+    values.resize(static_cast<std::size_t>(count));
+    KILN_MPI(MPI_Bcast(values.data(), static_cast<int>(count), type, 0, comm));
 }
 
 }  // namespace
@@ -99,13 +109,116 @@ World::World(int ranksPerNode) {
     pids_.resize(static_cast<std::size_t>(size_));
     KILN_MPI(MPI_Allgather(&pid, 1, MPI_LONG, pids_.data(), 1, MPI_LONG, control_));
     faultTolerant_ = ulfmActive();
+    countRanksOnHost(control_);
+    members_.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
+}
+
+void World::countRanksOnHost(MPI_Comm comm) {
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
     MPI_Comm host = MPI_COMM_NULL;
-    KILN_MPI(MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
+    KILN_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host));
     KILN_MPI(MPI_Comm_size(host, &ranksOnHost_));
     KILN_MPI(MPI_Comm_rank(host, &rankOnHost_));
     KILN_MPI(MPI_Comm_free(&host));
-    members_.resize(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
+}
+
+World::World(MPI_Comm merged) {
+    host_ = hostName();
+    faultTolerant_ = ulfmActive();
+    // The processes spawned together share the hosts' cores (and GPUs) among themselves.
+    countRanksOnHost(MPI_COMM_WORLD);
+    adopt(merged, /*ranksPerNode: the job's*/ 0, /*spawned=*/true);
+    log::setIdentity(originalRank(), host_);
+}
+
+std::vector<int> World::grow(MPI_Comm merged, int ranksPerNode) {
+    MPI_Comm old = control_;
+    const auto added = adopt(merged, ranksPerNode, /*spawned=*/false);
+    if (old != MPI_COMM_NULL) MPI_Comm_free(&old);
+    return added;
+}
+
+std::vector<int> World::adopt(MPI_Comm merged, int ranksPerNode, bool spawned) {
+    int mergedRank = 0, mergedSize = 0;
+    KILN_MPI(MPI_Comm_rank(merged, &mergedRank));
+    KILN_MPI(MPI_Comm_size(merged, &mergedSize));
+    const auto mergedHosts = gatherHosts(merged, host_, mergedSize);
+    long pid = static_cast<long>(::getpid());
+    std::vector<long> mergedPids(static_cast<std::size_t>(mergedSize));
+    KILN_MPI(MPI_Allgather(&pid, 1, MPI_LONG, mergedPids.data(), 1, MPI_LONG, merged));
+
+    // The job's tables, as rank 0 knows them: counts, members, node of each
+    // start-up rank, pids; node names and hosts as lines.
+    std::vector<long> table;
+    std::string text;
+    if (!spawned && mergedRank == 0) {
+        table = {static_cast<long>(nodes_.nodeOfRank.size()), static_cast<long>(nodes_.numNodes()),
+                 static_cast<long>(members_.size()), static_cast<long>(nodeSource_), static_cast<long>(ranksPerNode)};
+        table.insert(table.end(), members_.begin(), members_.end());
+        table.insert(table.end(), nodes_.nodeOfRank.begin(), nodes_.nodeOfRank.end());
+        table.insert(table.end(), pids_.begin(), pids_.end());
+        for (const auto& name : nodes_.nodeNames) text += name + '\n';
+        for (const auto& host : hosts_) text += host + '\n';
+    }
+    broadcastVector(merged, table, MPI_LONG);
+    std::vector<char> chars(text.begin(), text.end());
+    broadcastVector(merged, chars, MPI_CHAR);
+    const auto startupRanks = static_cast<std::size_t>(table.at(0)), nodeCount = static_cast<std::size_t>(table.at(1)),
+               jobRanks = static_cast<std::size_t>(table.at(2));
+    ranksPerNode = static_cast<int>(table.at(4));
+    if (ranksPerNode < 1) throw Error("new nodes need at least one rank each", ErrorScope::AllRanks);
+    if (spawned) {
+        nodeSource_ = static_cast<NodeSource>(table[3]);
+        auto at = table.begin() + 5;
+        members_.assign(at, at + static_cast<long>(jobRanks));
+        at += static_cast<long>(jobRanks);
+        nodes_ = NodeMap{};
+        nodes_.nodeOfRank.assign(at, at + static_cast<long>(startupRanks));
+        at += static_cast<long>(startupRanks);
+        pids_.assign(at, at + static_cast<long>(startupRanks));
+        std::vector<std::string> lines;
+        std::string line;
+        for (char c : chars) {
+            if (c != '\n') {
+                line += c;
+                continue;
+            }
+            lines.push_back(line);
+            line.clear();
+        }
+        nodes_.nodeNames.assign(lines.begin(), lines.begin() + static_cast<long>(nodeCount));
+        hosts_.assign(lines.begin() + static_cast<long>(nodeCount), lines.end());
+        nodes_.ranksOfNode.assign(nodeCount, {});
+        for (std::size_t r = 0; r < startupRanks; ++r)
+            nodes_.ranksOfNode[static_cast<std::size_t>(nodes_.nodeOfRank[r])].push_back(static_cast<int>(r));
+    }
+    if (static_cast<std::size_t>(mergedSize) < jobRanks)
+        throw Error("the merged communicator is smaller than the job", ErrorScope::AllRanks);
+
+    // The spawned processes: the next start-up ranks, on new nodes.
+    std::vector<int> added;
+    for (std::size_t r = jobRanks; r < static_cast<std::size_t>(mergedSize); ++r) {
+        const int startup = static_cast<int>(startupRanks + (r - jobRanks));
+        const int node = static_cast<int>(nodeCount + (r - jobRanks) / static_cast<std::size_t>(ranksPerNode));
+        if (node == nodes_.numNodes()) {
+            nodes_.ranksOfNode.emplace_back();
+            nodes_.nodeNames.push_back(nodeSource_ == NodeSource::Emulated ? "node" + std::to_string(node)
+                                                                          : mergedHosts[r]);
+            added.push_back(node);
+        }
+        nodes_.nodeOfRank.push_back(node);
+        nodes_.ranksOfNode[static_cast<std::size_t>(node)].push_back(startup);
+        hosts_.push_back(mergedHosts[r]);
+        pids_.push_back(mergedPids[r]);
+        members_.push_back(startup);
+    }
+    control_ = merged;
+    KILN_MPI(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
+    rank_ = mergedRank;
+    size_ = mergedSize;
+    return added;
 }
 
 void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {

@@ -49,6 +49,16 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
     connect(world);
 }
 
+ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
+                             plan::Layout layout, int rank, bool nccl, std::uint64_t optimizerSteps)
+    : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)), nccl_(nccl) {
+    role_ = layout_.role(rank);
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
+    model_->to(device_);
+    optimizer_ = std::make_unique<AdamW>(*model_, config_);
+    optimizer_->setSteps(optimizerSteps);
+}
+
 ParallelState::~ParallelState() = default;
 
 std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) const {

@@ -9,6 +9,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
+#include "kiln/fault/admit_request.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
@@ -37,15 +38,36 @@ std::string duration(double seconds) {
 
 }  // namespace
 
+model::ComputeThreads Trainer::State::prepare() {
+    config = trainConfigFromDeck(deck);
+    const auto threads = model::useComputeThreads(config.threads, world.ranksOnHost());
+    spec = data::loaderSpecFromDeck(deck);
+    probe = std::make_unique<data::Corpus>(spec);
+    context = data::cursorContext(spec, probe->tokenizer().id, probe->tokenizer().legacyId);
+    modelConfig = model::modelConfigFromDeck(deck, probe->tokenizer().vocabSize);
+    device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
+    runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
+    checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
+    return threads;
+}
+
+void Trainer::State::armInjector() {
+    std::vector<fault::Injection> injections;
+    fault::parseInjections(deck.text("fault.inject"), injections);
+    // A requeued Slurm job runs the same command line: its injected faults would strike again.
+    if (const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+        restarts && std::atoi(restarts) > 0 && !injections.empty()) {
+        log::info("  faults     fault.inject ignored: this is requeued attempt {} of a Slurm job (faults are injected "
+                  "into the first attempt only)",
+                  std::atoi(restarts) + 1);
+        injections.clear();
+    }
+    injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
+}
+
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
-    s.config = trainConfigFromDeck(deck);
-    const auto threads = model::useComputeThreads(s.config.threads, world.ranksOnHost());
-    s.spec = data::loaderSpecFromDeck(deck);
-    s.probe = std::make_unique<data::Corpus>(s.spec);
-    s.context = data::cursorContext(s.spec, s.probe->tokenizer().id, s.probe->tokenizer().legacyId);
-    s.modelConfig = model::modelConfigFromDeck(deck, s.probe->tokenizer().vocabSize);
-    s.device = model::chooseDevice(s.config.device, deck.setting("train.device").origin, world.rankOnHost());
+    const auto threads = s.prepare();
 
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
     std::vector<int> ids;
@@ -60,6 +82,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                                          "ranks (launch with a fixed number per node, or set cluster.ranks_per_node)",
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
+    s.startupNodes = cluster.nodes;
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF);
     s.f = s.plan.f;
     s.tolerance = plan::toleranceOf(s.plan.instantiation);
@@ -86,8 +109,6 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();
 
-    s.runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
-    s.checkpoints = std::make_unique<CheckpointStore>(s.runDir / "ckpt", s.config.checkpointKeep);
     if (world.rank() == 0)
         if (const auto stale = s.checkpoints->removeStaleTemporaries())
             log::info("  removed {} unfinished checkpoint file{} a killed run left", stale, stale == 1 ? "" : "s");
@@ -139,17 +160,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
     if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
-    std::vector<fault::Injection> injections;
-    fault::parseInjections(deck.text("fault.inject"), injections);
-    // A requeued Slurm job runs the same command line: its injected faults would strike again.
-    if (const char* restarts = std::getenv("SLURM_RESTART_COUNT");
-        restarts && std::atoi(restarts) > 0 && !injections.empty()) {
-        log::info("  faults     fault.inject ignored: this is requeued attempt {} of a Slurm job (faults are injected "
-                  "into the first attempt only)",
-                  std::atoi(restarts) + 1);
-        injections.clear();
-    }
-    s.injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
+    s.armInjector();
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} "
               "per rank ({})",
               s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
@@ -180,6 +191,7 @@ struct Attempt {
     std::string dataError;  // a rank's batch could not be read: every rank stops with this
     double lossSum = 0.0, gradNorm = 0.0;
     bool stopRequested = false;  // some rank got the stop signal: all stop after this step
+    int admitNodes = 0;          // nodes to admit after this step (an admission request)
     StageWork work;
     double sync = 0.0;
 };
@@ -222,11 +234,19 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             // the squared gradient norm, and the stop signal (so that every
             // rank learns of it in the same step).
             const bool stop = stopSignal() != 0 || (s.world.rank() == 0 && stopFileExists());
-            double sums[3] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0};
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            if (s.world.rank() == 0 && s.admitPending == 0) {
+                const auto request = fault::takeAdmitRequest(s.runDir / "admit");
+                if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
+                s.admitPending = request.nodes;
+                s.admitHosts = request.hosts;
+            }
+            double sums[4] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
+                              s.world.rank() == 0 ? double(s.admitPending) : 0.0};
+            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, s.world.control()));
             a.lossSum = sums[0];
             a.gradNorm = std::sqrt(sums[1]);
             a.stopRequested = sums[2] > 0;
+            a.admitNodes = static_cast<int>(sums[3]);
             a.sync = work.sumsSeconds + since(s0);
         } catch (const ProcFailedError& e) {
             log::warn("step {}: {}", step, e.what());
@@ -278,6 +298,20 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 const auto outcome = s.recoverFromFailure(step, since(begun));
                 if (outcome != State::Recovery::Continue) return outcome;
             }
+        }
+    };
+
+    // New nodes at the boundary before `step`. A failure meanwhile is
+    // recovered from like a failed step's (the step itself is committed).
+    const auto admitSafely = [&](std::uint64_t step, int nodes) {
+        s.admitPending = 0;
+        try {
+            return s.admit(step, nodes);
+        } catch (const ProcFailedError& e) {
+            log::warn("step {}: a rank failed while nodes were admitted: {}", step, e.what());
+            comm::revoke(s.world.control());
+            s.parallel->interrupt();
+            return s.recoverFromFailure(step, 0.0);
         }
     };
 
@@ -348,6 +382,10 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             log::info("  STOP {}: a requeued job resumes from it", why);
             if (s.diag) s.diag->event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
+        }
+        if (a.admitNodes > 0 && step + 1 < end) {
+            const auto outcome = admitSafely(step + 1, a.admitNodes);
+            if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
     }
     if (stepsDone > 0) {

@@ -8,6 +8,7 @@
 #include "kiln/data/loader.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
+#include "kiln/model/compute_threads.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -50,6 +51,9 @@ struct Trainer::State {
     torch::Device device{torch::kCPU};
     std::unique_ptr<fault::FaultInjector> injector;
     std::uint64_t nodeFailures = 0;  // nodes retired since start-up
+    std::uint32_t startupNodes = 0;  // the job's nodes at start-up: what the plan was made for
+    int admitPending = 0;            // rank 0: nodes an admission request asks for, until admitted
+    std::string admitHosts;          // rank 0: where it wants them
     std::uint64_t f = 0;
     std::uint32_t tolerance = 0;  // simultaneous node failures the current layout survives
     std::uint32_t spares = 0;     // idle nodes kept in reserve now
@@ -62,6 +66,12 @@ struct Trainer::State {
     std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
+
+    // What every process reads from the deck alone: configuration, data
+    // sources, model, device, the run's directory. Not collective.
+    model::ComputeThreads prepare();
+    // The deck's fault.inject for this process (none in a requeued attempt).
+    void armInjector();
 
     void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step);
     // After a recovery round: the lowest member on a node that stays speaks
@@ -93,6 +103,19 @@ struct Trainer::State {
     // surviving holders (the live ranks of retired nodes too), when every
     // layer still has one; exit 75 either way.
     Recovery stopBeyondF(std::uint64_t step, const std::string& what, const std::string& reason, Clock::time_point t0);
+
+    // At the boundary before `step`, on every member: start `nodes` new nodes'
+    // processes (comm/spawn.hpp), hand them the run's state and take them in
+    // as spares, or at once into pipelines when the job runs with fewer than
+    // the start-up instantiation's nodes (trainer_admission.cpp). A rank
+    // failing meanwhile is recovered from like any failure.
+    Recovery admit(std::uint64_t step, int nodes);
+    // The run's state for the processes being admitted (row of JoinState).
+    std::vector<std::int64_t> joinRow() const;
+    // The part of admission every member does, old and new alike, once the
+    // layout covers the grown world: regroup onto more nodes if that raises
+    // the pipelines in use, then connect. Returns what it did, in words.
+    std::string settleAdmission(std::uint64_t step);
 };
 
 }  // namespace kiln::train

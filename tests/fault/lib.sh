@@ -4,7 +4,8 @@
 run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping off (a mis-scaled gradient cannot hide)
   local out=$1 ranks=$2
   shift 2
-  timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
+  # Recoverable: processes admitted while the job runs (a spawned job of their own) may fail too.
+  PRTE_MCA_state_base_recoverable=1 timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
     --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
     --set train.grad_clip=0 --set run.steps=10 "$@"
 }

@@ -5,6 +5,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/layout.hpp"
+#include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "../support/error_text.hpp"
 
@@ -314,6 +315,47 @@ TEST(Layout, HeterogeneousPipelinesOnNodes) {
         EXPECT_EQ(layout.primaryHolder(segment.firstLayer), segment.holders[0]);
     }
     EXPECT_EQ(covered, 6u);
+}
+
+// What a running job hands to the nodes it admits: the layout comes back whole, and a short row is refused.
+TEST(Layout, PackedLayoutComesBackWhole) {
+    const auto set = threeNodeTemplates();
+    const auto inst = pinnedInstantiation(set, "2:5+1:3", 3, 2, 8, "deck.ini:9");
+    Layout layout = placeInstantiation(set, inst, {0, 1, 2}, {{0, 1}, {2, 3}, {4, 5}}, 4, 30);
+    layout.idleNodes = {7};
+    layout.pipelines[1].predictedStepTime = 0.123456789;
+    kiln::RowWriter out;
+    packLayout(layout, out);
+    kiln::RowReader in(out.row());
+    const Layout back = unpackLayout(in);
+    EXPECT_EQ(back.describe(), layout.describe());
+    EXPECT_EQ(back.idleNodes, layout.idleNodes);
+    EXPECT_DOUBLE_EQ(back.pipelines[1].predictedStepTime, 0.123456789);
+    ASSERT_EQ(back.pipelines.size(), layout.pipelines.size());
+    for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
+        EXPECT_EQ(back.pipelines[p].ranks, layout.pipelines[p].ranks);
+        EXPECT_EQ(back.pipelines[p].cuts, layout.pipelines[p].cuts);
+        EXPECT_EQ(back.pipelines[p].nodeIds, layout.pipelines[p].nodeIds);
+        EXPECT_EQ(back.pipelines[p].firstMicrobatch, layout.pipelines[p].firstMicrobatch);
+        EXPECT_EQ(back.pipelines[p].microbatches, layout.pipelines[p].microbatches);
+    }
+    ASSERT_EQ(back.roles.size(), layout.roles.size());
+    for (std::size_t r = 0; r < layout.roles.size(); ++r) {
+        EXPECT_EQ(back.roles[r].firstLayer, layout.roles[r].firstLayer);
+        EXPECT_EQ(back.roles[r].endLayer, layout.roles[r].endLayer);
+        EXPECT_EQ(back.roles[r].previous, layout.roles[r].previous);
+        EXPECT_EQ(back.roles[r].next, layout.roles[r].next);
+        EXPECT_EQ(back.roles[r].pipeline, layout.roles[r].pipeline);
+    }
+    ASSERT_EQ(back.segments.size(), layout.segments.size());
+    for (std::size_t i = 0; i < layout.segments.size(); ++i) EXPECT_EQ(back.segments[i].holders, layout.segments[i].holders);
+    EXPECT_EQ(back.globalBatch, 30u);
+    EXPECT_EQ(back.microBatch, 4u);
+    EXPECT_EQ(back.layers, layout.layers);
+    auto shortRow = out.row();
+    shortRow.resize(shortRow.size() / 2);
+    kiln::RowReader cut(shortRow);
+    EXPECT_THROW(unpackLayout(cut), kiln::Error);
 }
 
 TEST(Layout, PinnedLayoutsThatCannotRunAreRefusedByName) {

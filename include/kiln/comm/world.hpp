@@ -35,6 +35,10 @@ public:
     enum class NodeSource { Slurm, Emulated, Host };
     // Collective over MPI_COMM_WORLD.
     explicit World(int ranksPerNode);
+    // On a process spawned into a running job (see spawn.hpp): collective
+    // with the job's grow() over `merged`; this process gets the next free
+    // start-up rank, its node a new node id.
+    explicit World(MPI_Comm merged);
     ~World();
     World(const World&) = delete;
     World& operator=(const World&) = delete;
@@ -63,8 +67,18 @@ public:
     // Replaces the control communicator by `survivors`, whose members had the
     // start-up ranks `members` (in survivors' rank order). Frees the old one.
     void replaceControl(MPI_Comm survivors, std::vector<int> members);
+    // Collective over `merged`: control() with the processes it spawned after
+    // it (spawn.hpp). They become members with the next start-up ranks, on new
+    // nodes of `ranksPerNode` ranks each (consecutive spawned ranks), and
+    // `merged` becomes control(). Returns their new node ids.
+    std::vector<int> grow(MPI_Comm merged, int ranksPerNode);
 
 private:
+    // What grow() and the spawned side share: the tables, sent by rank 0 of
+    // `merged`, extended by the processes after the first `members_.size()`.
+    std::vector<int> adopt(MPI_Comm merged, int ranksPerNode, bool spawned);  // ranksPerNode: rank 0's counts
+    void countRanksOnHost(MPI_Comm comm);
+
     MPI_Comm control_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;

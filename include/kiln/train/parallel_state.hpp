@@ -35,6 +35,12 @@ public:
     // Collective over world.control(); builds this rank's layers fresh (layer-seeded).
     ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device, comm::World& world,
                   plan::Layout layout);
+    // On a process admitted into a running job: the job's `layout` (this
+    // rank's layers built fresh, usually none: a spare), the job's transport
+    // choice and AdamW step count. Not collective and not connected: the
+    // admission connects it together with the job's ranks.
+    ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device, plan::Layout layout,
+                  int rank, bool nccl, std::uint64_t optimizerSteps);
     ~ParallelState();
 
     // Collective over the new world.control(): switches to `layout`, taking the
@@ -69,6 +75,8 @@ public:
     const plan::RankRole& role() const { return role_; }
     // The rank (of control) that writes each layer to checkpoints.
     std::vector<int> writers() const;
+    // Whether pipelines and gradient sums run over NCCL (the same on every rank).
+    bool nccl() const { return nccl_; }
     // After a failure: every pending and future transfer returns an error.
     void interrupt();
 

@@ -12,7 +12,9 @@
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace kiln::train {
 
@@ -29,9 +31,26 @@ struct TrainSummary {
     std::uint64_t nodeFailures = 0;  // nodes lost since start-up
 };
 
+// What a running job tells the processes it admits (spawned, see
+// comm/spawn.hpp): its deck's fault.f as the job applies it (a requeue may
+// have lowered it), and the run's state: step, loader cursor, layout,
+// counters. Filled and read by trainer_admission.cpp.
+struct JoinState {
+    std::int64_t deckF = 0;
+    std::vector<std::int64_t> row;
+};
+
+// On a spawned process, after comm::World's spawned-side constructor:
+// collective with the job, which sends this while it admits new nodes.
+JoinState receiveJoinState(comm::World& world);
+
 class Trainer {
 public:
     Trainer(const config::Deck& deck, comm::World& world);
+    // A process admitted into a running job: it starts at the job's next step
+    // as a spare (or takes layers at once when the job ran with fewer
+    // pipelines than fault.f + 1 needs); collective with the job's admission.
+    Trainer(const config::Deck& deck, comm::World& world, const JoinState& join);
     ~Trainer();
     // Trains until run.steps (or `untilStep` when smaller); collective.
     TrainSummary run(std::uint64_t untilStep = ~0ull);

@@ -1,0 +1,79 @@
+#include "kiln/comm/spawn.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/comm/mpi_check.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+namespace kiln::comm {
+namespace {
+
+// This process's arguments as the kernel has them (MPI_Init may have edited argv).
+std::vector<std::string> ownArguments() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> args;
+    for (std::size_t at = 0; at < all.size();) {
+        const auto end = all.find('\0', at);
+        args.push_back(all.substr(at, end - at));
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    if (!args.empty()) args.erase(args.begin());  // the executable goes separately, as /proc/self/exe
+    return args;
+}
+
+}  // namespace
+
+bool spawnedIntoJob() {
+    MPI_Comm parent = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_get_parent(&parent));
+    return parent != MPI_COMM_NULL;
+}
+
+MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts) {
+    const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
+    auto args = ownArguments();
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    MPI_Info info = MPI_INFO_NULL;
+    KILN_MPI(MPI_Info_create(&info));
+    // Relative paths in the command line (the deck, --set run.out_dir=...) mean what they meant to the job.
+    KILN_MPI(MPI_Info_set(info, "wdir", std::filesystem::current_path().c_str()));
+    if (!hosts.empty()) KILN_MPI(MPI_Info_set(info, "host", hosts.c_str()));
+    // The new processes are part of a fault-tolerant job: one of them dying must not end it (mpirun --with-ft
+    // ulfm marks only the first job so).
+    KILN_MPI(MPI_Info_set(info, "PMIX_JOB_RECOVERABLE", "true"));
+    MPI_Comm children = MPI_COMM_NULL;
+    std::vector<int> errors(static_cast<std::size_t>(processes), MPI_SUCCESS);
+    const int rc = MPI_Comm_spawn(executable.c_str(), argv.data(), processes, info, 0, control, &children, errors.data());
+    MPI_Info_free(&info);
+    KILN_MPI(rc);
+    KILN_MPI(MPI_Comm_set_errhandler(children, MPI_ERRORS_RETURN));
+    MPI_Comm merged = MPI_COMM_NULL;
+    const int merging = MPI_Intercomm_merge(children, /*high=*/0, &merged);
+    MPI_Comm_free(&children);
+    KILN_MPI(merging);
+    KILN_MPI(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
+    return merged;
+}
+
+MPI_Comm mergeWithJob() {
+    MPI_Comm parent = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_get_parent(&parent));
+    if (parent == MPI_COMM_NULL) throw Error("this process was not started by a running job", ErrorScope::ThisRank);
+    KILN_MPI(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
+    MPI_Comm merged = MPI_COMM_NULL;
+    KILN_MPI(MPI_Intercomm_merge(parent, /*high=*/1, &merged));
+    KILN_MPI(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
+    return merged;
+}
+
+}  // namespace kiln::comm

@@ -1,0 +1,188 @@
+// Admission of new nodes into a running job: processes spawned at a step
+// boundary become members, receive the run's state and wait as spares, or
+// take layers at once when the job runs on fewer nodes than it started with.
+#include "trainer_state.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/base/packing.hpp"
+#include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/spawn.hpp"
+#include "kiln/comm/ulfm.hpp"
+#include "kiln/data/cursor.hpp"
+#include "kiln/plan/layout_packing.hpp"
+#include "kiln/plan/regroup.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::train {
+namespace {
+
+// Rank 0's `join` on every rank of `comm`.
+void broadcastJoin(MPI_Comm comm, JoinState& join) {
+    std::int64_t head[2] = {join.deckF, static_cast<std::int64_t>(join.row.size())};
+    KILN_MPI(MPI_Bcast(head, 2, MPI_INT64_T, 0, comm));
+    join.deckF = head[0];
+    join.row.resize(static_cast<std::size_t>(head[1]));
+    KILN_MPI(MPI_Bcast(join.row.data(), static_cast<int>(head[1]), MPI_INT64_T, 0, comm));
+}
+
+// Whether `layout` runs `inst`: the same pipelines with the same microbatches.
+bool runs(const plan::Layout& layout, const plan::Instantiation& inst) {
+    if (layout.pipelines.size() != inst.pipelines.size()) return false;
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
+        if (layout.pipelines[p].nodes != inst.pipelines[p].nodes ||
+            layout.pipelines[p].microbatches != inst.pipelines[p].microbatches)
+            return false;
+    return true;
+}
+
+}  // namespace
+
+JoinState receiveJoinState(comm::World& world) {
+    JoinState join;
+    broadcastJoin(world.control(), join);
+    return join;
+}
+
+std::vector<std::int64_t> Trainer::State::joinRow() const {
+    RowWriter out;
+    out.put(startupNodes);
+    out.put(plan.cluster.ranksPerNode);
+    out.put(plan.f);
+    out.putAll(data::cursorToRow(loader->cursor()));
+    out.put(parallel->optimizer().steps());
+    out.put(config.decaySteps);
+    out.put(tolerance);
+    out.put(spares);
+    out.put(nodeFailures);
+    out.put(diagHolder);
+    out.put(parallel->nccl() ? 1 : 0);
+    plan::packLayout(parallel->layout(), out);
+    return std::move(out.row());
+}
+
+Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& join)
+    : state_(std::make_unique<State>(deck, world)) {
+    State& s = *state_;
+    s.prepare();
+    RowReader in(join.row);
+    s.startupNodes = in.get<std::uint32_t>();
+    // The job's plan, made again from the same deck for the same nodes.
+    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, s.startupNodes);
+    cluster.nodes = s.startupNodes;
+    cluster.ranksPerNode = in.get<std::uint32_t>();
+    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF);
+    s.f = s.plan.f;
+    if (const auto jobF = in.get<std::uint64_t>(); jobF != s.f)
+        throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "
+                                "or plan differs",
+                                s.f, jobF),
+                    ErrorScope::ThisRank);
+    std::vector<std::string> names;
+    for (const auto& source : s.spec.sources) names.push_back(source.name);
+    const data::Cursor cursor = data::cursorFromRow(in.getAll<std::uint64_t>(), names);
+    const auto optimizerSteps = in.get<std::uint64_t>();
+    s.config.decaySteps = in.get<std::uint64_t>();
+    s.tolerance = in.get<std::uint32_t>();
+    s.spares = in.get<std::uint32_t>();
+    s.nodeFailures = in.get<std::uint64_t>();
+    s.diagHolder = in.get<int>();
+    const bool nccl = in.get<int>() != 0;
+    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
+                                                 nccl, optimizerSteps);
+    s.layoutMembers = world.members();
+    s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
+    s.armInjector();
+    s.settleAdmission(cursor.step);
+}
+
+Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
+    const auto t0 = Clock::now();
+    const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
+    MPI_Comm merged = MPI_COMM_NULL;
+    std::string problem;
+    try {
+        try {
+            merged = comm::spawnJoiners(world.control(), nodes * perNode, admitHosts);
+        } catch (const ProcFailedError&) {
+            throw;
+        } catch (const std::exception& e) {
+            problem = e.what();
+        }
+        problem = comm::firstError(world.control(), problem);
+    } catch (const ProcFailedError&) {
+        // The new processes wait in the merge: a revoked communicator ends them.
+        if (merged != MPI_COMM_NULL) {
+            comm::revoke(merged);
+            MPI_Comm_free(&merged);
+        }
+        throw;
+    }
+    admitHosts.clear();
+    if (!problem.empty()) {
+        if (merged != MPI_COMM_NULL) {
+            comm::revoke(merged);
+            MPI_Comm_free(&merged);
+        }
+        const std::string why = fmt::format("after step {}: {} node{} asked for, none admitted: {}", step, nodes,
+                                            nodes == 1 ? "" : "s", problem);
+        log::info("  ADMIT {}", why);
+        if (diag) diag->event(step, "admit", why);
+        return Recovery::Continue;
+    }
+    const auto before = world.members();
+    const auto added = world.grow(merged, perNode);
+    parallel->renumber(world, before);
+    layoutMembers = world.members();
+    JoinState join{deck.integer("fault.f"), joinRow()};
+    broadcastJoin(world.control(), join);
+    const std::string what = settleAdmission(step);
+    std::vector<std::string> names;
+    for (int node : added) names.push_back(world.nodes().nodeNames[static_cast<std::size_t>(node)]);
+    const std::string detail =
+        fmt::format("after step {}: {} node{} admitted ({}; start-up ranks {} to {}) in {:.1f} ms; {}", step, added.size(),
+                    added.size() == 1 ? "" : "s", fmt::join(names, ", "), before.empty() ? 0 : world.members()[before.size()],
+                    world.members().back(), 1e3 * since(t0), what);
+    log::info("  ADMIT {}", detail);
+    if (diag) diag->event(step, "admit", detail);
+    return Recovery::Continue;
+}
+
+std::string Trainer::State::settleAdmission(std::uint64_t step) {
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks, retiredNodes);
+    // The instantiation a failure would regroup into now: when it is not the
+    // one running (the job runs on fewer nodes than it started with), the new
+    // nodes join pipelines at once; otherwise they wait as spares.
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
+    std::string what = "they wait as spares";
+    if (next.possible && !runs(parallel->layout(), next.instantiation)) {
+        const std::string from = parallel->layout().describe();
+        const MigrationReport moved = parallel->reconfigure(world, layoutFor(next.instantiation, /*keepLayers=*/true),
+                                                            layoutMembers);
+        std::uint64_t bytes = moved.bytesReceived;
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+        what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
+                           bytes / 1e6);
+        if (next.tolerance > tolerance) {
+            const std::string why = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): "
+                                                "nodes admitted after step {}",
+                                                next.tolerance, next.tolerance == 1 ? "" : "s", f, step);
+            log::info("  TOLERANCE {}", why);
+            if (diag) diag->event(step, "tolerance", why);
+        }
+        tolerance = next.tolerance;
+    }
+    spares = next.spares;
+    layoutMembers = world.members();
+    parallel->connect(world);
+    sliceLoader();
+    announceLayout(step, false, fmt::format("nodes admitted after step {}", step));
+    return what;
+}
+
+}  // namespace kiln::train

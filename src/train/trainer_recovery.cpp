@@ -70,6 +70,13 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             copyText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
             copyText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
             handOverDiagnostics(step);
+            if (pendingFailure) {
+                // The previous failure's replay failed too: its row is written now (by whoever holds
+                // diag.h5 after this round), its replay time the attempt that failed.
+                pendingFailure->replay = detectSeconds;
+                if (diag) diag->failure(*pendingFailure);
+                pendingFailure.reset();
+            }
             injector->at(step, fault::Phase::Regroup);
             const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
             const auto stop = [&](const std::string& reason) {

@@ -25,6 +25,10 @@
 #     And with 4 nodes of 2 ranks where 3 nodes lose a rank each (no pipeline fits on the node left): the
 #     beyond-f checkpoint holds the layers of a live rank of a retired node, and the job resumed from it
 #     gives the failure-free losses.
+#  7. 8 ranks as 4 nodes of 2, f = 2, pipelines 2+1+1: rank 0 killed in step 5's forward and rank 2 in its
+#     backward (which it reaches only in the replay: in the first attempt it waits for rank 0's activations):
+#     both failures have their /failures row (written by rank 4, the third holder of diag.h5), the
+#     failure-free losses.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -167,3 +171,18 @@ run "$work/threedead" 4 "${wide[@]}" --set fault.f=0 --set plan.memory_gb=0.01 >
 losses clean42; losses threedead
 same_curve "$work/clean42.losses" "$work/threedead.losses" 10
 echo "PASS 6: live ranks of retired nodes hand their layers to the node that stays, or write them into the beyond-f checkpoint; same losses"
+
+# 7. A second failure inside the replay of the step the first one hit: both are recorded.
+must clean8 8 --set fault.f=2 --set plan.pipelines=2+1+1
+must replay8 8 --set fault.f=2 --set plan.pipelines=2+1+1 --set fault.inject=0:5:forward,2:5:backward
+[ "$(grep -c "FAILURE step 5" "$work/replay8.log")" = 2 ] || { cat "$work/replay8.log"; fail "7: not two failures at step 5"; }
+losses clean8; losses replay8
+same_curve "$work/clean8.losses" "$work/replay8.losses" 10
+json replay8 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+f = d["failures"]
+assert [(r["step"], r["failed_ranks"]) for r in f] == [(5, "0"), (5, "2")], f
+assert f[0]["replay_s"] > 0 and f[1]["replay_s"] > 0, f
+' || fail "7: /failures must hold both failures"
+echo "PASS 7: a failure inside the replay of a failed step: both failures in /failures, same losses"

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -133,7 +134,8 @@ int joinRunningJob(config::Deck deck, const std::string& deckPath, std::vector<s
         std::fprintf(stderr, "kiln: error on rank %d (%s), a process admitted into a running job: %s\n", log::rank(),
                      log::host().c_str(), e.what());
         std::fflush(stderr);
-        std::_Exit(1);
+        std::raise(SIGKILL);  // as a failed node ends (see report_error.cpp)
+        return 1;
     }
 }
 

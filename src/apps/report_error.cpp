@@ -5,7 +5,9 @@
 
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kiln::apps {
 
@@ -24,6 +26,15 @@ int reportError(const std::exception& e) {
         return 1;
     }
     std::fprintf(stderr, "kiln: error on rank %d (%s): %s\n", log::rank(), log::host().c_str(), e.what());
+    if (mpiUp && size > 1 && localErrorsAreFailures()) {
+        // The survivors recover as from a failed node; an abort would end them too. It ends as a
+        // failed node does: Open MPI's runtime takes an exit status other than 0 for the job's
+        // failure (and slows the survivors down while it winds the job up), a killed process for a fault.
+        std::fprintf(stderr, "kiln: rank %d ends alone; the job goes on without its node\n", log::rank());
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::raise(SIGKILL);
+    }
     std::fflush(stderr);
     if (mpiUp && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;

@@ -1,15 +1,40 @@
 #include "kiln/comm/heartbeat.hpp"
 
+#include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
 namespace kiln::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::atomic<Clock::rep> lastSign{0};
+std::atomic<double> signLimit{0.0};
+
+// Whether the training thread is overdue (and the pump should let the process fall silent).
+bool trainingThreadOverdue() {
+    const double limit = signLimit.load();
+    if (limit <= 0) return false;
+    const auto last = Clock::time_point(Clock::duration(lastSign.load()));
+    return std::chrono::duration<double>(Clock::now() - last).count() > limit;
+}
+
+}  // namespace
+
+void trainingThreadAlive() { lastSign = Clock::now().time_since_epoch().count(); }
+
+void setTrainingThreadLimit(double seconds) {
+    trainingThreadAlive();
+    signLimit = seconds;
+}
 
 void enableHeartbeatDetector(double timeoutSeconds) {
     // Read by MPI_Init from the environment; a value the user set wins.
@@ -38,7 +63,17 @@ HeartbeatPump::~HeartbeatPump() {
 
 void HeartbeatPump::run(double intervalSeconds) {
     const auto interval = std::chrono::duration<double>(intervalSeconds);
+    bool silent = false;
     while (!stop_) {
+        if (trainingThreadOverdue()) {
+            if (!silent)
+                std::fprintf(stderr, "kiln: warning [rank %d on %s]: the training thread has been away from the step "
+                             "loop for over fault.step_timeout_s; this process stops answering heartbeats so that the "
+                             "job declares it failed\n", log::rank(), log::host().c_str());
+            silent = true;
+            std::this_thread::sleep_for(interval);
+            continue;
+        }
         int flag = 0;
         MPI_Status status;
         // Errors (a failed peer elsewhere) are the training thread's to handle.

@@ -2,6 +2,7 @@
 // nccl_transport_none.cpp stands in otherwise.
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/transport.hpp"
 
@@ -215,6 +216,7 @@ private:
             const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
             if (rc != ncclSuccess) state = rc;
             if (state == ncclSuccess) return;
+            trainingThreadAlive();
             if (state != ncclInProgress)
                 abortAndThrow(fmt::format("NCCL {} on rank {} ({}): {}", what, rank_, log::host(), ncclGetErrorString(state)));
             if (std::chrono::steady_clock::now() - start > deadline_)
@@ -234,6 +236,7 @@ private:
             const cudaError_t state = cudaStreamQuery(stream);
             if (state == cudaSuccess) return;
             if (state != cudaErrorNotReady) KILN_CUDA(state);
+            trainingThreadAlive();  // polling, not stuck: a stuck peer is found by its own silence
             if (!comm_) live();  // aborted by interrupt() from another thread of control
             ncclResult_t async = ncclSuccess;
             const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);

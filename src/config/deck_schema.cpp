@@ -43,17 +43,19 @@ const std::vector<KeySpec>& deckSchema() {
          "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), "
          "checkpoint (before a checkpoint write), regroup and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
-         "must not pass for a hang). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
+         "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
+         "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
+         "(found by fault.step_timeout_s). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop|:slow)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
-                     return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow] with phase forward, backward, send, allreduce, "
+                     return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, regroup or migrate";
              return "";
          }},
@@ -64,6 +66,17 @@ const std::vector<KeySpec>& deckSchema() {
          "resolved deck and diag.h5 (event 'fault_f'); below it the run is refused. Set it to fault.f to never run "
          "with less.",
          atLeast(0)},
+        {"fault.step_timeout_s", KeyType::Real, "0",
+         "Seconds a rank's training thread may stay away from the step loop (stuck outside MPI: a hung file read, a "
+         "device call that never returns) before the rank stops answering heartbeats, so that the others declare it "
+         "failed after fault.hang_timeout_s and recover. 0 = automatic: 10 times the slowest step so far, at least "
+         "300 s. Checkpoint writes are exempt. Needs fault.hang_timeout_s > 0.",
+         realInRange(0.0, 86400.0)},
+        {"fault.nccl_timeout_s", KeyType::Real, "120",
+         "Seconds a GPU transfer or NCCL communicator creation may take before its peer counts as failed (NCCL "
+         "cannot be revoked: every NCCL wait polls with this deadline). Raise it for very large buckets on slow "
+         "links.",
+         realInRange(1.0, 86400.0)},
         {"fault.hang_timeout_s", KeyType::Real, "60",
          "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "
          "which only heartbeats reveal: Open MPI's heartbeat detector (period a quarter of it), kept alive by a kiln "

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+#include <thread>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -50,10 +53,12 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         long long rank = -1;
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
-            return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow] (e.g. 3:5:allreduce)", item);
+            return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] (e.g. 3:5:allreduce)", item);
         std::string name = phase;
         for (const auto& [suffix, action] : {std::pair<std::string, Injection::Action>{":stop", Injection::Action::Stop},
-                                             {":slow", Injection::Action::Slow}}) {
+                                             {":slow", Injection::Action::Slow},
+                                             {":throw", Injection::Action::Throw},
+                                             {":hang", Injection::Action::Hang}}) {
             if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
                 injection.action = action;
                 name.resize(name.size() - suffix.size());
@@ -97,6 +102,13 @@ void FaultInjector::at(std::uint64_t step, Phase phase) {
                       phaseName(phase));
             computeWithoutMpi(kSlowInjectionSeconds);
             continue;
+        }
+        if (i.action == Injection::Action::Throw)
+            throw std::runtime_error(fmt::format("fault injection: an exception from outside kiln at step {} in {}", step,
+                                                 phaseName(phase)));
+        if (i.action == Injection::Action::Hang) {
+            log::warn("fault injection: this thread sleeps forever, outside MPI, at step {} in {}", step, phaseName(phase));
+            for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
         }
         log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
         std::raise(SIGKILL);

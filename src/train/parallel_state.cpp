@@ -19,8 +19,6 @@ namespace {
 
 // Gradient buckets: large enough to amortise a collective, small enough to bound the copy.
 constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
-// A GPU transfer that has not finished by then has a dead or hung peer.
-constexpr std::chrono::milliseconds kNcclDeadline{120'000};
 
 }  // namespace
 
@@ -62,7 +60,9 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
 ParallelState::~ParallelState() = default;
 
 std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) const {
-    if (nccl_) return comm::makeNcclTransport(comm, device_.index(), kNcclDeadline);
+    // A GPU transfer that has not finished by then has a dead or hung peer.
+    const std::chrono::milliseconds deadline{static_cast<long long>(1e3 * config_.ncclTimeout)};
+    if (nccl_) return comm::makeNcclTransport(comm, device_.index(), deadline);
     return comm::makeMpiTransport(comm);
 }
 

@@ -28,6 +28,8 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));
     c.resume = deck.flag("checkpoint.resume");
     c.resumeFrom = deck.text("checkpoint.from");
+    c.stepTimeout = deck.real("fault.step_timeout_s");
+    c.ncclTimeout = deck.real("fault.nccl_timeout_s");
     return c;
 }
 

@@ -6,6 +6,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
@@ -25,6 +26,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <optional>
 
 namespace kiln::train {
@@ -198,8 +201,22 @@ struct Attempt {
 
 }  // namespace
 
+namespace {
+
+// Local errors end only this process while the survivors can recover (see error.hpp).
+struct LocalErrorsAreFailures {
+    explicit LocalErrorsAreFailures(bool on) { setLocalErrorsAreFailures(on); }
+    // Unwinding from an error, the flag stays for main's report of it.
+    ~LocalErrorsAreFailures() {
+        if (std::uncaught_exceptions() == 0) setLocalErrorsAreFailures(false);
+    }
+};
+
+}  // namespace
+
 TrainSummary Trainer::run(std::uint64_t untilStep) {
     State& s = *state_;
+    const LocalErrorsAreFailures localErrors(s.world.faultTolerant());
     const std::uint64_t end = std::min(untilStep, s.config.steps);
     const std::uint64_t seqLen = s.spec.seqLen;
     const double targetsPerStep = double(s.spec.globalBatch * seqLen);
@@ -212,8 +229,20 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     // global norm. A failed peer surfaces as ProcFailedError in a transfer or
     // a collective: the attempt is marked failed and every communicator
     // interrupted, so that no survivor waits on the dead one.
+    // How long the training thread may stay away from the loop before the
+    // process falls silent (see heartbeat.hpp): the deck's, or 10 slowest steps.
+    double slowestStep = 0.0;
+    const auto stepLimit = [&] {
+        return s.config.stepTimeout > 0 ? s.config.stepTimeout : std::max(300.0, 10.0 * slowestStep);
+    };
+    comm::setTrainingThreadLimit(stepLimit());
+    struct NoLimitAfterwards {
+        ~NoLimitAfterwards() { comm::setTrainingThreadLimit(0); }
+    } noLimitAfterwards;
+
     const auto attempt = [&](std::uint64_t step, double& wait) {
         Attempt a;
+        comm::trainingThreadAlive();
         const auto begun = Clock::now();
         try {
             // Only the ranks that read a corrupt chunk see it: they tell the others.
@@ -280,6 +309,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     // leaves the previous one `latest`; the survivors recover as from a failed
     // step and the new layout writes it again.
     const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step) {
+        comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
+        struct LimitAgain {
+            std::function<double()> limit;
+            ~LimitAgain() { comm::setTrainingThreadLimit(limit()); }
+        } limitAgain{stepLimit};
         for (;;) {
             const auto begun = Clock::now();
             try {
@@ -349,6 +383,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         s.loader->commit();
         const data::Cursor& after = s.loader->cursor();
         const double loss = a.lossSum / targetsPerStep, stepTime = since(t0);
+        slowestStep = std::max(slowestStep, stepTime);
+        comm::setTrainingThreadLimit(stepLimit());
         if (stepsDone == 0) summary.firstLoss = loss;
         summary.lastLoss = loss;
         ++stepsDone;

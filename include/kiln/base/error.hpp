@@ -51,4 +51,11 @@ public:
     explicit LibraryError(std::string message) : Error(std::move(message), ErrorScope::ThisRank) {}
 };
 
+// While kiln run trains under ULFM, an error of one process (an exception
+// from libtorch, out of memory, a local file) ends that process alone: the
+// others see a failed peer and recover. Elsewhere (start-up, no ULFM) such an
+// error aborts the job, since nobody would recover.
+void setLocalErrorsAreFailures(bool recoverable);
+bool localErrorsAreFailures();
+
 }  // namespace kiln

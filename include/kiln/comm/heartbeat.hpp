@@ -24,6 +24,16 @@ namespace kiln::comm {
 // OMPI_MCA_mpi_ft_detector* variables unless the environment already does.
 void enableHeartbeatDetector(double timeoutSeconds);
 
+// The training thread's signs of life for the pump below. With a limit > 0,
+// once the thread has given no sign for that long (stuck outside MPI: a hung
+// file read or device call), the pump stops, so that heartbeats stop and the
+// job declares this process failed, as it would a dead one. A thread blocked
+// inside MPI sends heartbeats itself, and kiln's own polling waits (NCCL)
+// give signs, so waiting on a stuck peer does not count. 0 lifts the limit
+// (during a checkpoint write, say). Both also give a sign.
+void setTrainingThreadLimit(double seconds);
+void trainingThreadAlive();
+
 // After MPI_Init with MPI_THREAD_MULTIPLE: keeps MPI progressing, so that
 // heartbeats go out and are checked while the training thread computes.
 class HeartbeatPump {

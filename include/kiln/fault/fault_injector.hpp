@@ -1,9 +1,13 @@
 // Fault injection for tests and demos: the deck's fault.inject lists
-// "RANK:STEP:PHASE[:stop|:slow]" items; the process whose start-up rank is RANK
-// kills itself with SIGKILL (a real fail-stop, as a dying node looks to MPI)
-// when it reaches PHASE of STEP, or with ":stop" stops itself (SIGSTOP: a hung
-// process, which only the heartbeat detector finds), or with ":slow" computes
-// for 10 s without calling MPI (a long step, which must not pass for a hang).
+// "RANK:STEP:PHASE[:stop|:slow|:throw|:hang]" items; the process whose
+// start-up rank is RANK kills itself with SIGKILL (a real fail-stop, as a
+// dying node looks to MPI) when it reaches PHASE of STEP, or with ":stop"
+// stops itself (SIGSTOP: a hung process, which only the heartbeat detector
+// finds), or with ":slow" computes for 10 s without calling MPI (a long step,
+// which must not pass for a hang), or with ":throw" throws an exception that
+// is not kiln's (as libtorch or the C++ library would: a local error), or
+// with ":hang" sleeps forever outside MPI while its other threads live (a
+// hung file read or device call: only fault.step_timeout_s finds it).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +31,7 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    enum class Action { Kill, Stop, Slow } action = Action::Kill;
+    enum class Action { Kill, Stop, Slow, Throw, Hang } action = Action::Kill;
 };
 
 // How long a ":slow" injection computes without MPI.

@@ -23,6 +23,8 @@ struct TrainConfig {
     std::uint64_t logEvery = 1;
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
     bool resume = true;
+    double stepTimeout = 0.0;    // fault.step_timeout_s; 0: automatic
+    double ncclTimeout = 120.0;  // fault.nccl_timeout_s
     std::string resumeFrom;  // a checkpoint file; empty: the one `latest` names
 };
 

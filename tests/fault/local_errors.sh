@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Local faults end one process, not the job: the survivors recover as from a failed node. 6 ranks as 3 nodes
+# of 2, f = 1, pipelines 2+1 (the tiny deck), compared with the failure-free run (every step's loss and
+# gradient norm to 1e-5 relative). Pass criteria, each printed as PASS:
+#  1. An exception from outside kiln on rank 3 in step 4's backward (':throw', as libtorch would throw): rank 3
+#     ends alone (no MPI_Abort), the job recovers (one /failures row at step 4), exits 0, same losses.
+#  2. Rank 3's training thread sleeps forever outside MPI in step 4 (':hang': a hung file read or device
+#     call) while its heartbeat thread lives: with fault.step_timeout_s = 3 and fault.hang_timeout_s = 4 the
+#     process falls silent, is declared failed and fenced, the job recovers, exits 0, same losses.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+must() {  # name ranks settings...: the run must exit 0
+  local name=$1
+  shift
+  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
+}
+losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
+failures() { "$kiln" diag "$work/$1/tiny/diag.h5" --json | python3 -c '
+import json, sys
+print(",".join("%d:%s" % (r["step"], r["failed_ranks"]) for r in json.load(sys.stdin)["failures"]))'; }
+
+must clean 6
+losses clean
+
+must thrown 6 --set fault.inject=3:4:backward:throw
+grep -q "kiln: error on rank 3 .*fault injection: an exception from outside kiln at step 4 in backward" "$work/thrown.log" &&
+  grep -q "kiln: rank 3 ends alone; the job goes on without its node" "$work/thrown.log" ||
+  { cat "$work/thrown.log"; fail "1: rank 3 did not end alone"; }
+! grep -q "MPI_ABORT\|MPI_Abort" "$work/thrown.log" || fail "1: the job was aborted"
+[ "$(failures thrown)" = "4:3" ] || fail "1: /failures is '$(failures thrown)', expected 4:3"
+losses thrown
+same_curve "$work/clean.losses" "$work/thrown.losses" 10
+echo "PASS 1: an exception on one rank ends that rank alone; the job recovers with the failure-free losses"
+
+must hung 6 --set fault.inject=3:4:backward:hang --set fault.step_timeout_s=3 --set fault.hang_timeout_s=4
+grep -q "rank 3 .*this process stops answering heartbeats" "$work/hung.log" ||
+  { cat "$work/hung.log"; fail "2: rank 3 did not fall silent"; }
+[ "$(failures hung)" = "4:3" ] || fail "2: /failures is '$(failures hung)', expected 4:3"
+losses hung
+same_curve "$work/clean.losses" "$work/hung.losses" 10
+echo "PASS 2: a training thread stuck outside MPI makes its process fall silent; fenced, recovered, same losses"

@@ -71,10 +71,10 @@ void checkDeckAgainstWorld(const comm::World& world, const config::Deck& deck) {
         for (int n = 0; n < world.nodes().numNodes(); ++n)
             if (static_cast<std::int64_t>(world.nodes().ranksOfNode[n].size()) != perNode)
                 throw InputError(fmt::format(
-                    "{}: cluster.ranks_per_node = {}, but Slurm placed {} ranks on node {}.\n  Ask Slurm for {} tasks "
+                    "{}: cluster.ranks_per_node = {}, but Slurm placed {} rank{} on node {}.\n  Ask Slurm for {} tasks "
                     "per node (sbatch --ntasks-per-node={}), or set cluster.ranks_per_node = 0 to take Slurm's placement.",
                     deck.setting("cluster.ranks_per_node").origin, perNode, world.nodes().ranksOfNode[n].size(),
-                    world.nodes().nodeNames[n], perNode, perNode));
+                    world.nodes().ranksOfNode[n].size() == 1 ? "" : "s", world.nodes().nodeNames[n], perNode, perNode));
     if (world.nodes().numNodes() < f + 1)
         throw InputError(fmt::format(
             "{}: fault.f = {} needs at least {} nodes (f+1 pipeline replicas, one node each at least), "

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace kiln::log {
 namespace {
@@ -28,6 +29,13 @@ void setIdentity(int rank, std::string host) {
     host_ = std::move(host);
 }
 int rank() { return rank_; }
+bool verbose() {
+    static const bool on = [] {
+        const char* value = std::getenv("KILN_VERBOSE");
+        return value != nullptr && *value != '\0' && std::string(value) != "0";
+    }();
+    return on;
+}
 const std::string& host() { return host_; }
 
 void writeInfo(const std::string& line) {

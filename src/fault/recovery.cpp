@@ -23,11 +23,11 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 std::string RecoveryReport::describe() const {
-    return fmt::format("failed rank{} {} (node{} {} retired{}); {} ranks on {} node{} remain; revoke {:.1f} ms, shrink "
+    return fmt::format("failed rank{} {} (node{} {} retired{}); {} rank{} on {} node{} remain; revoke {:.1f} ms, shrink "
                        "{:.1f} ms, regroup {:.1f} ms",
                        failedRanks.size() == 1 ? "" : "s", fmt::join(failedRanks, ","), retiredNodes.size() == 1 ? "" : "s",
                        fmt::join(retiredNodes, ","), fenced > 0 ? fmt::format("; {} fenced with SIGKILL", fenced) : "",
-                       ranksLeft, nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
+                       ranksLeft, ranksLeft == 1 ? "" : "s", nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
                        1e3 * shrinkSeconds, 1e3 * regroupSeconds);
 }
 

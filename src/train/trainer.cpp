@@ -278,7 +278,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             a.admitNodes = static_cast<int>(sums[3]);
             a.sync = work.sumsSeconds + since(s0);
         } catch (const ProcFailedError& e) {
-            log::warn("step {}: {}", step, e.what());
+            log::detail("step {}: {}", step, e.what());
             a.ok = false;
             comm::revoke(s.world.control());
             s.parallel->interrupt();
@@ -326,7 +326,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 }
                 return State::Recovery::Continue;
             } catch (const ProcFailedError& e) {
-                log::warn("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
+                log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
                 comm::revoke(s.world.control());
                 s.parallel->interrupt();
                 const auto outcome = s.recoverFromFailure(step, since(begun));
@@ -342,7 +342,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         try {
             return s.admit(step, nodes);
         } catch (const ProcFailedError& e) {
-            log::warn("step {}: a rank failed while nodes were admitted: {}", step, e.what());
+            log::detail("step {}: a rank failed while nodes were admitted: {}", step, e.what());
             comm::revoke(s.world.control());
             s.parallel->interrupt();
             return s.recoverFromFailure(step, 0.0);

@@ -137,7 +137,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
                                : fmt::format("regrouped from the templates after step {} failed", step));
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
-            log::warn("step {}: another failure during the recovery ({}); recovering again", step, e.what());
+            log::detail("step {}: another failure during the recovery ({}); recovering again", step, e.what());
             comm::revoke(world.control());
             parallel->interrupt();
         }
@@ -148,7 +148,7 @@ Trainer::State::Recovery Trainer::State::dismissRetired() {
     if (!fault::hasRetiredMembers(world, retiredNodes)) return Recovery::Continue;
     const auto before = world.members();
     if (fault::dismissRetired(world, retiredNodes)) {
-        log::warn("this rank's node is retired; it leaves the run, its layers handed on");
+        log::detail("this rank's node is retired; it leaves the run, its layers handed on");
         return Recovery::Leave;
     }
     // The layout was made on the communicator that still had them: its ranks, renumbered.

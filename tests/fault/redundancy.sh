@@ -143,7 +143,7 @@ echo "PASS 5: 5 steps on 2 nodes, requeued onto 4: every node runs a pipeline, s
 
 # 6. Live ranks of retired nodes hand on their layers: to the ranks that stay, or into the checkpoint.
 must clean32 6
-must halfdead 6 --set fault.inject=3:5:forward,4:5:forward
+KILN_VERBOSE=1 must halfdead 6 --set fault.inject=3:5:forward,4:5:forward  # verbose: each leaving rank says so
 grep -q "FAILURE step 5: failed ranks 3,4 (nodes 1,2 retired); 2 ranks on 1 node remain.*migrated [1-9]" "$work/halfdead.log" \
   || { cat "$work/halfdead.log"; fail "6: recovery report"; }
 [ "$(grep -c "this rank's node is retired; it leaves the run, its layers handed on" "$work/halfdead.log")" = 2 ] \

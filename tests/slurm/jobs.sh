@@ -106,7 +106,7 @@ job=$(sbatch --parsable -N 3 --ntasks-per-node=1 -o "$work/mismatch.out" jobscri
       "${train[@]}" --set run.out_dir="$work/mismatch") || fail "sbatch mismatch"
 await "$job" "COMPLETED|FAILED" 60
 [ "$(field "$job" JobState)" = FAILED ] || fail "the mismatched job should fail"
-grep -q "cluster.ranks_per_node = 2, but Slurm placed 1 ranks on node n1" "$work/mismatch.out" \
+grep -q "cluster.ranks_per_node = 2, but Slurm placed 1 rank on node n1" "$work/mismatch.out" \
   || fail "no clear message for the ranks-per-node mismatch"
 echo "PASS 3: a deck with cluster.ranks_per_node = 2 under --ntasks-per-node=1 is refused with a message naming the key"
 

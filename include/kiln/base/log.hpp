@@ -25,6 +25,15 @@ void info(fmt::format_string<Args...> format, Args&&... args) {
     if (speaksForJob()) writeInfo(fmt::format(format, std::forward<Args>(args)...));
 }
 
+// Detail of one process that users rarely act on (which MPI call of which
+// rank saw a failure, which rank left with its node): printed, as a warning,
+// only with KILN_VERBOSE=1 in the environment. The job's own line says what
+// happened and what happens next.
+bool verbose();
+template <typename... Args>
+void detail(fmt::format_string<Args...> format, Args&&... args) {
+    if (verbose()) writeWarn(fmt::format(format, std::forward<Args>(args)...));
+}
 template <typename... Args>
 void warn(fmt::format_string<Args...> format, Args&&... args) {
     writeWarn(fmt::format(format, std::forward<Args>(args)...));

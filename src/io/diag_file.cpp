@@ -181,6 +181,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     std::vector<std::uint64_t> flatTokens;
     for (const auto& row : oldTokens) flatTokens.insert(flatTokens.end(), row.begin(), row.end());
     append(steps_, stepType_, oldSteps.data(), 0, oldSteps.size());
+    if (!oldSteps.empty()) lastStep_ = oldSteps.back().step;
     append(sourceTokens_, H5T_NATIVE_UINT64, flatTokens.data(), std::max<std::size_t>(sources_, 1), oldTokens.size());
     append(events_, eventType_, oldEvents.data(), 0, oldEvents.size());
     append(instantiations_, instantiationType_, oldInstantiations.data(), 0, oldInstantiations.size());
@@ -220,6 +221,7 @@ void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uin
 void DiagFile::step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens) {
     h5::LibraryLock lock(h5::libraryMutex());
     append(steps_, stepType_, &record);
+    lastStep_ = record.step;
     std::vector<std::uint64_t> row(std::max<std::size_t>(sources_, 1), 0);
     std::copy(sourceTokens.begin(), sourceTokens.begin() + std::min(sourceTokens.size(), row.size()), row.begin());
     append(sourceTokens_, H5T_NATIVE_UINT64, row.data(), row.size());

@@ -389,13 +389,14 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         summary.lastLoss = loss;
         ++stepsDone;
 
-        if (s.diag) {
-            std::vector<std::uint64_t> perSource;
+        {
+            State::StepRow row{{step, loss, lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait,
+                                a.work.forward, a.work.backward, a.sync, optimizerTime, a.work.waiting},
+                               {}};
             for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
-                perSource.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
-            s.diag->step({step, loss, lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait,
-                          a.work.forward, a.work.backward, a.sync, optimizerTime, a.work.waiting},
-                         perSource);
+                row.sourceTokens.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
+            if (s.diag) s.diag->step(row.record, row.sourceTokens);
+            s.lastRow = std::move(row);
         }
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
             const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;

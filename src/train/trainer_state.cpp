@@ -96,11 +96,15 @@ void Trainer::State::handOverDiagnostics(std::uint64_t step) {
     }
     const int previous = diagHolder;
     diagHolder = speaker;
-    if (world.originalRank() == speaker && !diag)
+    if (world.originalRank() == speaker && !diag) {
         openDiag(true, "takeover",
                  fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
                              holderLives ? "left with its node" : "failed"),
                  step);
+        // The previous holder may have died after a step's commit, before its row.
+        if (lastRow && (!diag->lastStep() || *diag->lastStep() < lastRow->record.step))
+            diag->step(lastRow->record, lastRow->sourceTokens);
+    }
 }
 
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {

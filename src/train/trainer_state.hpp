@@ -64,6 +64,13 @@ struct Trainer::State {
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
     std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
+    // The last committed step's /steps row, kept on every rank: a holder of
+    // diag.h5 that dies between the commit and its write leaves it to the next.
+    struct StepRow {
+        io::StepRecord record;
+        std::vector<std::uint64_t> sourceTokens;
+    };
+    std::optional<StepRow> lastRow;
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
 

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,8 @@ public:
     DiagFile& operator=(const DiagFile&) = delete;
 
     void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens);
+    // The last step recorded in /steps (of this run and those it continues), if any.
+    std::optional<std::uint64_t> lastStep() const { return lastStep_; }
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
     void instantiation(const InstantiationRecord& record);
     void failure(const FailureRecord& record);
@@ -114,6 +117,7 @@ private:
 
     std::string path_;
     std::size_t sources_ = 0;
+    std::optional<std::uint64_t> lastStep_;
     h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, failures_, stepType_, eventType_, instantiationType_,
         failureType_;
 };

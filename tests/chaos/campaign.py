@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""A chaos campaign against kiln's recovery: random failure schedules, each checked against the failure-free run.
+
+Every schedule runs the tiny deck on 8 ranks as 4 emulated nodes of 2, fault.f = 2, pipelines 2+1+1, 12 steps with a
+checkpoint every 4, and loses at most 2 nodes (within f): every schedule must be survived. Kinds of schedule, drawn
+at random with random ranks, steps and phases:
+  one        one rank killed (SIGKILL) in a random phase of a random step
+  pair       two ranks of different nodes killed in the same step
+  recovery   a second node's rank killed inside the recovery from the first (phase regroup or migrate)
+  timed      one rank killed by injection, a rank of another node killed from outside 0-10 ms after it died
+  stop       a rank stopped (SIGSTOP, a hung process), found by the heartbeat detector
+  rank0      rank 0 (which writes checkpoints and diag.h5) killed
+  checkpoint a rank killed just before a checkpoint write
+  throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
+Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
+failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
+no kiln process left once mpirun has returned. Prints one line per run, then
+  CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D
+and exits 1 unless every run survived.
+
+  python3 tests/chaos/campaign.py KILN MPIRUN DATA WORK --seed 1 --runs 200
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+RANKS, PER_NODE, STEPS = 8, 2, 12
+PHASES = ["forward", "backward", "send", "allreduce", "sums", "commit", "optimizer"]
+LIMIT_S = 180
+
+
+def node(rank):
+    return rank // PER_NODE
+
+
+def command(args, out, inject):
+    return [args.mpirun, "-n", str(RANKS), "--oversubscribe", "--with-ft", "ulfm", args.kiln, "run", "input/tiny-cpu.ini",
+            "--set", f"run.out_dir={out}", "--set", f"data.dir={args.data}", "--set", "data.mix=licenses:1",
+            "--set", "data.tokenizer=bytes", "--set", "train.grad_clip=0", "--set", f"run.steps={STEPS}",
+            "--set", "checkpoint.every=4", "--set", f"cluster.ranks_per_node={PER_NODE}", "--set", "fault.f=2",
+            "--set", "plan.pipelines=2+1+1", "--set", "fault.hang_timeout_s=4", "--set", f"fault.inject={inject}"]
+
+
+def draw(rng):
+    """A schedule: (kind, fault.inject text, ranks killed, outside kill or None)."""
+    kind = rng.choice(["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "throw"])
+    a = rng.randrange(RANKS)
+    b = rng.choice([r for r in range(RANKS) if node(r) != node(a)])
+    step = rng.randrange(1, STEPS - 1)
+    phase = rng.choice(PHASES)
+    outside = None
+    if kind == "one":
+        items, killed = [f"{a}:{step}:{phase}"], {a}
+    elif kind == "pair":
+        items, killed = [f"{a}:{step}:{phase}", f"{b}:{step}:{rng.choice(PHASES)}"], {a, b}
+    elif kind == "recovery":
+        items, killed = [f"{a}:{step}:{phase}", f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}"], {a, b}
+    elif kind == "timed":
+        items, killed, outside = [f"{a}:{step}:{phase}"], {a, b}, (b, rng.uniform(0.0, 0.010))
+    elif kind == "stop":
+        items, killed = [f"{a}:{step}:{phase}:stop"], {a}
+    elif kind == "rank0":
+        items, killed = [f"0:{step}:{phase}"], {0}
+    elif kind == "checkpoint":
+        items, killed = [f"{a}:{rng.choice([3, 7])}:checkpoint"], {a}
+    else:
+        items, killed = [f"{a}:{step}:{phase}:throw"], {a}
+        if rng.random() < 0.5:
+            items.append(f"{b}:{rng.randrange(step, STEPS - 1)}:{rng.choice(PHASES)}")
+            killed.add(b)
+    return kind, ",".join(items), killed, outside
+
+
+def pid_of(rank, out):
+    """The process of start-up rank `rank` in the run writing to `out`."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            if f"run.out_dir={out}".encode() not in cmd or not cmd[0].endswith(b"kiln"):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"OMPI_COMM_WORLD_RANK={rank}".encode() in f.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def leftover_processes(out):
+    return [p for p in os.listdir("/proc") if p.isdigit() and _is_kiln_of(p, out)]
+
+
+def _is_kiln_of(pid, out):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+        return cmd[0].endswith(b"kiln") and f"run.out_dir={out}".encode() in cmd
+    except OSError:
+        return False
+
+
+def losses(args, out):
+    text = subprocess.run([args.kiln, "diag", f"{out}/tiny/diag.h5", "--losses"], capture_output=True, text=True,
+                          check=True).stdout
+    return [tuple(float(x) for x in line.split()) for line in text.splitlines() if line.strip()]
+
+
+def run(args, out, inject, outside, log_path):
+    """Runs kiln; returns (exit status or None when it hung, seconds)."""
+    env = dict(os.environ, PRTE_MCA_state_base_recoverable="1")
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(command(args, out, inject), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True, cwd=args.source)
+        if outside:
+            threading.Thread(target=kill_after_first_death, args=(log_path, out, proc) + outside, daemon=True).start()
+        try:
+            status = proc.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in leftover_processes(out):
+                os.kill(int(pid), signal.SIGKILL)
+            proc.wait()
+            status = None
+    return status, time.time() - t0
+
+
+def kill_after_first_death(log_path, out, proc, rank, delay):
+    """SIGKILLs `rank` `delay` seconds after the log shows the first injected kill."""
+    target = None
+    while proc.poll() is None:
+        if target is None:
+            target = pid_of(rank, out)
+        with open(log_path, errors="replace") as f:
+            if "fault injection: killing this process" in f.read():
+                break
+        time.sleep(0.0005)
+    time.sleep(delay)
+    if target is not None and proc.poll() is None:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def check(args, out, reference, killed, status):
+    """The problems of a finished run (empty: survived) and its largest relative loss difference."""
+    problems = []
+    if status != 0:
+        problems.append(f"exit status {status}")
+    diff = 0.0
+    try:
+        mine = {int(s): (l, g) for s, l, g in losses(args, out)}
+        missing = [int(s) for s, _, _ in reference if int(s) not in mine]
+        if missing or len(mine) != len(reference):
+            problems.append(f"{len(mine)} steps recorded, not {len(reference)} (missing: {missing})")
+        for s, rl, rg in reference:
+            if int(s) not in mine:
+                continue
+            l, g = mine[int(s)]
+            d = max(abs(l - rl) / abs(rl), abs(g - rg) / abs(rg))
+            diff = max(diff, d)
+            if d > 1e-5:
+                problems.append(f"step {int(s)}: loss {l} vs {rl}, |g| {g} vs {rg}")
+                break
+        diag = json.loads(subprocess.run([args.kiln, "diag", f"{out}/tiny/diag.h5", "--json"], capture_output=True,
+                                         text=True, check=True).stdout)
+        recorded = set()
+        for row in diag["failures"]:
+            recorded |= {int(r) for r in row["failed_ranks"].split(",") if r}
+        if recorded != killed:
+            problems.append(f"/failures names ranks {sorted(recorded)}, killed {sorted(killed)}")
+    except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError, ValueError) as e:
+        problems.append(f"diag.h5 unreadable: {e}")
+    ckpt = os.path.join(out, "tiny", "ckpt")
+    temporaries = [f for f in os.listdir(ckpt) if ".tmp" in f] if os.path.isdir(ckpt) else []
+    if temporaries:
+        problems.append(f"temporary files left: {temporaries}")
+    time.sleep(0.5)
+    if leftover_processes(out):
+        problems.append("kiln processes left after mpirun returned")
+    return problems, diff
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kiln")
+    parser.add_argument("mpirun")
+    parser.add_argument("data")
+    parser.add_argument("work")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--keep", action="store_true", help="keep the output of runs that survived")
+    parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    args = parser.parse_args()
+    args.kiln, args.data, args.work = (os.path.abspath(p) for p in (args.kiln, args.data, args.work))
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+
+    clean = os.path.join(args.work, "clean")
+    status, _ = run(args, clean, "", None, clean + ".log")
+    if status != 0:
+        sys.exit(f"FAIL: the failure-free run exited with {status} (see {clean}.log)")
+    reference = losses(args, clean)
+
+    rng = random.Random(args.seed)
+    counts = {"survived": 0, "crashed": 0, "hung": 0}
+    worst = 0.0
+    for i in range(args.runs):
+        kind, inject, killed, outside = draw(rng)
+        out = os.path.join(args.work, f"run{i:03d}")
+        status, seconds = run(args, out, inject, outside, out + ".log")
+        what = f"{kind:<10} {inject}" + (f" + rank {outside[0]} killed {1e3 * outside[1]:.1f} ms after" if outside else "")
+        if status is None:
+            counts["hung"] += 1
+            print(f"run {i:3d} HUNG     {what} ({seconds:.0f} s; {out}.log)", flush=True)
+            continue
+        problems, diff = check(args, out, reference, killed, status)
+        worst = max(worst, diff)
+        if problems:
+            counts["crashed"] += 1
+            print(f"run {i:3d} FAILED   {what}: {'; '.join(problems)} ({out}.log)", flush=True)
+        else:
+            counts["survived"] += 1
+            print(f"run {i:3d} survived {what} ({seconds:.1f} s, max diff {diff:.1e})", flush=True)
+            if not args.keep:
+                shutil.rmtree(out, ignore_errors=True)
+    print(f"CHAOS runs={args.runs} survived={counts['survived']} crashed={counts['crashed']} hung={counts['hung']} "
+          f"max_loss_diff={worst:.2e} seed={args.seed}")
+    sys.exit(0 if counts["survived"] == args.runs else 1)
+
+
+if __name__ == "__main__":
+    main()

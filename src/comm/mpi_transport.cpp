@@ -24,17 +24,24 @@ std::vector<MPI_Request>& parkedRequests() {
 
 class MpiTransport final : public Transport {
 public:
-    explicit MpiTransport(MPI_Comm comm) {
+    // Over a duplicate of `comm` (owned), all its ranks.
+    explicit MpiTransport(MPI_Comm comm) : owned_(true) {
         KILN_MPI(MPI_Comm_dup(comm, &comm_));
         KILN_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-        KILN_MPI(MPI_Comm_rank(comm_, &rank_));
-        KILN_MPI(MPI_Comm_size(comm_, &size_));
+        int size = 0;
+        KILN_MPI(MPI_Comm_size(comm_, &size));
+        for (int r = 0; r < size; ++r) group_.push_back(r);
+        join();
+    }
+    // Over `comm` itself (borrowed: nothing is created), among the ranks `group`, with its own tag.
+    MpiTransport(MPI_Comm comm, std::vector<int> group, int tag) : comm_(comm), group_(std::move(group)), tag_(tag) {
+        join();
     }
     ~MpiTransport() override {
         // Sends still pending belong to a step that failed: park them (see parkedRequests).
         for (auto r : requests_)
             if (r != MPI_REQUEST_NULL) parkedRequests().push_back(r);
-        MPI_Comm_free(&comm_);  // allowed with operations pending; released when they end
+        if (owned_) MPI_Comm_free(&comm_);  // allowed with operations pending; released when they end
     }
 
     std::string name() const override { return "mpi"; }
@@ -46,7 +53,7 @@ public:
         std::size_t off = 0;
         do {  // at least one message, so an empty send still pairs with its recv
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
-            KILN_MPI(MPI_Send(p + off, n, MPI_BYTE, peer, kTag, comm_));
+            KILN_MPI(MPI_Send(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_));
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }
@@ -56,7 +63,7 @@ public:
         std::size_t off = 0;
         do {
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
-            KILN_MPI(MPI_Recv(p + off, n, MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE));
+            KILN_MPI(MPI_Recv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, MPI_STATUS_IGNORE));
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }
@@ -70,7 +77,7 @@ public:
         do {  // one message per piece, all under the same ticket
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
             MPI_Request request = MPI_REQUEST_NULL;
-            KILN_MPI(MPI_Send_init(p + off, n, MPI_BYTE, peer, kTag, comm_, &request));
+            KILN_MPI(MPI_Send_init(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
             requests_.push_back(request);
             tickets_.push_back(ticket);
             KILN_MPI(MPI_Start(&requests_.back()));
@@ -123,12 +130,37 @@ public:
 
     bool deviceMemory() const override { return false; }
 
+    // A ring over the group's ranks (reduce-scatter, then all-gather) in point-to-point messages on the
+    // communicator: no collective, so a group needs no communicator of its own. Every element is summed
+    // in an order fixed by the group (the same in every step).
     void allReduceSum(float* data, std::size_t count) override {
-        const std::size_t piece = kPiece / sizeof(float);
-        for (std::size_t off = 0; off < count; off += piece) {
-            const int n = static_cast<int>(std::min(piece, count - off));
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm_));
+        const int k = size_;
+        if (k <= 1 || count == 0) return;
+        std::vector<std::size_t> begin(static_cast<std::size_t>(k) + 1, 0);
+        for (int c = 0; c < k; ++c) begin[c + 1] = begin[c] + count / k + (static_cast<std::size_t>(c) < count % k ? 1 : 0);
+        const auto chunk = [&](int c) { return ((c % k) + k) % k; };
+        const int next = (rank_ + 1) % k, previous = (rank_ + k - 1) % k;
+        incoming_.resize(count / k + 1);
+        for (int s = 0; s < k - 1; ++s) {  // after step s, chunk (rank - s - 1) holds s + 2 ranks' values
+            const int out = chunk(rank_ - s), in = chunk(rank_ - s - 1);
+            shift(data + begin[out], begin[out + 1] - begin[out], next, incoming_.data(), begin[in + 1] - begin[in], previous);
+            float* into = data + begin[in];
+            for (std::size_t i = 0, n = begin[in + 1] - begin[in]; i < n; ++i) into[i] += incoming_[i];
         }
+        for (int s = 0; s < k - 1; ++s) {  // the finished chunks travel round
+            const int out = chunk(rank_ + 1 - s), in = chunk(rank_ - s);
+            shift(data + begin[out], begin[out + 1] - begin[out], next, data + begin[in], begin[in + 1] - begin[in], previous);
+        }
+    }
+
+    // All receives posted before any send: no rank waits on another's order, and an error
+    // (a dead peer, the revoked communicator) ends every operation of this call.
+    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
+        std::vector<MPI_Request> posted;
+        for (const auto& m : receives) post(posted, m.data, m.bytes, m.peer);
+        for (const auto& m : sends) sendAsync(m.data, m.bytes, m.peer);
+        finish(posted, "MPI_Waitall (receives)");
+        waitSends();
     }
 
     // Several buffers go as one message through a staging copy: one
@@ -154,6 +186,47 @@ public:
     }
 
 private:
+    void join() {
+        KILN_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+        int rank = 0;
+        KILN_MPI(MPI_Comm_rank(comm_, &rank));
+        const auto me = std::find(group_.begin(), group_.end(), rank);
+        rank_ = me == group_.end() ? -1 : static_cast<int>(me - group_.begin());
+        size_ = static_cast<int>(group_.size());
+    }
+
+    // Non-blocking receive of `bytes` from group rank `peer`, in pieces.
+    void post(std::vector<MPI_Request>& requests, void* data, std::size_t bytes, int peer) {
+        auto* p = static_cast<char*>(data);
+        std::size_t off = 0;
+        do {
+            const int n = static_cast<int>(std::min(kPiece, bytes - off));
+            requests.push_back(MPI_REQUEST_NULL);
+            KILN_MPI(MPI_Irecv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &requests.back()));
+            off += static_cast<std::size_t>(n);
+        } while (off < bytes);
+    }
+
+    // Waits for `requests`; after an error the ones still pending are parked (never freed, as sends are).
+    void finish(std::vector<MPI_Request>& requests, const char* call) {
+        if (requests.empty()) return;
+        std::vector<MPI_Status> statuses(requests.size());
+        const int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
+        if (rc != MPI_SUCCESS)
+            for (auto r : requests)
+                if (r != MPI_REQUEST_NULL) parkedRequests().push_back(r);
+        checkStatuses(rc, statuses, static_cast<int>(requests.size()), call);
+    }
+
+    // Sends `outCount` floats to `to` while receiving `inCount` from `from` (one ring step).
+    void shift(const float* out, std::size_t outCount, int to, float* in, std::size_t inCount, int from) {
+        std::vector<MPI_Request> received;
+        post(received, in, inCount * sizeof(float), from);
+        sendAsync(out, outCount * sizeof(float), to);
+        finish(received, "MPI_Waitall (ring)");
+        waitSends();
+    }
+
     // Removes the finished requests: freed when they succeeded, parked when
     // they ended in an error (`statuses` given, indexed as `indices` says).
     void retire(const std::vector<bool>& finished, const std::vector<MPI_Status>* statuses, const std::vector<int>& indices,
@@ -196,8 +269,11 @@ private:
         checkMpi(rc, call, __FILE__, __LINE__);
     }
 
-    static constexpr int kTag = 7;
     MPI_Comm comm_ = MPI_COMM_NULL;
+    bool owned_ = false;
+    std::vector<int> group_;  // ranks of comm_, in group order
+    int tag_ = 7;
+    std::vector<float> incoming_;  // a ring step's received chunk
     std::vector<MPI_Request> requests_;
     std::vector<std::uint64_t> tickets_;  // of each request
     std::vector<std::uint64_t> finishedTickets_;
@@ -210,5 +286,9 @@ private:
 }  // namespace
 
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm) { return std::make_unique<MpiTransport>(comm); }
+
+std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag) {
+    return std::make_unique<MpiTransport>(comm, std::move(group), tag);
+}
 
 }  // namespace kiln::comm

@@ -14,23 +14,16 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
     // Buckets of whole tensors up to bucketBytes (a larger tensor is a bucket
     // of its own), never across segments; segments and layers from the last.
     std::vector<std::vector<Bucket>> perSegment;
-    for (const auto& segment : layout.segments) {
-        const auto it = std::find(segment.holders.begin(), segment.holders.end(), rank);
-        const bool holds = it != segment.holders.end();
-        // Every rank takes part in every split (collective), holders with their pipeline as key.
-        MPI_Comm comm = MPI_COMM_NULL;
-        KILN_MPI(MPI_Comm_split(control, holds ? 0 : MPI_UNDEFINED,
-                                holds ? static_cast<int>(it - segment.holders.begin()) : 0, &comm));
+    for (std::size_t index = 0; index < layout.segments.size(); ++index) {
+        const auto& segment = layout.segments[index];
+        const bool holds = std::find(segment.holders.begin(), segment.holders.end(), rank) != segment.holders.end();
         if (!holds) continue;
         for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) layers_.push_back(l);
         if (segment.holders.front() == rank)
             for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) primaryLayers_.push_back(l);
-        if (segment.holders.size() == 1) {
-            MPI_Comm_free(&comm);
-            continue;
-        }
-        groups_.push_back(Group{makeTransport(comm)});
-        MPI_Comm_free(&comm);
+        if (segment.holders.size() == 1) continue;
+        // The holders in pipeline order; each segment its own tag.
+        groups_.push_back(Group{makeTransport(control, segment.holders, kFirstSegmentTag + static_cast<int>(index))});
         asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
         std::vector<Bucket> buckets;
         std::size_t size = 0;

@@ -19,6 +19,8 @@ namespace {
 
 // Gradient buckets: large enough to amortise a collective, small enough to bound the copy.
 constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
+// Tags of the transports that share the control communicator on the CPU (gradient groups: GradientSync's).
+constexpr int kPipelineTag = 7, kMigrationTag = 8;
 
 }  // namespace
 
@@ -59,11 +61,31 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
 
 ParallelState::~ParallelState() = default;
 
-std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm) const {
+std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std::vector<int> group, int tag) const {
+    if (group.empty()) {
+        int size = 0;
+        KILN_MPI(MPI_Comm_size(comm, &size));
+        for (int r = 0; r < size; ++r) group.push_back(r);
+    }
+    // On the CPU: messages on `comm` itself, no communicator created (safe right after a failure).
+    if (!nccl_) return comm::makeMpiGroupTransport(comm, std::move(group), tag);
     // A GPU transfer that has not finished by then has a dead or hung peer.
     const std::chrono::milliseconds deadline{static_cast<long long>(1e3 * config_.ncclTimeout)};
-    if (nccl_) return comm::makeNcclTransport(comm, device_.index(), deadline);
-    return comm::makeMpiTransport(comm);
+    int size = 0;
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    if (static_cast<int>(group.size()) == size) return comm::makeNcclTransport(comm, device_.index(), deadline);
+    // NCCL needs a communicator of the group: created by its members alone.
+    MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+    KILN_MPI(MPI_Comm_group(comm, &all));
+    KILN_MPI(MPI_Group_incl(all, static_cast<int>(group.size()), group.data(), &members));
+    MPI_Comm sub = MPI_COMM_NULL;
+    const int rc = MPI_Comm_create_group(comm, members, tag, &sub);
+    MPI_Group_free(&members);
+    MPI_Group_free(&all);
+    KILN_MPI(rc);
+    auto transport = comm::makeNcclTransport(sub, device_.index(), deadline);
+    MPI_Comm_free(&sub);
+    return transport;
 }
 
 void ParallelState::connect(comm::World& world) {
@@ -75,10 +97,11 @@ void ParallelState::connect(comm::World& world) {
         transport_ = comm::makeLinkTransport(world.control(), {role_.previous, role_.next},
                                              [this](MPI_Comm pair) { return makeTransport(pair); });
     } else {
-        transport_ = makeTransport(world.control());
+        transport_ = makeTransport(world.control(), {}, kPipelineTag);
     }
-    gradients_ = std::make_unique<GradientSync>(layout_, world.control(), *model_, kBucketBytes,
-                                                [this](MPI_Comm comm) { return makeTransport(comm); });
+    gradients_ = std::make_unique<GradientSync>(
+        layout_, world.control(), *model_, kBucketBytes,
+        [this](MPI_Comm comm, const std::vector<int>& group, int tag) { return makeTransport(comm, group, tag); });
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
                                              config_.precision == "bf16");
 }
@@ -192,7 +215,7 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         // communicator of the survivors (the old ones were aborted).
         std::vector<torch::Tensor> outgoing, incoming;
         std::vector<comm::Transport::Message> sends, receives;
-        auto migration = makeTransport(world.control());
+        auto migration = makeTransport(world.control(), {}, kMigrationTag);
         const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
         const int me = world.rank();
         for (const auto& t : transfers) {

@@ -173,11 +173,11 @@ same_curve "$work/clean42.losses" "$work/threedead.losses" 10
 echo "PASS 6: live ranks of retired nodes hand their layers to the node that stays, or write them into the beyond-f checkpoint; same losses"
 
 # 7. A second failure inside the replay of the step the first one hit: both are recorded.
-must clean8 8 --set fault.f=2 --set plan.pipelines=2+1+1
+must cleanf2 8 --set fault.f=2 --set plan.pipelines=2+1+1
 must replay8 8 --set fault.f=2 --set plan.pipelines=2+1+1 --set fault.inject=0:5:forward,2:5:backward
 [ "$(grep -c "FAILURE step 5" "$work/replay8.log")" = 2 ] || { cat "$work/replay8.log"; fail "7: not two failures at step 5"; }
-losses clean8; losses replay8
-same_curve "$work/clean8.losses" "$work/replay8.losses" 10
+losses cleanf2; losses replay8
+same_curve "$work/cleanf2.losses" "$work/replay8.losses" 10
 json replay8 | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

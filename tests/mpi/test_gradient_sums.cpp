@@ -65,7 +65,9 @@ void setGradients(Gpt& model, int rank) {
 }
 
 kiln::train::GradientSync::TransportFactory mpi() {
-    return [](MPI_Comm comm) { return kiln::comm::makeMpiTransport(comm); };
+    return [](MPI_Comm comm, const std::vector<int>& group, int tag) {
+        return kiln::comm::makeMpiGroupTransport(comm, group, tag);
+    };
 }
 
 }  // namespace

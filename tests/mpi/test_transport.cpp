@@ -80,6 +80,29 @@ TEST(MpiTransport, AllReduceSum) {
     for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<float>(n * (n - 1) / 2 + n * i));
 }
 
+// Sums among groups of the world's ranks, on the world itself (no communicator created): the whole world in
+// reverse order, and two of the three ranks while the third sums alone; sizes that do not divide evenly,
+// including fewer values than ranks.
+TEST(MpiTransport, GroupSumsWithoutACommunicator) {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ASSERT_EQ(size, 3);
+    for (std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{10}, std::size_t{4097}}) {
+        auto all = kiln::comm::makeMpiGroupTransport(MPI_COMM_WORLD, {2, 1, 0}, 40);
+        EXPECT_EQ(all->rank(), 2 - rank);
+        std::vector<float> v(count);
+        for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(rank + i);
+        all->allReduceSum(v.data(), v.size());
+        for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], static_cast<float>(3 + 3 * i)) << count << " " << i;
+        if (rank == 1) continue;  // ranks 0 and 2 sum; rank 1 takes no part
+        auto pair = kiln::comm::makeMpiGroupTransport(MPI_COMM_WORLD, {0, 2}, 41);
+        std::fill(v.begin(), v.end(), static_cast<float>(rank + 1));
+        pair->allReduceSum(v.data(), v.size());
+        for (float x : v) ASSERT_EQ(x, 4.0f);
+    }
+}
+
 // Started sums (a bucket of two buffers, then one of one) are complete once
 // waitAllReduces() returned, each buffer with its own values.
 TEST(MpiTransport, StartedSumsComplete) {

@@ -66,6 +66,13 @@ public:
 
 // Host-memory transport over a duplicate of `comm` (errors return, never abort).
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
+// Host-memory transport among the ranks `group` of `comm` (group rank i is
+// rank group[i] of `comm`), on `comm` itself with messages tagged `tag`: it
+// creates no communicator, so it can be made right after a failure, where
+// Open MPI's communicator creation is not safe (see README, Faults), and a
+// revoke of `comm` interrupts it. Sums go round a ring of point-to-point
+// messages. Transports sharing `comm` need different tags.
+std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag);
 
 // Device-memory transport over NCCL on CUDA device `device`. Every wait is
 // polled against `deadline`; a peer that never answers becomes an error, not

@@ -39,9 +39,14 @@ namespace kiln::train {
 class GradientSync {
 public:
     // Makes the transport of one segment's holders (MPI, or NCCL on GPUs).
-    using TransportFactory = std::function<std::unique_ptr<comm::Transport>(MPI_Comm)>;
-    // Collective over `control`, whose ranks the layout numbers; `model`
-    // holds this rank's layers of the layout.
+    // A transport among `group` (ranks of `control`) whose messages carry `tag`.
+    using TransportFactory =
+        std::function<std::unique_ptr<comm::Transport>(MPI_Comm control, const std::vector<int>& group, int tag)>;
+    // Tags of the segments' groups: kFirstSegmentTag + the segment's index.
+    static constexpr int kFirstSegmentTag = 1000;
+    // `control`'s ranks are those the layout numbers; `model` holds this
+    // rank's layers of the layout. Collective over each segment's holders
+    // (with MPI: nothing collective, no communicator is created).
     GradientSync(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, std::size_t bucketBytes,
                  const TransportFactory& transport);
 

@@ -81,10 +81,11 @@ public:
     void interrupt();
 
 private:
-    // The tensor transport over `comm`: NCCL in device memory for a GPU run
-    // (when built with NCCL and every rank has a GPU of its own), MPI in host
-    // memory otherwise.
-    std::unique_ptr<comm::Transport> makeTransport(MPI_Comm comm) const;
+    // The tensor transport among `group` (ranks of `comm`; empty: all) with
+    // messages tagged `tag`: NCCL in device memory for a GPU run (when built
+    // with NCCL and every rank has a GPU of its own; a communicator of the
+    // group), MPI in host memory otherwise (on `comm` itself: nothing created).
+    std::unique_ptr<comm::Transport> makeTransport(MPI_Comm comm, std::vector<int> group = {}, int tag = 7) const;
 
     model::ModelConfig modelConfig_;
     TrainConfig config_;

@@ -7,6 +7,8 @@ at random with random ranks, steps and phases:
   one        one rank killed (SIGKILL) in a random phase of a random step
   pair       two ranks of different nodes killed in the same step
   recovery   a second node's rank killed inside the recovery from the first (phase regroup or migrate)
+The ranks a run is checked for are those its log shows killed: an injection whose step or phase is no longer
+reached once an earlier failure moved the run on does not fire.
   timed      one rank killed by injection, a rank of another node killed from outside 0-10 ms after it died
   stop       a rank stopped (SIGSTOP, a hung process), found by the heartbeat detector
   rank0      rank 0 (which writes checkpoints and diag.h5) killed
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -60,8 +63,9 @@ def draw(rng):
         items, killed = [f"{a}:{step}:{phase}"], {a}
     elif kind == "pair":
         items, killed = [f"{a}:{step}:{phase}", f"{b}:{step}:{rng.choice(PHASES)}"], {a, b}
-    elif kind == "recovery":
-        items, killed = [f"{a}:{step}:{phase}", f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}"], {a, b}
+    elif kind == "recovery":  # the first failure must be noticed in its own step, for the recovery to be at that step
+        first = rng.choice(["forward", "backward", "send", "allreduce", "sums"])
+        items, killed = [f"{a}:{step}:{first}", f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}"], {a, b}
     elif kind == "timed":
         items, killed, outside = [f"{a}:{step}:{phase}"], {a, b}, (b, rng.uniform(0.0, 0.010))
     elif kind == "stop":
@@ -115,15 +119,16 @@ def losses(args, out):
     return [tuple(float(x) for x in line.split()) for line in text.splitlines() if line.strip()]
 
 
-def run(args, out, inject, outside, log_path):
-    """Runs kiln; returns (exit status or None when it hung, seconds)."""
+def run(args, out, inject, outside, log_path, landed=None):
+    """Runs kiln; returns (exit status or None when it hung, seconds). Outside kills that landed go into `landed`."""
     env = dict(os.environ, PRTE_MCA_state_base_recoverable="1")
     t0 = time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command(args, out, inject), stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, cwd=args.source)
         if outside:
-            threading.Thread(target=kill_after_first_death, args=(log_path, out, proc) + outside, daemon=True).start()
+            threading.Thread(target=kill_after_first_death, args=(log_path, out, proc, landed) + outside,
+                             daemon=True).start()
         try:
             status = proc.wait(timeout=LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -135,8 +140,8 @@ def run(args, out, inject, outside, log_path):
     return status, time.time() - t0
 
 
-def kill_after_first_death(log_path, out, proc, rank, delay):
-    """SIGKILLs `rank` `delay` seconds after the log shows the first injected kill."""
+def kill_after_first_death(log_path, out, proc, landed, rank, delay):
+    """SIGKILLs `rank` `delay` seconds after the log shows the first injected kill; adds it to `landed` if it did."""
     target = None
     while proc.poll() is None:
         if target is None:
@@ -149,8 +154,22 @@ def kill_after_first_death(log_path, out, proc, rank, delay):
     if target is not None and proc.poll() is None:
         try:
             os.kill(target, signal.SIGKILL)
+            landed.add(rank)
         except ProcessLookupError:
             pass
+
+
+def killed_in(log_path, outside_done):
+    """The ranks the run's log says were killed, stopped or ended by an exception, and the outside kill if it landed
+    (a scheduled injection may never fire: its step or phase is not reached once an earlier failure moved things)."""
+    killed = set()
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"\[rank (\d+) on [^]]*\]: fault injection: (killing|stopping)", line) or \
+                re.search(r"kiln: rank (\d+) ends alone", line)
+            if m:
+                killed.add(int(m.group(1)))
+    return killed | outside_done
 
 
 def check(args, out, reference, killed, status):
@@ -217,9 +236,11 @@ def main():
     counts = {"survived": 0, "crashed": 0, "hung": 0}
     worst = 0.0
     for i in range(args.runs):
-        kind, inject, killed, outside = draw(rng)
+        kind, inject, _, outside = draw(rng)
         out = os.path.join(args.work, f"run{i:03d}")
-        status, seconds = run(args, out, inject, outside, out + ".log")
+        landed = set()
+        status, seconds = run(args, out, inject, outside, out + ".log", landed)
+        killed = killed_in(out + ".log", landed)
         what = f"{kind:<10} {inject}" + (f" + rank {outside[0]} killed {1e3 * outside[1]:.1f} ms after" if outside else "")
         if status is None:
             counts["hung"] += 1

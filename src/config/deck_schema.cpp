@@ -41,14 +41,15 @@ const std::vector<KeySpec>& deckSchema() {
          "Fault injection for tests and demos: RANK:STEP:PHASE items (phase: forward, backward, send (the first "
          "activation or gradient sent to a neighbouring stage), allreduce (after the rank's backwards, before it "
          "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), "
-         "checkpoint (before a checkpoint write), regroup and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "checkpoint (before a checkpoint write), publish (on the writing rank, the file complete, before "
+         "`latest` moves), regroup and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
          "(found by fault.step_timeout_s). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|publish|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
@@ -56,7 +57,7 @@ const std::vector<KeySpec>& deckSchema() {
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
-                                         "sums, commit, optimizer, checkpoint, regroup or migrate";
+                                         "sums, commit, optimizer, checkpoint, publish, regroup or migrate";
              return "";
          }},
 

@@ -133,7 +133,7 @@ constexpr std::int64_t kPieceValues = std::int64_t{16} << 20;
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                             const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
                                             const data::CursorContext& context, const std::string& deck,
-                                            std::uint64_t lrDecaySteps) {
+                                            std::uint64_t lrDecaySteps, const std::function<void()>& beforeCommit) {
     int rank = 0, size = 1;
     KILN_MPI(MPI_Comm_rank(comm, &rank));
     KILN_MPI(MPI_Comm_size(comm, &size));
@@ -237,6 +237,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         data::writeCursorRows(file, "loader", rows, cursor, context);
         KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
     }
+    if (beforeCommit) beforeCommit();
     io::commitTemporary(temporary.path.string(), path.string());
     temporary.keep = true;
     io::writeFileAtomically(dir_ / "latest", name + "\n");

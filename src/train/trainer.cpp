@@ -13,6 +13,7 @@
 #include "kiln/fault/admit_request.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
+#include "kiln/io/fence.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/model/device.hpp"
 #include "kiln/plan/regroup.hpp"
@@ -160,6 +161,16 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                    resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
                            : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
                    cursor.step);
+    // This start's epoch: one more than any earlier attempt's, so that their stragglers are fenced too.
+    std::uint64_t epoch = 0;
+    if (world.rank() == 0) {
+        io::Fence previous;
+        previous.arm(s.runDir / "epoch", 0);
+        epoch = previous.published();
+    }
+    KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
+    io::fence().arm(s.runDir / "epoch", epoch + 1);
+    if (world.rank() == 0) io::fence().publish();
     if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
     if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");

@@ -11,6 +11,7 @@
 #include "kiln/comm/spawn.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/cursor.hpp"
+#include "kiln/io/fence.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/regroup.hpp"
 
@@ -60,6 +61,7 @@ std::vector<std::int64_t> Trainer::State::joinRow() const {
     out.put(nodeFailures);
     out.put(diagHolder);
     out.put(parallel->nccl() ? 1 : 0);
+    out.put(io::fence().epoch());
     plan::packLayout(parallel->layout(), out);
     return std::move(out.row());
 }
@@ -91,6 +93,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.nodeFailures = in.get<std::uint64_t>();
     s.diagHolder = in.get<int>();
     const bool nccl = in.get<int>() != 0;
+    io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
                                                  nccl, optimizerSteps);
     s.layoutMembers = world.members();

@@ -6,6 +6,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/recovery.hpp"
+#include "kiln/io/fence.hpp"
 #include "kiln/plan/regroup.hpp"
 
 #include <fmt/format.h>
@@ -59,6 +60,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     for (;;) {
         try {
             const fault::RecoveryReport report = fault::recover(world, retiredNodes);
+            io::fence().advance();  // every survivor alike: the failed ones are left behind
             nodeFailures += report.retiredNodes.size();
             rounds.push_back(report.describe());
             failedRanks.insert(failedRanks.end(), report.failedRanks.begin(), report.failedRanks.end());
@@ -70,6 +72,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             copyText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
             copyText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
             handOverDiagnostics(step);
+            if (world.originalRank() == diagHolder) io::fence().publish();
             if (pendingFailure) {
                 // The previous failure's replay failed too: its row is written now (by whoever holds
                 // diag.h5 after this round), its replay time the attempt that failed.

@@ -2,6 +2,7 @@
 
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/io/fence.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -174,8 +175,13 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
 
 void Trainer::State::checkpoint(std::uint64_t step, const std::vector<int>& writers) {
     const auto t0 = Clock::now();
+    // Step `step - 1` is the one the checkpoint follows, as for the checkpoint phase.
+    const auto beforeCommit = [&] {
+        injector->at(step > 0 ? step - 1 : 0, fault::Phase::Publish);
+        io::fence().check("a checkpoint");
+    };
     const auto path = checkpoints->save(world.control(), step, parallel->model(), parallel->optimizer(), writers,
-                                        loader->cursor(), context, deck.resolvedText(), config.decaySteps);
+                                        loader->cursor(), context, deck.resolvedText(), config.decaySteps, beforeCommit);
     const double seconds = since(t0);
     log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
     if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));

@@ -7,6 +7,10 @@
 #  2. Rank 3's training thread sleeps forever outside MPI in step 4 (':hang': a hung file read or device
 #     call) while its heartbeat thread lives: with fault.step_timeout_s = 3 and fault.hang_timeout_s = 4 the
 #     process falls silent, is declared failed and fenced, the job recovers, exits 0, same losses.
+#  3. A process declared failed that nobody kills (KILN_FENCING=0: as a hung node with no survivor on its host)
+#     wakes after the job moved on: rank 0 stopped with the step-4 checkpoint complete but not yet named
+#     `latest` ('publish'); the survivors recover, write checkpoints 4, 8 and 10; rank 0, woken then, sees the
+#     job's newer epoch and ends without renaming its file or moving `latest` (which stays step 10).
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -43,3 +47,28 @@ grep -q "rank 3 .*this process stops answering heartbeats" "$work/hung.log" ||
 losses hung
 same_curve "$work/clean.losses" "$work/hung.losses" 10
 echo "PASS 2: a training thread stuck outside MPI makes its process fall silent; fenced, recovered, same losses"
+
+rank0_of() {  # the process of start-up rank 0 of the run writing to $1
+  for p in $(pgrep -f "run.out_dir=$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" &&
+      [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$kiln "* ]] && { echo "$p"; return; }
+  done
+}
+KILN_FENCING=0 run "$work/zombie" 6 --set checkpoint.every=4 --set fault.hang_timeout_s=4 \
+  --set fault.inject=0:3:publish:stop >"$work/zombie.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do grep -q "^kiln run: steps 0 to 10" "$work/zombie.log" && break; sleep 0.1; done
+grep -q "^kiln run: steps 0 to 10" "$work/zombie.log" || { cat "$work/zombie.log"; fail "3: the survivors did not finish"; }
+zombie=$(rank0_of "$work/zombie")
+[ -n "$zombie" ] || fail "3: rank 0 is not there to wake"
+[ "$(cat "$work/zombie/tiny/ckpt/latest")" = "step-00000010.h5" ] || fail "3: latest before the wake-up"
+kill -CONT "$zombie"
+status=0
+wait $launcher || status=$?
+[ "$status" = 0 ] || { cat "$work/zombie.log"; fail "3: exit status $status"; }
+grep -q "rank 0 .*the job has moved on without this process (its epoch 1, the job's 2 in .*): it was declared failed; it ends without committing a checkpoint" \
+  "$work/zombie.log" || { cat "$work/zombie.log"; fail "3: rank 0 did not fence itself"; }
+[ "$(cat "$work/zombie/tiny/ckpt/latest")" = "step-00000010.h5" ] || fail "3: latest moved back to $(cat "$work/zombie/tiny/ckpt/latest")"
+losses zombie
+same_curve "$work/clean.losses" "$work/zombie.losses" 10
+echo "PASS 3: a process declared failed that wakes after the job moved on commits nothing (epoch fence); same losses"

@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -43,10 +44,13 @@ public:
 
     // Collective over `comm`. `model` holds this rank's layers; every layer of
     // the model is written once, sent by the rank `writerOfLayer[layer]` (of
-    // `comm`), so the file is the same whatever the layout. Returns the path written.
+    // `comm`), so the file is the same whatever the layout. `beforeCommit`
+    // runs on the writing rank once the file is complete, before it is
+    // renamed and `latest` moved (fencing, fault injection). Returns the path written.
     std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
                                const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
-                               const data::CursorContext& context, const std::string& deck, std::uint64_t lrDecaySteps);
+                               const data::CursorContext& context, const std::string& deck, std::uint64_t lrDecaySteps,
+                               const std::function<void()>& beforeCommit = {});
 
     // Reads `path` into `model` and `optimizer` (its layers only: any layout
     // restores from any checkpoint); returns the step to continue

@@ -1,5 +1,5 @@
 # Sourced by the fault scripts in tests/fault: the tiny deck under ULFM on the licence texts, and the
-# comparison of loss curves. Expects $kiln, $mpirun and $data.
+# comparison of loss curves, the steps the scripts share. Expects $kiln, $mpirun, $data and $work.
 
 run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping off (a mis-scaled gradient cannot hide)
   local out=$1 ranks=$2
@@ -15,3 +15,12 @@ same_curve() {  # reference.losses candidate.losses steps: every step's loss and
       if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": loss " $2 " vs " $5 ", |g| " $3 " vs " $6 } }
     END { if (n != steps || bad) { print "FAIL: loss curves differ (" n " steps)"; exit 1 } }'
 }
+
+fail() { echo "FAIL: $*"; exit 1; }
+must() {  # name ranks settings...: the run must exit 0
+  local name=$1
+  shift
+  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
+}
+losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
+json() { "$kiln" diag "$work/$1/tiny/diag.h5" --json; }

@@ -16,13 +16,6 @@ kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
 . "$(dirname "$0")/lib.sh"
-fail() { echo "FAIL: $*"; exit 1; }
-must() {  # name ranks settings...: the run must exit 0
-  local name=$1
-  shift
-  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
-}
-losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
 failures() { "$kiln" diag "$work/$1/tiny/diag.h5" --json | python3 -c '
 import json, sys
 print(",".join("%d:%s" % (r["step"], r["failed_ranks"]) for r in json.load(sys.stdin)["failures"]))'; }

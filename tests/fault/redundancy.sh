@@ -34,14 +34,6 @@ kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
 . "$(dirname "$0")/lib.sh"
-fail() { echo "FAIL: $*"; exit 1; }
-must() {  # name ranks settings...: the run must exit 0
-  local name=$1
-  shift
-  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
-}
-losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
-json() { "$kiln" diag "$work/$1/tiny/diag.h5" --json; }
 
 # 1. The issue's scenario: two failures 5 steps apart on 4 nodes, f = 1.
 one=(--set cluster.ranks_per_node=1 --set plan.pipelines=3+1 --set run.steps=14 --set plan.device_tflops=100

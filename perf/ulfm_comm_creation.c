@@ -1,0 +1,81 @@
+/*
+ * Does Open MPI survive creating communicators while a second failure is being noticed? (kiln issue 19)
+ *
+ * No kiln in it: N ranks (8 in the counts below); the last dies at once; the others notice it in a
+ * barrier, revoke, shrink, then create communicators for 16 rounds from the shrunk one (MPI_Comm_dup,
+ * MPI_Comm_split, MPI_Comm_create_group, a barrier on each), while the second-to-last rank dies DELAY
+ * microseconds after it noticed the first failure. On any error a round revokes, shrinks and starts again.
+ * A run ends with "COMM-CREATION ok" from the lowest survivor, or a crash (segmentation fault inside Open
+ * MPI: ompi_comm_revoke_local under ompi_comm_activate), or a hang (the timeout's 124).
+ *
+ *   (built as build/ulfm_comm_creation; or: mpicc perf/ulfm_comm_creation.c -o build/ulfm_comm_creation)
+ *   for i in $(seq 100); do out=$(timeout 60 mpirun -n 8 --oversubscribe --with-ft ulfm \
+ *       build/ulfm_comm_creation $((RANDOM % 10000)) 2>&1); rc=$?
+ *     case "$rc:$out" in 0:*) echo fine;; 124:*"COMM-CREATION ok"*) echo "hang after finishing";;
+ *       124:*) echo hang;; *) echo "crash (exit $rc)";; esac; done | sort | uniq -c
+ *
+ * Counts with the Open MPI 5.0.10 kiln ships: see perf/RESULTS.md ("Chaos campaign"). kiln's answer is to
+ * create no communicator after a shrink on the CPU (README, Faults).
+ */
+#include <mpi.h>
+#include <mpi-ext.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void release(MPI_Comm* comm) {
+    if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+}
+
+static MPI_Comm repaired(MPI_Comm comm) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    MPIX_Comm_revoke(comm);
+    while (MPIX_Comm_shrink(comm, &shrunk) != MPI_SUCCESS) {}
+    MPI_Comm_free(&comm);
+    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    return shrunk;
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    const int delay = argc > 1 ? atoi(argv[1]) : 1000;
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == size - 1) raise(SIGKILL);
+    MPI_Barrier(comm); /* fails: the first failure is noticed here */
+    if (rank == size - 2) {
+        usleep((useconds_t)delay);
+        raise(SIGKILL);
+    }
+    comm = repaired(comm);
+    for (int round = 0; round < 16;) {
+        MPI_Comm dup = MPI_COMM_NULL, split = MPI_COMM_NULL, group = MPI_COMM_NULL;
+        MPI_Group all = MPI_GROUP_NULL;
+        int me = 0, ok = 1;
+        MPI_Comm_rank(comm, &me);
+        ok = ok && MPI_Comm_dup(comm, &dup) == MPI_SUCCESS && MPI_Barrier(dup) == MPI_SUCCESS;
+        ok = ok && MPI_Comm_split(comm, me % 2, me, &split) == MPI_SUCCESS && MPI_Barrier(split) == MPI_SUCCESS;
+        ok = ok && MPI_Comm_group(comm, &all) == MPI_SUCCESS &&
+             MPI_Comm_create_group(comm, all, round, &group) == MPI_SUCCESS && MPI_Barrier(group) == MPI_SUCCESS;
+        if (all != MPI_GROUP_NULL) MPI_Group_free(&all);
+        release(&dup);
+        release(&split);
+        release(&group);
+        if (!ok) {
+            comm = repaired(comm);
+            continue;
+        }
+        ++round;
+    }
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) printf("COMM-CREATION ok: 16 rounds after two failures (delay %d us)\n", delay);
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return 0;
+}

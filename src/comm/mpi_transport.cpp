@@ -181,8 +181,10 @@ public:
     }
     void waitAllReduces() override {}
 
+    // A borrowed communicator is its owner's to revoke (recovery revokes the control communicator),
+    // and after a recovery it may already be freed: touching it then crashed inside Open MPI.
     void interrupt() override {
-        if (ulfmActive()) revoke(comm_);
+        if (owned_ && ulfmActive()) revoke(comm_);
     }
 
 private:

@@ -70,8 +70,10 @@ std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 // rank group[i] of `comm`), on `comm` itself with messages tagged `tag`: it
 // creates no communicator, so it can be made right after a failure, where
 // Open MPI's communicator creation is not safe (see README, Faults), and a
-// revoke of `comm` interrupts it. Sums go round a ring of point-to-point
-// messages. Transports sharing `comm` need different tags.
+// revoke of `comm` interrupts it (its interrupt() does nothing: `comm`, which
+// a recovery may free before the transport goes, is its owner's to revoke).
+// Sums go round a ring of point-to-point messages. Transports sharing `comm`
+// need different tags.
 std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag);
 
 // Device-memory transport over NCCL on CUDA device `device`. Every wait is

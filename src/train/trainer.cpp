@@ -236,10 +236,6 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     const auto start = Clock::now();
     std::uint64_t stepsDone = 0;
 
-    // This rank's stage of its pipeline, then the sums over replicas and the
-    // global norm. A failed peer surfaces as ProcFailedError in a transfer or
-    // a collective: the attempt is marked failed and every communicator
-    // interrupted, so that no survivor waits on the dead one.
     // How long the training thread may stay away from the loop before the
     // process falls silent (see heartbeat.hpp): the deck's, or 10 slowest steps.
     double slowestStep = 0.0;
@@ -251,6 +247,10 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         ~NoLimitAfterwards() { comm::setTrainingThreadLimit(0); }
     } noLimitAfterwards;
 
+    // This rank's stage of its pipeline, then the sums over replicas and the
+    // global norm. A failed peer surfaces as ProcFailedError in a transfer or
+    // a collective: the attempt is marked failed and every communicator
+    // interrupted, so that no survivor waits on the dead one.
     const auto attempt = [&](std::uint64_t step, double& wait) {
         Attempt a;
         comm::trainingThreadAlive();

@@ -153,16 +153,6 @@ public:
         }
     }
 
-    // All receives posted before any send: no rank waits on another's order, and an error
-    // (a dead peer, the revoked communicator) ends every operation of this call.
-    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
-        std::vector<MPI_Request> posted;
-        for (const auto& m : receives) post(posted, m.data, m.bytes, m.peer);
-        for (const auto& m : sends) sendAsync(m.data, m.bytes, m.peer);
-        finish(posted, "MPI_Waitall (receives)");
-        waitSends();
-    }
-
     // Several buffers go as one message through a staging copy: one
     // collective's latency instead of one per buffer.
     void allReduceSumAsync(const std::vector<Floats>& buffers) override {
@@ -197,35 +187,12 @@ private:
         size_ = static_cast<int>(group_.size());
     }
 
-    // Non-blocking receive of `bytes` from group rank `peer`, in pieces.
-    void post(std::vector<MPI_Request>& requests, void* data, std::size_t bytes, int peer) {
-        auto* p = static_cast<char*>(data);
-        std::size_t off = 0;
-        do {
-            const int n = static_cast<int>(std::min(kPiece, bytes - off));
-            requests.push_back(MPI_REQUEST_NULL);
-            KILN_MPI(MPI_Irecv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &requests.back()));
-            off += static_cast<std::size_t>(n);
-        } while (off < bytes);
-    }
-
-    // Waits for `requests`; after an error the ones still pending are parked (never freed, as sends are).
-    void finish(std::vector<MPI_Request>& requests, const char* call) {
-        if (requests.empty()) return;
-        std::vector<MPI_Status> statuses(requests.size());
-        const int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
-        if (rc != MPI_SUCCESS)
-            for (auto r : requests)
-                if (r != MPI_REQUEST_NULL) parkedRequests().push_back(r);
-        checkStatuses(rc, statuses, static_cast<int>(requests.size()), call);
-    }
-
-    // Sends `outCount` floats to `to` while receiving `inCount` from `from` (one ring step).
+    // Sends `outCount` floats to `to` while receiving `inCount` from `from` (one ring step). The receive
+    // blocks: a receive request left pending on a peer that died would outlive the communicator a recovery
+    // frees, and Open MPI's progress then crashed on it (seen under Slurm).
     void shift(const float* out, std::size_t outCount, int to, float* in, std::size_t inCount, int from) {
-        std::vector<MPI_Request> received;
-        post(received, in, inCount * sizeof(float), from);
         sendAsync(out, outCount * sizeof(float), to);
-        finish(received, "MPI_Waitall (ring)");
+        recv(in, inCount * sizeof(float), from);
         waitSends();
     }
 

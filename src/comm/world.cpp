@@ -50,6 +50,12 @@ void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
 
 MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     if (hangTimeoutSeconds > 0) enableHeartbeatDetector(hangTimeoutSeconds);
+    // Open MPI's hierarchical collectives (coll/han) split a communicator into node-local and cross-node ones
+    // on its first all-reduce: a communicator creation behind kiln's back, right after a recovery, where Open
+    // MPI 5.0.10 can crash while a second failure is noticed (seen under Slurm: a segmentation fault in
+    // ompi_comm_split_type under mca_coll_han_allreduce_intra). kiln's collectives are a few scalars: off,
+    // unless the environment chooses the components itself.
+    setenv("OMPI_MCA_coll", "^han", /*overwrite=*/0);
     // A peer that dies leaves its TCP connections half closed; the next write to
     // one raises SIGPIPE, whose default action would kill this healthy rank too
     // (seen under Slurm, where ranks of other nodes talk over TCP). Ignored, the

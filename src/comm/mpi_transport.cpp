@@ -27,7 +27,7 @@ public:
     // Over a duplicate of `comm` (owned), all its ranks.
     explicit MpiTransport(MPI_Comm comm) : owned_(true) {
         KILN_MPI(MPI_Comm_dup(comm, &comm_));
-        KILN_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+        KILN_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));  // a borrowed one's handler is its owner's
         int size = 0;
         KILN_MPI(MPI_Comm_size(comm_, &size));
         for (int r = 0; r < size; ++r) group_.push_back(r);
@@ -179,7 +179,6 @@ public:
 
 private:
     void join() {
-        KILN_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
         int rank = 0;
         KILN_MPI(MPI_Comm_rank(comm_, &rank));
         const auto me = std::find(group_.begin(), group_.end(), rank);

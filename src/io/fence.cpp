@@ -13,13 +13,14 @@ void Fence::arm(std::filesystem::path file, std::uint64_t epoch) {
     epoch_ = epoch;
 }
 
-std::uint64_t Fence::published() const {
+std::uint64_t publishedEpoch(const std::filesystem::path& file) {
     std::uint64_t value = 0;
-    if (file_.empty()) return value;
-    std::ifstream in(file_);
+    std::ifstream in(file);
     in >> value;
     return in ? value : 0;
 }
+
+std::uint64_t Fence::published() const { return file_.empty() ? 0 : publishedEpoch(file_); }
 
 void Fence::publish() const {
     if (!file_.empty()) writeFileAtomically(file_, std::to_string(epoch_) + "\n");

@@ -62,17 +62,14 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
 ParallelState::~ParallelState() = default;
 
 std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std::vector<int> group, int tag) const {
-    if (group.empty()) {
-        int size = 0;
-        KILN_MPI(MPI_Comm_size(comm, &size));
+    int size = 0;
+    KILN_MPI(MPI_Comm_size(comm, &size));
+    if (group.empty())
         for (int r = 0; r < size; ++r) group.push_back(r);
-    }
     // On the CPU: messages on `comm` itself, no communicator created (safe right after a failure).
     if (!nccl_) return comm::makeMpiGroupTransport(comm, std::move(group), tag);
     // A GPU transfer that has not finished by then has a dead or hung peer.
     const std::chrono::milliseconds deadline{static_cast<long long>(1e3 * config_.ncclTimeout)};
-    int size = 0;
-    KILN_MPI(MPI_Comm_size(comm, &size));
     if (static_cast<int>(group.size()) == size) return comm::makeNcclTransport(comm, device_.index(), deadline);
     // NCCL needs a communicator of the group: created by its members alone.
     MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;

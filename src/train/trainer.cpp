@@ -162,12 +162,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                            : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
                    cursor.step);
     // This start's epoch: one more than any earlier attempt's, so that their stragglers are fenced too.
-    std::uint64_t epoch = 0;
-    if (world.rank() == 0) {
-        io::Fence previous;
-        previous.arm(s.runDir / "epoch", 0);
-        epoch = previous.published();
-    }
+    std::uint64_t epoch = world.rank() == 0 ? io::publishedEpoch(s.runDir / "epoch") : 0;
     KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
     io::fence().arm(s.runDir / "epoch", epoch + 1);
     if (world.rank() == 0) io::fence().publish();

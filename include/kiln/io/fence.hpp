@@ -32,6 +32,9 @@ private:
     std::uint64_t epoch_ = 0;
 };
 
+// The epoch published in `file` (0 when there is none).
+std::uint64_t publishedEpoch(const std::filesystem::path& file);
+
 // The process's fence (unarmed: every check passes).
 Fence& fence();
 

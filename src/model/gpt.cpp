@@ -1,6 +1,7 @@
 #include "kiln/model/gpt.hpp"
 
 #include "kiln/data/keyed_permutation.hpp"
+#include "kiln/model/tensor_parallel.hpp"
 
 #include <cmath>
 
@@ -9,45 +10,78 @@ namespace {
 
 constexpr double kInitStd = 0.02;
 
+// Registers a layer's parameters in parameterShapes() order, each the
+// slice's shard of the whole tensor it is given: the whole tensor is drawn
+// alike on every rank, so a shard holds exactly the values the unsplit layer has.
+class ShardedParameters {
+public:
+    ShardedParameters(torch::nn::Module& module, const ModelConfig& c, std::uint32_t layer, const TensorSlice& slice)
+        : module_(module), specs_(shardSpecs(c, layer)), slice_(slice) {}
+    torch::Tensor operator()(const std::string& name, const torch::Tensor& whole) {
+        return module_.register_parameter(name, shardOf(whole, specs_.at(next_++), slice_.width, slice_.rank));
+    }
+
+private:
+    torch::nn::Module& module_;
+    std::vector<ShardSpec> specs_;
+    const TensorSlice& slice_;
+    std::size_t next_ = 0;
+};
+
 class EmbeddingLayer final : public LayerImpl {
 public:
-    explicit EmbeddingLayer(const ModelConfig& c) {
-        tokens_ = register_parameter("token_embedding", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
-        positions_ = register_parameter("position_embedding", torch::randn({c.seqLen, c.dModel}) * kInitStd);
+    EmbeddingLayer(const ModelConfig& c, SliceHandle slice)
+        : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
+        ShardedParameters param(*this, c, 0, *slice_);
+        tokens_ = param("token_embedding", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+        positions_ = param("position_embedding", torch::randn({c.seqLen, c.dModel}) * kInitStd);
     }
     torch::Tensor forward(const torch::Tensor& ids) override {  // (B, T) int64
         const auto T = ids.size(1);
-        return torch::embedding(tokens_, ids) + positions_.slice(0, 0, T).unsqueeze(0);
+        const auto positions = positions_.slice(0, 0, T).unsqueeze(0);
+        if (!slice_->split()) return torch::embedding(tokens_, ids) + positions;
+        // This rank's rows of the vocabulary; the others' ids look up zeros, and the sum completes every row.
+        const auto local = ids - vocab_.first;
+        const auto mine = (local >= 0).logical_and(local < vocab_.count());
+        const auto rows = torch::embedding(tokens_, local.clamp(0, vocab_.count() - 1)) * mine.unsqueeze(-1);
+        return sumOverSlices(rows, *slice_) + positions;
     }
     const char* kind() const override { return "embedding"; }
 
 private:
+    SliceHandle slice_;
+    UnitRange vocab_;
     torch::Tensor tokens_, positions_;
 };
 
 class TransformerBlock final : public LayerImpl {
 public:
-    TransformerBlock(const ModelConfig& c) : heads_(c.heads) {
+    TransformerBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
+        : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
+          headDim_(c.dModel / c.heads) {
         const int64_t C = c.dModel, H = static_cast<int64_t>(c.mlpRatio) * c.dModel;
         // GPT-2 style: residual projections scaled down by sqrt(2 * blocks).
         const double residualStd = kInitStd / std::sqrt(2.0 * c.blocks);
-        ln1Weight_ = register_parameter("ln1_weight", torch::ones({C}));
-        ln1Bias_ = register_parameter("ln1_bias", torch::zeros({C}));
-        qkvWeight_ = register_parameter("qkv_weight", torch::randn({3 * C, C}) * kInitStd);
-        qkvBias_ = register_parameter("qkv_bias", torch::zeros({3 * C}));
-        projWeight_ = register_parameter("proj_weight", torch::randn({C, C}) * residualStd);
-        projBias_ = register_parameter("proj_bias", torch::zeros({C}));
-        ln2Weight_ = register_parameter("ln2_weight", torch::ones({C}));
-        ln2Bias_ = register_parameter("ln2_bias", torch::zeros({C}));
-        fcWeight_ = register_parameter("fc_weight", torch::randn({H, C}) * kInitStd);
-        fcBias_ = register_parameter("fc_bias", torch::zeros({H}));
-        outWeight_ = register_parameter("out_weight", torch::randn({C, H}) * residualStd);
-        outBias_ = register_parameter("out_bias", torch::zeros({C}));
+        ShardedParameters param(*this, c, index, *slice_);
+        ln1Weight_ = param("ln1_weight", torch::ones({C}));
+        ln1Bias_ = param("ln1_bias", torch::zeros({C}));
+        qkvWeight_ = param("qkv_weight", torch::randn({3 * C, C}) * kInitStd);
+        qkvBias_ = param("qkv_bias", torch::zeros({3 * C}));
+        projWeight_ = param("proj_weight", torch::randn({C, C}) * residualStd);
+        projBias_ = param("proj_bias", torch::zeros({C}));
+        ln2Weight_ = param("ln2_weight", torch::ones({C}));
+        ln2Bias_ = param("ln2_bias", torch::zeros({C}));
+        fcWeight_ = param("fc_weight", torch::randn({H, C}) * kInitStd);
+        fcBias_ = param("fc_bias", torch::zeros({H}));
+        outWeight_ = param("out_weight", torch::randn({C, H}) * residualStd);
+        outBias_ = param("out_bias", torch::zeros({C}));
     }
 
     torch::Tensor forward(const torch::Tensor& x) override {  // (B, T, C)
-        const auto B = x.size(0), T = x.size(1), C = x.size(2), hd = C / heads_;
-        auto h = torch::layer_norm(x, {C}, ln1Weight_, ln1Bias_);
+        const auto B = x.size(0), T = x.size(1), C = x.size(2), hd = headDim_;
+        // Split over the stage: this rank's heads and MLP neurons; the
+        // projections back to C are partial sums, completed by one sum each.
+        auto h = copyToSlices(torch::layer_norm(x, {C}, ln1Weight_, ln1Bias_), *slice_);
         auto qkv = torch::linear(h, qkvWeight_, qkvBias_).view({B, T, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
         auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, hd)
 #if TORCH_VERSION_MAJOR >= 2
@@ -57,52 +91,72 @@ public:
         auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
         auto attended = torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
 #endif
-        auto y = x + torch::linear(attended.transpose(1, 2).reshape({B, T, C}), projWeight_, projBias_);
-        auto m = torch::layer_norm(y, {C}, ln2Weight_, ln2Bias_);
-        return y + torch::linear(torch::gelu(torch::linear(m, fcWeight_, fcBias_), "tanh"), outWeight_, outBias_);
+        attended = attended.transpose(1, 2).reshape({B, T, heads_ * hd});
+        if (!slice_->split()) {
+            auto y = x + torch::linear(attended, projWeight_, projBias_);
+            auto m = torch::layer_norm(y, {C}, ln2Weight_, ln2Bias_);
+            return y + torch::linear(torch::gelu(torch::linear(m, fcWeight_, fcBias_), "tanh"), outWeight_, outBias_);
+        }
+        auto y = x + sumOverSlices(torch::linear(attended, projWeight_), *slice_) + projBias_;
+        auto m = copyToSlices(torch::layer_norm(y, {C}, ln2Weight_, ln2Bias_), *slice_);
+        auto neurons = torch::gelu(torch::linear(m, fcWeight_, fcBias_), "tanh");
+        return y + sumOverSlices(torch::linear(neurons, outWeight_), *slice_) + outBias_;
     }
     const char* kind() const override { return "block"; }
 
 private:
-    int64_t heads_;
+    SliceHandle slice_;
+    int64_t heads_, headDim_;
     torch::Tensor ln1Weight_, ln1Bias_, qkvWeight_, qkvBias_, projWeight_, projBias_;
     torch::Tensor ln2Weight_, ln2Bias_, fcWeight_, fcBias_, outWeight_, outBias_;
 };
 
 class OutputLayer final : public LayerImpl {
 public:
-    explicit OutputLayer(const ModelConfig& c) {
-        lnWeight_ = register_parameter("ln_weight", torch::ones({c.dModel}));
-        lnBias_ = register_parameter("ln_bias", torch::zeros({c.dModel}));
-        head_ = register_parameter("head_weight", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+    OutputLayer(const ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)) {
+        ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
+        lnWeight_ = param("ln_weight", torch::ones({c.dModel}));
+        lnBias_ = param("ln_bias", torch::zeros({c.dModel}));
+        head_ = param("head_weight", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
     }
-    torch::Tensor forward(const torch::Tensor& x) override {  // (B, T, C) -> (B, T, V)
-        return torch::linear(torch::layer_norm(x, {x.size(2)}, lnWeight_, lnBias_), head_);
+    // (B, T, C) -> (B, T, V), or this rank's columns of the vocabulary in a split stage.
+    torch::Tensor forward(const torch::Tensor& x) override {
+        return torch::linear(copyToSlices(torch::layer_norm(x, {x.size(2)}, lnWeight_, lnBias_), *slice_), head_);
     }
     const char* kind() const override { return "output"; }
 
 private:
+    SliceHandle slice_;
     torch::Tensor lnWeight_, lnBias_, head_;
 };
 
 }  // namespace
 
-Layer buildLayer(const ModelConfig& config, std::uint32_t index) {
+Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+    if (!slice) slice = std::make_shared<TensorSlice>();
     // A generator seeded from (seed, index) alone, held for the construction:
     // the weights do not depend on which rank builds the layer, or in which order.
     torch::manual_seed(data::mix64(config.seed ^ data::mix64(0x6c61796572ull + index)));
-    if (index == 0) return std::make_shared<EmbeddingLayer>(config);
-    if (index == config.numLayers() - 1) return std::make_shared<OutputLayer>(config);
-    return std::make_shared<TransformerBlock>(config);
+    if (index == 0) return std::make_shared<EmbeddingLayer>(config, std::move(slice));
+    if (index == config.numLayers() - 1) return std::make_shared<OutputLayer>(config, std::move(slice));
+    return std::make_shared<TransformerBlock>(config, index, std::move(slice));
 }
 
-Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::uint32_t last) : config_(config), first_(first) {
+Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::uint32_t last, SliceHandle slice)
+    : config_(config), first_(first), slice_(slice ? std::move(slice) : std::make_shared<TensorSlice>()) {
     last = std::min(last, config.numLayers());
-    for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i));
+    for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i, slice_));
 }
 
-Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers)
-    : config_(config), first_(first), layers_(std::move(layers)) {}
+Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice)
+    : config_(config), first_(first), layers_(std::move(layers)),
+      slice_(slice ? std::move(slice) : std::make_shared<TensorSlice>()) {}
+
+torch::Tensor Gpt::lossSum(const torch::Tensor& logits, const torch::Tensor& targets) const {
+    if (!slice_->split()) return crossEntropySum(logits, targets);
+    return vocabParallelCrossEntropySum(logits, targets, unitRange(config_.vocabSize, slice_->width, slice_->rank).first,
+                                        *slice_);
+}
 
 torch::Tensor Gpt::forward(torch::Tensor x) {
     for (auto& layer : layers_) x = layer->forward(x);

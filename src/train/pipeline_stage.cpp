@@ -109,7 +109,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         }
         if (role_.last()) {
             const auto targets = tokensOf(batch, local, b).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
-            output = model::crossEntropySum(output, targets);
+            output = model_.lossSum(output, targets);
             if (!slot.layerOutputs.empty()) slot.layerOutputs.back() = output;
         }
     }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kiln/model/model_config.hpp"
+#include "kiln/model/tensor_parallel.hpp"
 
 #include <torch/torch.h>
 
@@ -25,16 +26,18 @@ public:
 };
 using Layer = std::shared_ptr<LayerImpl>;
 
-// Builds layer `index`. Its initial weights depend only on (config.seed, index):
-// any rank that builds layer i gets the same tensors.
-Layer buildLayer(const ModelConfig& config, std::uint32_t index);
+// Builds layer `index` (its shard for `slice`; whole without one). Its
+// initial weights depend only on (config.seed, index): any rank that builds
+// layer i gets the same tensors, or the same shard of them.
+Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice = {});
 
 class Gpt {
 public:
-    // Builds layers [first, last) of the model (all by default).
-    explicit Gpt(const ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u);
-    // Layers first, first + 1, ... given (already built, e.g. moved from another Gpt).
-    Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers);
+    // Builds layers [first, last) of the model (all by default), whole or
+    // this rank's shards of a tensor-parallel stage (`slice`).
+    explicit Gpt(const ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u, SliceHandle slice = {});
+    // Layers first, first + 1, ... given (already built for `slice`, e.g. moved from another Gpt).
+    Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice = {});
 
     const ModelConfig& config() const { return config_; }
     std::uint32_t firstLayer() const { return first_; }
@@ -45,6 +48,11 @@ public:
     bool holds(std::uint32_t index) const { return index >= first_ && index < first_ + numLayers(); }
     // Runs all built layers in order.
     torch::Tensor forward(torch::Tensor x);
+    // The summed cross-entropy of the output layer's logits (split over the
+    // vocabulary in a tensor-parallel stage: the stage's ranks compute it together).
+    torch::Tensor lossSum(const torch::Tensor& logits, const torch::Tensor& targets) const;
+    TensorSlice& slice() const { return *slice_; }
+    const SliceHandle& sliceHandle() const { return slice_; }
     void to(torch::Device device, torch::Dtype dtype = torch::kFloat32);
     std::vector<torch::Tensor> parameters();
     // The .grad() of every parameter that has one (sharing their storage).
@@ -54,6 +62,7 @@ private:
     ModelConfig config_;
     std::uint32_t first_ = 0;
     std::vector<Layer> layers_;
+    SliceHandle slice_;
 };
 
 // Mean cross-entropy would depend on how a batch is split; this is the sum.

@@ -1,0 +1,50 @@
+#include "kiln/model/shard_spec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::model {
+
+UnitRange unitRange(std::int64_t units, std::int64_t parts, std::int64_t index) {
+    return {index * units / parts, (index + 1) * units / parts};
+}
+
+std::vector<ShardSpec> shardSpecs(const ModelConfig& c, std::uint32_t layer) {
+    const std::int64_t V = c.vocabSize, heads = c.heads, hd = c.dModel / c.heads, H = std::int64_t{c.mlpRatio} * c.dModel;
+    const ShardSpec whole;
+    if (layer == 0) return {{0, 1, V, 1}, whole};  // token rows by vocabulary; positions whole
+    if (layer == c.numLayers() - 1) return {whole, whole, {0, 1, V, 1}};  // norm whole; head rows by vocabulary
+    const ShardSpec qkv{0, 3, heads, hd}, byHeadColumns{1, 1, heads, hd}, neurons{0, 1, H, 1}, neuronColumns{1, 1, H, 1};
+    // ln1, qkv, proj (rows of the sum: bias whole), ln2, fc, out (rows of the sum: bias whole).
+    return {whole, whole, qkv, {0, 3, heads, hd}, byHeadColumns, whole, whole, whole, neurons, neurons, neuronColumns, whole};
+}
+
+std::vector<std::int64_t> shardShape(std::vector<std::int64_t> shape, const ShardSpec& spec, std::int64_t width,
+                                     std::int64_t index) {
+    if (!spec.replicated())
+        shape[static_cast<std::size_t>(spec.dim)] = spec.groups * unitRange(spec.units, width, index).count() * spec.unitSize;
+    return shape;
+}
+
+std::uint64_t parametersPerRank(const ModelConfig& config, std::uint32_t layer, std::uint32_t width) {
+    const auto shapes = config.parameterShapes(layer);
+    const auto specs = shardSpecs(config, layer);
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+        std::uint64_t n = 1;
+        // The last part is the largest (unitRange rounds the first ones down).
+        for (auto d : shardShape(shapes[k].second, specs[k], width, width - 1)) n *= static_cast<std::uint64_t>(d);
+        total += n;
+    }
+    return total;
+}
+
+std::string widthProblem(const ModelConfig& config, std::uint32_t width) {
+    if (width <= 1 || config.heads >= width) return "";
+    return fmt::format("a stage {} ranks wide splits the attention heads among its ranks, but the model has only {} "
+                       "(model.heads)",
+                       width, config.heads);
+}
+
+}  // namespace kiln::model

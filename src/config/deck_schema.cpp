@@ -108,6 +108,11 @@ const std::vector<KeySpec>& deckSchema() {
              if (std::regex_search(text, zero)) return "node and microbatch counts must be at least 1";
              return "";
          }},
+        {"plan.stage_width", KeyType::Integer, "0",
+         "Ranks of one node that each pipeline stage spans (tensor parallelism: the stage's layers are split among "
+         "them, Megatron-LM style). Must divide cluster.ranks_per_node. 0: the planner chooses, per pipeline "
+         "template, the width with the shortest step that fits in memory.",
+         atLeast(0)},
         {"plan.memory_gb", KeyType::Real, "80", "Memory per rank (GB) that a stage may use.", realInRange(0.001, 1e6)},
         {"plan.intra_node_gb_s", KeyType::Real, "200",
          "Bandwidth between ranks of one node in GB/s (1e9 bytes per second): activations between the consecutive "

@@ -49,6 +49,15 @@ std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t
     return 4 * (BT * (7 * C + 2 * H) + 2 * microBatch * c.heads * std::uint64_t(c.seqLen) * c.seqLen);
 }
 
+double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer) {
+    if (layer == 0) return 0.0;  // the embedding's output is whole on every rank of a stage
+    const double BT = c.seqLen, C = c.dModel, V = c.vocabSize, H = double(c.mlpRatio) * c.dModel;
+    if (layer == c.numLayers() - 1) return 2 * BT * V / (BT * C * 2 + 2 * BT * V);  // the logits and softmax are split
+    // All but the two norms' inputs are split (heads or neurons).
+    const double all = BT * (7 * C + 2 * H) + 2.0 * c.heads * BT * c.seqLen;
+    return (all - 2 * BT * C) / all;
+}
+
 ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBatch, double tflops) {
     ModelProfile p{c, microBatch, fmt::format("synthetic {} TFLOP/s", tflops), {}};
     const double tokens = double(microBatch) * c.seqLen;

@@ -6,24 +6,48 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <sstream>
 
 namespace kiln::plan {
 
-int Layout::primaryHolder(std::uint32_t layer) const {
+std::vector<int> LayerSegment::holdersOfAtom(std::uint32_t atom, std::uint32_t atoms) const {
+    std::vector<int> out;
+    std::size_t first = 0;
+    for (std::uint32_t w : widths) {
+        out.push_back(holders.at(first + atom / (atoms / w)));
+        first += w;
+    }
+    return out;
+}
+
+int Layout::primaryHolder(std::uint32_t layer) const { return primaryHolders(layer).front(); }
+
+std::vector<int> Layout::primaryHolders(std::uint32_t layer) const {
     for (const auto& s : segments)
-        if (layer >= s.firstLayer && layer < s.endLayer) return s.holders.front();
+        if (layer >= s.firstLayer && layer < s.endLayer)
+            return {s.holders.begin(), s.holders.begin() + (s.widths.empty() ? 1 : s.widths.front())};
     throw Error(fmt::format("layer {} has no holder in this layout", layer), ErrorScope::AllRanks);
+}
+
+std::uint32_t Layout::atoms() const {
+    std::uint32_t atoms = 1;
+    for (const auto& p : pipelines) atoms = std::lcm(atoms, p.width);
+    return atoms;
 }
 
 std::string Layout::describe() const {
     std::vector<std::string> nodes, stages;
+    bool split = false;
     for (const auto& p : pipelines) {
         nodes.push_back(std::to_string(p.nodes));
-        stages.push_back(std::to_string(p.ranks.size()));
+        split = split || p.width > 1;
     }
-    const bool one = pipelines.size() == 1 && pipelines[0].ranks.size() == 1;
+    for (const auto& p : pipelines)
+        stages.push_back(split ? fmt::format("{}x{}", p.stages(), p.width) : std::to_string(p.stages()));
+    if (split) return fmt::format("{} ({} stages x ranks)", fmt::join(nodes, "+"), fmt::join(stages, "+"));
+    const bool one = pipelines.size() == 1 && pipelines[0].stages() == 1;
     return fmt::format("{} ({} stage{})", fmt::join(nodes, "+"), fmt::join(stages, "+"), one ? "" : "s");
 }
 
@@ -55,9 +79,9 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
     std::vector<Position> positions;
     for (const auto& share : inst.pipelines) {
         const PipelineTemplate* t = templates.forNodes(share.nodes);
-        const std::uint32_t g = t->ranksPerNode;
+        const std::uint32_t spn = t->stagesPerNode();
         for (std::uint32_t k = 0; k < share.nodes; ++k)
-            positions.push_back({t, k, prefix[t->stages[(k + 1) * g - 1].endLayer] - prefix[t->stages[k * g].firstLayer]});
+            positions.push_back({t, k, prefix[t->stages[(k + 1) * spn - 1].endLayer] - prefix[t->stages[k * spn].firstLayer]});
     }
     std::vector<std::size_t> serve(positions.size());
     for (std::size_t i = 0; i < serve.size(); ++i) serve[i] = i;
@@ -73,8 +97,9 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
         for (std::size_t n = 0; n < nodes; ++n) {
             if (taken[n]) continue;
             double cost = 0.0, surplus = 0.0;
+            // (A rank that holds a shard of a layer counts as holding it: an estimate.)
             for (std::uint32_t r = 0; r < g; ++r) {
-                const auto& stage = t->stages[k * g + r];
+                const auto& stage = t->stages[k * t->stagesPerNode() + r / t->width];
                 const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
                 cost += missingBytes(prefix, stage.firstLayer, stage.endLayer, held);
                 if (held.first < held.end) surplus += missingBytes(prefix, held.first, held.end, {stage.firstLayer, stage.endLayer});
@@ -143,6 +168,7 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
                         ErrorScope::AllRanks);
         PipelinePlacement p;
         p.nodes = share.nodes;
+        p.width = t->width;
         p.firstMicrobatch = nextMicrobatch;
         p.microbatches = share.microbatches;
         p.predictedStepTime = share.stepTime;
@@ -160,17 +186,20 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
         p.cuts.push_back(t->stages.back().endLayer);
         layout.layers = p.cuts.back();
         const int index = static_cast<int>(layout.pipelines.size());
-        const auto S = static_cast<std::uint32_t>(p.ranks.size());
-        for (std::uint32_t s = 0; s < S; ++s) {
-            RankRole& role = layout.roles[static_cast<std::size_t>(p.ranks[s])];
-            role.pipeline = index;
-            role.stage = s;
-            role.stages = S;
-            role.firstLayer = p.cuts[s];
-            role.endLayer = p.cuts[s + 1];
-            role.previous = s > 0 ? p.ranks[s - 1] : -1;
-            role.next = s + 1 < S ? p.ranks[s + 1] : -1;
-        }
+        const std::uint32_t S = p.stages(), w = p.width;
+        for (std::uint32_t s = 0; s < S; ++s)
+            for (std::uint32_t slot = 0; slot < w; ++slot) {
+                RankRole& role = layout.roles[static_cast<std::size_t>(p.ranks[s * w + slot])];
+                role.pipeline = index;
+                role.stage = s;
+                role.stages = S;
+                role.firstLayer = p.cuts[s];
+                role.endLayer = p.cuts[s + 1];
+                role.slot = slot;
+                role.width = w;
+                role.previous = s > 0 ? p.ranks[(s - 1) * w + slot] : -1;
+                role.next = s + 1 < S ? p.ranks[(s + 1) * w + slot] : -1;
+            }
         layout.pipelines.push_back(std::move(p));
     }
     for (; nextNode < ranksOfNode.size(); ++nextNode) layout.idleNodes.push_back(nodeIds[nextNode]);
@@ -178,10 +207,12 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
     std::set<std::uint32_t> cuts;
     for (const auto& p : layout.pipelines) cuts.insert(p.cuts.begin(), p.cuts.end());
     for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
-        LayerSegment segment{*it, *std::next(it), {}};
+        LayerSegment segment{*it, *std::next(it), {}, {}};
         for (const auto& p : layout.pipelines) {
             const auto s = std::upper_bound(p.cuts.begin(), p.cuts.end(), segment.firstLayer) - p.cuts.begin() - 1;
-            segment.holders.push_back(p.ranks[static_cast<std::size_t>(s)]);
+            const auto stage = p.stageRanks(static_cast<std::uint32_t>(s));
+            segment.holders.insert(segment.holders.end(), stage.begin(), stage.end());
+            segment.widths.push_back(p.width);
         }
         layout.segments.push_back(std::move(segment));
     }

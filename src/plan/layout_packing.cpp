@@ -6,6 +6,7 @@ void packLayout(const Layout& layout, RowWriter& out) {
     out.put(layout.pipelines.size());
     for (const auto& p : layout.pipelines) {
         out.put(p.nodes);
+        out.put(p.width);
         out.putAll(p.nodeIds);
         out.putAll(p.ranks);
         out.putAll(p.cuts);
@@ -21,6 +22,8 @@ void packLayout(const Layout& layout, RowWriter& out) {
         out.put(r.stages);
         out.put(r.firstLayer);
         out.put(r.endLayer);
+        out.put(r.slot);
+        out.put(r.width);
         out.put(r.previous);
         out.put(r.next);
     }
@@ -29,6 +32,7 @@ void packLayout(const Layout& layout, RowWriter& out) {
         out.put(s.firstLayer);
         out.put(s.endLayer);
         out.putAll(s.holders);
+        out.putAll(s.widths);
     }
     out.put(layout.microBatch);
     out.put(layout.globalBatch);
@@ -40,6 +44,7 @@ Layout unpackLayout(RowReader& in) {
     layout.pipelines.resize(in.get<std::size_t>());
     for (auto& p : layout.pipelines) {
         p.nodes = in.get<std::uint32_t>();
+        p.width = in.get<std::uint32_t>();
         p.nodeIds = in.getAll<int>();
         p.ranks = in.getAll<int>();
         p.cuts = in.getAll<std::uint32_t>();
@@ -55,6 +60,8 @@ Layout unpackLayout(RowReader& in) {
         r.stages = in.get<std::uint32_t>();
         r.firstLayer = in.get<std::uint32_t>();
         r.endLayer = in.get<std::uint32_t>();
+        r.slot = in.get<std::uint32_t>();
+        r.width = in.get<std::uint32_t>();
         r.previous = in.get<int>();
         r.next = in.get<int>();
     }
@@ -63,6 +70,7 @@ Layout unpackLayout(RowReader& in) {
         s.firstLayer = in.get<std::uint32_t>();
         s.endLayer = in.get<std::uint32_t>();
         s.holders = in.getAll<int>();
+        s.widths = in.getAll<std::uint32_t>();
     }
     layout.microBatch = in.get<std::uint64_t>();
     layout.globalBatch = in.get<std::uint64_t>();

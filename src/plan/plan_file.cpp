@@ -14,7 +14,7 @@ namespace h5 = io::h5;
 namespace {
 
 struct TemplateRow {
-    std::uint32_t nodes, stages, ranksPerNode;
+    std::uint32_t nodes, stages, ranksPerNode, width;
     std::uint64_t referenceMicrobatches;
     double bottleneck, fillDrain, sync;
 };
@@ -33,6 +33,7 @@ h5::Handle templateType() {
     KILN_H5(H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "ranks_per_node", HOFFSET(TemplateRow, ranksPerNode), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "stage_width", HOFFSET(TemplateRow, width), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64), "plan");
     KILN_H5(H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE), "plan");
     KILN_H5(H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE), "plan");
@@ -74,10 +75,10 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
         const auto& t = set.templates[i];
         const auto n = static_cast<std::uint32_t>(set.minNodes + i);
         if (t.nodes == 0) {
-            templates.push_back({n, 0, 0, 0, 0.0, 0.0, 0.0});
+            templates.push_back({n, 0, 0, 0, 0, 0.0, 0.0, 0.0});
             continue;
         }
-        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.ranksPerNode, t.referenceMicrobatches, t.bottleneck(),
+        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.ranksPerNode, t.width, t.referenceMicrobatches, t.bottleneck(),
                              t.latency(), t.sync()});
         for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
             const auto& st = t.stages[s];
@@ -91,7 +92,7 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
     {
         h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
         h5::writeAttribute(file, "format", std::string("kiln-plan"));
-        h5::writeAttribute(file, "format_version", std::int64_t{2});
+        h5::writeAttribute(file, "format_version", std::int64_t{3});
         h5::writeAttribute(file, "nodes", std::uint64_t{nodes});
         h5::writeAttribute(file, "f", std::uint64_t{f});
         h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
@@ -117,8 +118,8 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
     h5::LibraryLock lock(h5::libraryMutex());
     if (!h5::hasAttribute(file, "format") || h5::readStringAttribute(file, "format", path) != "kiln-plan")
         throw InputError(fmt::format("{}: not a kiln plan (write one with kiln plan DECK --out FILE)", path));
-    if (h5::readIntAttribute(file, "format_version", path) != 2)
-        throw InputError(fmt::format("{}: plan format version {}, this kiln reads 2 (one stage per rank); write it again "
+    if (h5::readIntAttribute(file, "format_version", path) != 3)
+        throw InputError(fmt::format("{}: plan format version {}, this kiln reads 3 (stages of any width); write it again "
                                      "with kiln plan DECK --out FILE",
                                      path, h5::readIntAttribute(file, "format_version", path)));
     set = TemplateSet{};
@@ -135,6 +136,7 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
         if (row.stages > 0) {
             t.nodes = row.nodes;
             t.ranksPerNode = row.ranksPerNode;
+            t.width = row.width;
             t.referenceMicrobatches = row.referenceMicrobatches;
             for (const auto& s : stages)
                 if (s.templateNodes == row.nodes) t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes});

@@ -108,7 +108,7 @@ std::string describeStages(const PipelineTemplate& t) {
     for (std::size_t s = 0; s < t.stages.size(); ++s) {
         const auto& stage = t.stages[s];
         // '|' between stages of one node, '||' where the pipeline goes to the next node.
-        if (s > 0) out += s % t.ranksPerNode == 0 ? " || " : " | ";
+        if (s > 0) out += s % t.stagesPerNode() == 0 ? " || " : " | ";
         out += stage.endLayer - stage.firstLayer == 1 ? fmt::format("{}", stage.firstLayer)
                                                       : fmt::format("{}-{}", stage.firstLayer, stage.endLayer - 1);
     }
@@ -117,11 +117,11 @@ std::string describeStages(const PipelineTemplate& t) {
 
 std::string describeTemplates(const RunPlan& plan, bool all) {
     const auto& set = plan.templates;
-    std::string out = fmt::format("templates for {}..{} nodes (f = {}), {} stage{} per node, planned in {:.3f} s:\n",
+    std::string out = fmt::format("templates for {}..{} nodes (f = {}), {} rank{} per node, planned in {:.3f} s:\n",
                                   set.minNodes, set.maxNodes, plan.f, plan.cluster.ranksPerNode,
                                   plan.cluster.ranksPerNode == 1 ? "" : "s", plan.templateSeconds);
-    out += fmt::format("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  layers per stage (| next rank, || next node)\n",
-                       "nodes", "stages", "microbatches", "bottleneck", "fill+drain", "step time");
+    out += fmt::format("  {:>5} {:>6} {:>5} {:>13} {:>11} {:>12} {:>12} {:>10}  layers per stage (| next stage, || next node)\n",
+                       "nodes", "stages", "width", "microbatches", "bottleneck", "fill+drain", "step time", "memory");
     const std::size_t count = set.templates.size();
     for (std::size_t i = 0; i < count; ++i) {
         if (!all && count > 12 && i >= 6 && i + 6 < count) {
@@ -133,9 +133,11 @@ std::string describeTemplates(const RunPlan& plan, bool all) {
             out += fmt::format("  {:>5}  no pipeline of this length fits in memory\n", set.minNodes + i);
             continue;
         }
-        out += fmt::format("  {:>5} {:>6} {:>13} {:>11} {:>12} {:>12}  {}\n", t.nodes, t.stages.size(),
-                           t.referenceMicrobatches, seconds(t.bottleneck()), seconds(t.latency()),
-                           seconds(t.stepTime(t.referenceMicrobatches)), describeStages(t));
+        double memory = 0.0;
+        for (const auto& stage : t.stages) memory = std::max(memory, stage.memory);
+        out += fmt::format("  {:>5} {:>6} {:>5} {:>13} {:>11} {:>12} {:>12} {:>7.3g} GB  {}\n", t.nodes, t.stages.size(),
+                           t.width, t.referenceMicrobatches, seconds(t.bottleneck()), seconds(t.latency()),
+                           seconds(t.stepTime(t.referenceMicrobatches)), memory / 1e9, describeStages(t));
     }
     return out;
 }
@@ -147,11 +149,12 @@ std::string describeInstantiation(const TemplateSet& set, const Instantiation& i
                                   inst.pipelines.size(), inst.pipelines.size() == 1 ? "" : "s", inst.nodesUsed,
                                   inst.nodesUsed == 1 ? "" : "s", inst.nodesIdle, seconds(inst.stepTime),
                                   double(microbatches * microBatch) / inst.stepTime);
-    out += fmt::format("  {:>8} {:>6} {:>7} {:>13} {:>12}\n", "pipeline", "nodes", "stages", "microbatches", "step time");
+    out += fmt::format("  {:>8} {:>6} {:>7} {:>5} {:>13} {:>12}\n", "pipeline", "nodes", "stages", "width", "microbatches",
+                       "step time");
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
         const auto* t = set.forNodes(inst.pipelines[p].nodes);
-        out += fmt::format("  {:>8} {:>6} {:>7} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, t ? t->stages.size() : 0,
-                           inst.pipelines[p].microbatches, seconds(inst.pipelines[p].stepTime));
+        out += fmt::format("  {:>8} {:>6} {:>7} {:>5} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, t ? t->stages.size() : 0,
+                           t ? t->width : 0, inst.pipelines[p].microbatches, seconds(inst.pipelines[p].stepTime));
     }
     return out;
 }

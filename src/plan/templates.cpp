@@ -1,6 +1,7 @@
 #include "kiln/plan/templates.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/model/shard_spec.hpp"
 
 #include <fmt/format.h>
 
@@ -24,48 +25,74 @@ Link linkAfter(std::uint32_t position, std::uint32_t stages, std::uint32_t g) {
     return (position + 1) % g == 0 ? Link::Inter : Link::Intra;
 }
 
-// Prefix sums of a profile and the cost model's terms for a layer range.
+// Prefix sums of a profile and the cost model's terms for a layer range, for
+// stages `width` ranks wide (tensor parallelism inside a node, see
+// shard_spec.hpp): each rank computes 1/width of the stage's layers, holds
+// its share of their parameters and of their split activations, and the
+// stage sums partial results over the node's links, each sum a ring
+// all-reduce of a layer's output moving 2 (w - 1) / w of its bytes: per
+// microbatch four in a block (two forward, two backward), one in the
+// embedding and in the output layer.
 class CostModel {
 public:
-    CostModel(const ModelProfile& p, const ClusterSpec& c) : cluster_(c), layers_(p.layers.size()) {
+    CostModel(const ModelProfile& p, const ClusterSpec& c, std::uint32_t width)
+        : cluster_(c), layers_(p.layers.size()), width_(width) {
         compute_.assign(layers_ + 1, 0.0);
         params_.assign(layers_ + 1, 0.0);
+        rankParams_.assign(layers_ + 1, 0.0);
         activations_.assign(layers_ + 1, 0.0);
+        const double w = width;
         for (std::size_t i = 0; i < layers_; ++i) {
-            compute_[i + 1] = compute_[i] + p.layers[i].forwardSeconds + p.layers[i].backwardSeconds;
-            params_[i + 1] = params_[i] + double(p.layers[i].paramBytes);
-            activations_[i + 1] = activations_[i] + double(p.layers[i].activationBytes);
-            output_.push_back(double(p.layers[i].outputBytes));
+            const auto& layer = p.layers[i];
+            const auto index = static_cast<std::uint32_t>(i);
+            const bool known = p.model.numLayers() == layers_;  // the profile's model (always, but for hand-made ones)
+            const double sums = width == 1 ? 0.0 : (layer.kind == "block" ? 4.0 : 1.0);
+            const double sumBytes = layer.kind == "output" ? double(layer.outputBytes) / std::max(1.0, double(p.model.vocabSize)) *
+                                                                 p.model.dModel
+                                                           : double(layer.outputBytes);
+            const double tensorSums = sums * 2.0 * (w - 1.0) / w * sumBytes / c.intraBandwidth;
+            compute_[i + 1] = compute_[i] + (layer.forwardSeconds + layer.backwardSeconds) / w + tensorSums;
+            params_[i + 1] = params_[i] + double(layer.paramBytes);
+            const double paramShare = known && width > 1 ? double(model::parametersPerRank(p.model, index, width)) /
+                                                               double(p.model.parametersOf(index))
+                                                         : 1.0;
+            rankParams_[i + 1] = rankParams_[i] + double(layer.paramBytes) * paramShare;
+            const double split = known && width > 1 ? splitActivationShare(p.model, index) : 0.0;
+            activations_[i + 1] = activations_[i] + double(layer.activationBytes) * (1.0 - split + split / w);
+            output_.push_back(double(layer.outputBytes));
         }
     }
 
     std::uint32_t layers() const { return static_cast<std::uint32_t>(layers_); }
-    std::uint32_t ranksPerNode() const { return cluster_.ranksPerNode; }
+    std::uint32_t width() const { return width_; }
+    std::uint32_t stagesPerNode() const { return std::max<std::uint32_t>(cluster_.ranksPerNode, 1) / width_; }
     double stageTime(std::uint32_t a, std::uint32_t b, Link link) const {
         const double compute = compute_[b] - compute_[a];
         if (link == Link::None) return compute;
         return compute + 2.0 * output_[b - 1] / (link == Link::Intra ? cluster_.intraBandwidth : cluster_.interBandwidth);
     }
     // Once per step, this stage's gradients summed with the other replicas
-    // (a ring all-reduce moves about twice the bytes through the node's link).
+    // (a ring all-reduce moves about twice the bytes through the node's link;
+    // a stage's ranks each sum their share, together the stage's bytes).
     double sync(std::uint32_t a, std::uint32_t b) const { return 2.0 * (params_[b] - params_[a]) / cluster_.interBandwidth; }
-    // Bytes on the stage's rank with `inFlight` microbatches' activations kept:
+    // Bytes on one of the stage's ranks with `inFlight` microbatches' activations kept:
     // weights, gradients, both AdamW moments, activations.
     double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return 4.0 * (params_[b] - params_[a]) + double(inFlight) * (activations_[b] - activations_[a]);
+        return 4.0 * (rankParams_[b] - rankParams_[a]) + double(inFlight) * (activations_[b] - activations_[a]);
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
         return memory(a, b, inFlight) <= cluster_.memoryPerRank;
     }
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
-        return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), params_[b] - params_[a],
+        return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
                 activations_[b] - activations_[a]};
     }
 
 private:
     ClusterSpec cluster_;
     std::size_t layers_;
-    std::vector<double> compute_, params_, activations_, output_;
+    std::uint32_t width_;
+    std::vector<double> compute_, params_, rankParams_, activations_, output_;
 };
 
 // Suffix dynamic programme over layer boundaries for a pipeline of S stages:
@@ -82,7 +109,7 @@ std::vector<std::vector<double>> suffixProgramme(const CostModel& cost, std::uin
     value[0][L] = 0.0;
     for (std::uint32_t k = 1; k <= S; ++k) {
         const std::uint64_t inFlight = std::min<std::uint64_t>(k, m);
-        const Link link = linkAfter(S - k, S, cost.ranksPerNode());
+        const Link link = linkAfter(S - k, S, cost.stagesPerNode());
         for (std::uint32_t i = 0; i + k <= L; ++i) {
             // The stage [i, j) leaves k - 1 stages for [j, L), so j <= L - (k - 1).
             for (std::uint32_t j = i + 1; j + (k - 1) <= L; ++j) {
@@ -105,25 +132,26 @@ PipelineTemplate rebuild(const CostModel& cost, const std::vector<std::vector<st
                          std::uint64_t m) {
     PipelineTemplate t;
     t.nodes = n;
-    t.ranksPerNode = cost.ranksPerNode();
+    t.ranksPerNode = cost.stagesPerNode() * cost.width();
+    t.width = cost.width();
     t.referenceMicrobatches = m;
-    const std::uint32_t S = n * cost.ranksPerNode();
+    const std::uint32_t S = n * cost.stagesPerNode();
     std::uint32_t i = 0;
     for (std::uint32_t k = S; k >= 1; --k) {
         const std::uint32_t j = cut[k][i];
-        t.stages.push_back(cost.stage(i, j, linkAfter(S - k, S, cost.ranksPerNode()), std::min<std::uint64_t>(k, m)));
+        t.stages.push_back(cost.stage(i, j, linkAfter(S - k, S, cost.stagesPerNode()), std::min<std::uint64_t>(k, m)));
         i = j;
     }
     return t;
 }
 
-// The exact optimum of T(m) = sum t + (m - 1) max t for the n * g stages of
+// The exact optimum of T(m) = sum t + (m - 1) max t for the n * g / w stages of
 // n nodes: for each candidate bottleneck B (a stage time that can occur), the
 // smallest sum with every stage at most B; candidates in increasing order
 // until (m - 1) B + (the smallest sum of all) can no longer beat the best found.
 bool bestTemplate(const CostModel& cost, std::uint32_t n, std::uint64_t m, const std::vector<double>& candidates,
                   PipelineTemplate& best) {
-    const std::uint32_t S = n * cost.ranksPerNode();
+    const std::uint32_t S = n * cost.stagesPerNode();
     if (S > cost.layers()) return false;
     std::vector<std::vector<std::uint32_t>> cut;
     const auto maxOf = [](double t, double rest) { return std::max(t, rest); };
@@ -177,7 +205,7 @@ double PipelineTemplate::pipelineTime(std::uint64_t microbatches) const {
 double PipelineTemplate::sync() const {
     if (sync_ < 0) {
         sync_ = 0.0;
-        const std::size_t g = std::max<std::uint32_t>(ranksPerNode, 1);
+        const std::size_t g = stagesPerNode();
         for (std::size_t first = 0; first < stages.size(); first += g) {
             double node = 0.0;
             for (std::size_t s = first; s < std::min(first + g, stages.size()); ++s) node += stages[s].sync;
@@ -196,40 +224,93 @@ const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n) const {
     return &templates[n - minNodes];
 }
 
-TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
-                          std::uint64_t globalMicrobatches) {
-    const CostModel cost(profile, cluster);
-    const std::uint32_t L = cost.layers(), g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
-    if (L < g)
-        throw InputError(fmt::format(
-            "a node's {} ranks each hold at least one stage, but the model has only {} layers (model.blocks = {} plus "
-            "the embedding and the output layer)\n  Use model.blocks >= {}, or fewer ranks per node "
-            "(cluster.ranks_per_node).",
-            g, L, L - 2, g - 2));
+namespace {
+
+// The widths a stage may have: the pinned one, or every divisor of a node's
+// ranks that leaves each rank at least one attention head.
+std::vector<std::uint32_t> stageWidths(const ModelProfile& profile, const ClusterSpec& cluster) {
+    const std::uint32_t g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
+    if (cluster.stageWidth > 0) {
+        if (g % cluster.stageWidth != 0)
+            throw InputError(fmt::format("plan.stage_width = {} does not divide a node's {} ranks "
+                                         "(cluster.ranks_per_node): a stage spans ranks of one node and every rank is in "
+                                         "one stage\n  Use a divisor of {}, or 0 to let the planner choose.",
+                                         cluster.stageWidth, g, g));
+        if (const auto why = model::widthProblem(profile.model, cluster.stageWidth); !why.empty())
+            throw InputError(fmt::format("plan.stage_width = {}: {}\n  Use a smaller width, or 0 to let the planner choose.",
+                                         cluster.stageWidth, why));
+        return {cluster.stageWidth};
+    }
+    std::vector<std::uint32_t> widths;
+    for (std::uint32_t w = 1; w <= g; ++w)
+        if (g % w == 0 && model::widthProblem(profile.model, w).empty()) widths.push_back(w);
+    return widths;
+}
+
+// A stage-time candidate list per width (the bottlenecks bestTemplate tries).
+std::vector<double> bottleneckCandidates(const CostModel& cost) {
+    const std::uint32_t L = cost.layers();
     std::vector<double> candidates;
     for (std::uint32_t a = 0; a < L; ++a)
         for (std::uint32_t b = a + 1; b <= L; ++b)
             for (Link link : {Link::None, Link::Intra, Link::Inter}) candidates.push_back(cost.stageTime(a, b, link));
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    return candidates;
+}
+
+}  // namespace
+
+TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
+                          std::uint64_t globalMicrobatches) {
+    const std::uint32_t L = static_cast<std::uint32_t>(profile.layers.size()), g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
+    const auto widths = stageWidths(profile, cluster);
+    const std::uint32_t widest = widths.back();
+    if (L < g / widest)
+        throw InputError(fmt::format(
+            "a node's {} ranks hold at least {} stage{} ({} rank{} wide), but the model has only {} layers (model.blocks "
+            "= {} plus the embedding and the output layer)\n  Use model.blocks >= {}, wider stages (plan.stage_width), "
+            "or fewer ranks per node (cluster.ranks_per_node).",
+            g, g / widest, g / widest == 1 ? "" : "s", widest, widest == 1 ? "" : "s", L, L - 2, g / widest - 2));
+    std::vector<CostModel> costs;
+    std::vector<std::vector<double>> candidates;
+    for (std::uint32_t w : widths) {
+        costs.emplace_back(profile, cluster, w);
+        candidates.push_back(bottleneckCandidates(costs.back()));
+    }
+    // The fastest pipeline of n nodes over every width (pipeline time with
+    // its reference microbatches; the gradient sums do not depend on the width).
+    const auto bestOfWidths = [&](std::uint32_t n, PipelineTemplate& best) {
+        const std::uint64_t m = referenceMicrobatches(n, cluster, globalMicrobatches);
+        bool found = false;
+        for (std::size_t k = 0; k < costs.size(); ++k) {
+            PipelineTemplate t;
+            if (!bestTemplate(costs[k], n, m, candidates[k], t)) continue;
+            if (!found || t.pipelineTime(m) < best.pipelineTime(m)) best = std::move(t);
+            found = true;
+        }
+        return found;
+    };
 
     TemplateSet set;
     set.memoryPerRank = cluster.memoryPerRank;
-    const std::uint32_t upper = std::min(L / g, cluster.nodes);
+    const std::uint32_t upper = std::min(L / (g / widest), cluster.nodes);
     std::uint32_t n = 1;
     PipelineTemplate t;
     for (; n <= upper; ++n)
-        if (bestTemplate(cost, n, referenceMicrobatches(n, cluster, globalMicrobatches), candidates, t)) break;
+        if (bestOfWidths(n, t)) break;
     if (n > upper) {
+        const CostModel& cost = costs.back();
         double largest = 0.0;
         for (std::uint32_t i = 0; i < L; ++i) largest = std::max(largest, cost.memory(i, i + 1, 1));
         throw InputError(fmt::format(
             "the model does not fit on {} node{} of {} rank{} with {:.3g} GB each: its largest layer alone needs {:.3g} GB "
-            "on a rank (weights, gradients, AdamW moments, one microbatch of activations), the whole model {:.3g} GB; "
-            "pipelines of more than {} node{} are not possible with {} layers\n  Give more memory per rank "
-            "(plan.memory_gb), more nodes, or a smaller model or micro-batch (train.micro_batch).",
+            "on a rank of a stage {} rank{} wide (weights, gradients, AdamW moments, one microbatch of activations), the "
+            "whole model {:.3g} GB; pipelines of more than {} node{} are not possible with {} layers\n  Give more memory "
+            "per rank (plan.memory_gb), more nodes, more ranks per node, or a smaller model or micro-batch "
+            "(train.micro_batch).",
             cluster.nodes, cluster.nodes == 1 ? "" : "s", g, g == 1 ? "" : "s", cluster.memoryPerRank / 1e9, largest / 1e9,
-            cost.memory(0, L, 1) / 1e9, upper, upper == 1 ? "" : "s", L));
+            widest, widest == 1 ? "" : "s", cost.memory(0, L, 1) / 1e9, upper, upper == 1 ? "" : "s", L));
     }
     set.minNodes = n;
     if (std::uint64_t(f + 1) * n > cluster.nodes)
@@ -244,7 +325,7 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
     // counts stay empty (nodes == 0) and are never instantiated.
     for (std::uint32_t k = n + 1; k <= limit; ++k) {
         PipelineTemplate next;
-        if (bestTemplate(cost, k, referenceMicrobatches(k, cluster, globalMicrobatches), candidates, next)) set.maxNodes = k;
+        if (bestOfWidths(k, next)) set.maxNodes = k;
         set.templates.push_back(std::move(next));
     }
     set.templates.resize(set.maxNodes - set.minNodes + 1);
@@ -253,8 +334,8 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
 
 PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t n,
                                     std::uint64_t m, bool& found) {
-    const CostModel cost(profile, cluster);
-    const std::uint32_t L = cost.layers(), S = n * std::max<std::uint32_t>(cluster.ranksPerNode, 1);
+    const CostModel cost(profile, cluster, std::max<std::uint32_t>(cluster.stageWidth, 1));
+    const std::uint32_t L = cost.layers(), S = n * cost.stagesPerNode();
     PipelineTemplate best;
     double bestTime = kInf;
     found = false;
@@ -267,12 +348,13 @@ PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSp
         if (k == S) {
             PipelineTemplate t;
             t.nodes = n;
-            t.ranksPerNode = cost.ranksPerNode();
+            t.ranksPerNode = cost.stagesPerNode() * cost.width();
+            t.width = cost.width();
             t.referenceMicrobatches = m;
             for (std::uint32_t s = 0; s < S; ++s) {
                 const std::uint64_t inFlight = std::min<std::uint64_t>(S - s, m);
                 if (!cost.fits(cuts[s], cuts[s + 1], inFlight)) return;
-                t.stages.push_back(cost.stage(cuts[s], cuts[s + 1], linkAfter(s, S, cost.ranksPerNode()), inFlight));
+                t.stages.push_back(cost.stage(cuts[s], cuts[s + 1], linkAfter(s, S, cost.stagesPerNode()), inFlight));
             }
             if (t.pipelineTime(m) < bestTime) {
                 bestTime = t.pipelineTime(m);

@@ -128,10 +128,24 @@ constexpr int kLayerTag = 31;
 // Pieces of a layer sent to the writer: 64 MiB of float32 (and below MPI's int count).
 constexpr std::int64_t kPieceValues = std::int64_t{16} << 20;
 
+// This rank's shard of `layer` (slot = its place among `writers`), packed: one atom of as many as writers.
+torch::Tensor shardOfLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t layer, const std::vector<int>& writers,
+                           int rank) {
+    const auto slot = static_cast<std::uint32_t>(std::find(writers.begin(), writers.end(), rank) - writers.begin());
+    const auto width = static_cast<std::uint32_t>(writers.size());
+    return packAtom(layerState(model, optimizer, layer - model.firstLayer()), model::shardSpecs(model.config(), layer),
+                    HeldShard{slot, width}, slot, width);
+}
+
+void forEachPiece(const torch::Tensor& flat, const std::function<void(const torch::Tensor&)>& visit) {
+    for (std::int64_t at = 0; at < flat.numel(); at += kPieceValues)
+        visit(flat.slice(0, at, std::min(flat.numel(), at + kPieceValues)).contiguous());
+}
+
 }  // namespace
 
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
-                                            const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
+                                            const std::vector<std::vector<int>>& writerOfLayer, const data::Cursor& cursor,
                                             const data::CursorContext& context, const std::string& deck,
                                             std::uint64_t lrDecaySteps, const std::function<void()>& beforeCommit) {
     int rank = 0, size = 1;
@@ -147,10 +161,17 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     // MPI error on this communicator, and the previous checkpoint stays `latest`.
     if (rank != 0) {
         for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
-            if (writerOfLayer.at(layer) != rank) continue;
-            forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues, [&](const torch::Tensor& piece) {
+            const auto& writers = writerOfLayer.at(layer);
+            const auto me = std::find(writers.begin(), writers.end(), rank);
+            if (me == writers.end()) continue;
+            const auto send = [&](const torch::Tensor& piece) {
                 KILN_MPI(MPI_Send(piece.data_ptr<float>(), static_cast<int>(piece.numel()), MPI_FLOAT, 0, kLayerTag, comm));
-            });
+            };
+            if (writers.size() == 1) {
+                forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues, send);
+            } else {
+                forEachPiece(shardOfLayer(model, optimizer, layer, writers, rank), send);
+            }
         }
         const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
         KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, nullptr, 0, MPI_UINT64_T, 0, comm));
@@ -182,10 +203,53 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
                 for (auto d : shape) n *= d;
                 count += n;
             }
-            // The layer arrives in pieces of at most kPieceValues, in packLayerState's order.
+            // The layer arrives in pieces of at most kPieceValues, in packLayerState's order,
+            // or, from a split stage, each slot's shard in turn (packAtom's order), put together here.
             auto flat = torch::empty({3 * count}, torch::kFloat32);
             std::int64_t filled = 0;
-            if (writerOfLayer.at(layer) == 0) {
+            const auto& writers = writerOfLayer.at(layer);
+            const auto receive = [&](int from, torch::Tensor into) {
+                std::int64_t got = 0;
+                while (got < into.numel()) {
+                    MPI_Status status;
+                    KILN_MPI(MPI_Probe(from, kLayerTag, comm, &status));
+                    int values = 0;
+                    KILN_MPI(MPI_Get_count(&status, MPI_FLOAT, &values));
+                    if (values <= 0 || got + values > into.numel())
+                        throw Error(fmt::format("{}: layer {} arrived with more than the {} values its shapes hold", ctx,
+                                                layer, into.numel()),
+                                    ErrorScope::ThisRank);
+                    KILN_MPI(MPI_Recv(into.data_ptr<float>() + got, values, MPI_FLOAT, from, kLayerTag, comm,
+                                      MPI_STATUS_IGNORE));
+                    got += values;
+                }
+                return got;
+            };
+            if (writers.size() > 1) {
+                // The whole layer's state tensors, as views of `flat`, filled shard by shard.
+                std::vector<torch::Tensor> whole;
+                std::int64_t offset = 0;
+                for (int kind = 0; kind < 3; ++kind)
+                    for (const auto& [tensorName, shape] : shapes) {
+                        std::int64_t n = 1;
+                        for (auto d : shape) n *= d;
+                        whole.push_back(flat.slice(0, offset, offset + n).view(shape));
+                        offset += n;
+                    }
+                const auto specs = model::shardSpecs(config, layer);
+                const auto width = static_cast<std::uint32_t>(writers.size());
+                for (std::uint32_t slot = 0; slot < width; ++slot) {
+                    torch::Tensor shard;
+                    if (writers[slot] == 0) {
+                        shard = shardOfLayer(model, optimizer, layer, writers, 0);
+                    } else {
+                        shard = torch::empty({atomSize(config, layer, slot, width)}, torch::kFloat32);
+                        receive(writers[slot], shard);
+                    }
+                    unpackAtom(shard, whole, specs, HeldShard{0, 1}, slot, width);
+                }
+                filled = flat.numel();
+            } else if (writers.front() == 0) {
                 if (!model.holds(layer))
                     throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
                                 ErrorScope::ThisRank);
@@ -196,19 +260,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
                                            filled += piece.numel();
                                        });
             } else {
-                while (filled < flat.numel()) {
-                    MPI_Status status;
-                    KILN_MPI(MPI_Probe(writerOfLayer[layer], kLayerTag, comm, &status));
-                    int values = 0;
-                    KILN_MPI(MPI_Get_count(&status, MPI_FLOAT, &values));
-                    if (values <= 0 || filled + values > flat.numel())
-                        throw Error(fmt::format("{}: layer {} arrived with more than the {} values its shapes hold", ctx,
-                                                layer, 3 * count),
-                                    ErrorScope::ThisRank);
-                    KILN_MPI(MPI_Recv(flat.data_ptr<float>() + filled, values, MPI_FLOAT, writerOfLayer[layer], kLayerTag,
-                                      comm, MPI_STATUS_IGNORE));
-                    filled += values;
-                }
+                filled = receive(writers.front(), flat);
             }
             if (filled != 3 * count)
                 throw Error(fmt::format("{}: layer {} has {} values, its shapes hold {}", ctx, layer, filled, 3 * count),
@@ -277,10 +329,21 @@ std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gp
         h5::Handle params(KILN_H5(H5Gopen2(g, "params", H5P_DEFAULT), ctx)), m(KILN_H5(H5Gopen2(g, "adam_m", H5P_DEFAULT), ctx)),
             v(KILN_H5(H5Gopen2(g, "adam_v", H5P_DEFAULT), ctx));
         auto named = model.layer(l).named_parameters();
+        const auto specs = model::shardSpecs(model.config(), model.firstLayer() + l);
+        const auto shapes = model.config().parameterShapes(model.firstLayer() + l);
+        const auto& slice = model.slice();
         for (std::size_t k = 0; k < named.size(); ++k) {
-            readTensor(params, named[k].key(), named[k].value(), ctx);
-            readTensor(m, named[k].key(), optimizer.firstMoments(l)[k], ctx);
-            readTensor(v, named[k].key(), optimizer.secondMoments(l)[k], ctx);
+            // A split stage reads each whole tensor and keeps its shard: checkpoints do not depend on the layout.
+            const auto read = [&](hid_t group, torch::Tensor into) {
+                if (!slice.split() || specs[k].replicated()) return readTensor(group, named[k].key(), into, ctx);
+                auto whole = torch::empty(shapes[k].second, torch::kFloat32);
+                readTensor(group, named[k].key(), whole, ctx);
+                torch::NoGradGuard noGrad;
+                into.copy_(model::shardOf(whole, specs[k], slice.width, slice.rank));
+            };
+            read(params, named[k].value());
+            read(m, optimizer.firstMoments(l)[k]);
+            read(v, optimizer.secondMoments(l)[k]);
         }
     }
     optimizer.setSteps(h5::readUintAttribute(file, "optimizer_steps", ctx));

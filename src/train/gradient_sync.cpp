@@ -1,6 +1,7 @@
 #include "kiln/train/gradient_sync.hpp"
 
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/train/layer_state.hpp"
 
 #include <algorithm>
 
@@ -11,40 +12,89 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
     bucketBytes = std::max<std::size_t>(bucketBytes, 4);
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(control, &rank));
-    // Buckets of whole tensors up to bucketBytes (a larger tensor is a bucket
-    // of its own), never across segments; segments and layers from the last.
+    const plan::RankRole role = layout.role(rank);
+    const std::uint32_t atoms = layout.atoms();
+    const HeldShard held{role.slot, role.width};
+    const auto& config = model.config();
+    countReplicated_ = role.slot == 0;
+    // One group of holders per segment where no stage is split. Otherwise
+    // one per segment and atom (a rank of each pipeline: the split
+    // parameters' units of that atom) and one of every holder (the
+    // replicated parameters, each rank adding 1/width of the gradient its
+    // stage's ranks all hold alike). Buckets of at most bucketBytes (a larger
+    // tensor is a bucket of its own), never across groups; segments and
+    // layers from the last, groups in the same order on every rank.
+    struct GroupPlan {
+        std::vector<int> holders;
+        bool split = true, replicated = true;  // which parameters it sums
+        std::uint32_t atom = 0;
+        double scale = 1.0;
+    };
     std::vector<std::vector<Bucket>> perSegment;
     for (std::size_t index = 0; index < layout.segments.size(); ++index) {
         const auto& segment = layout.segments[index];
-        const bool holds = std::find(segment.holders.begin(), segment.holders.end(), rank) != segment.holders.end();
-        if (!holds) continue;
+        if (std::find(segment.holders.begin(), segment.holders.end(), rank) == segment.holders.end()) continue;
         for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) layers_.push_back(l);
-        if (segment.holders.front() == rank)
+        const std::uint32_t primaryWidth = segment.widths.empty() ? 1 : segment.widths.front();
+        if (std::find(segment.holders.begin(), segment.holders.begin() + primaryWidth, rank) !=
+            segment.holders.begin() + primaryWidth)
             for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) primaryLayers_.push_back(l);
-        if (segment.holders.size() == 1) continue;
-        // The holders in pipeline order; each segment its own tag.
-        groups_.push_back(Group{makeTransport(control, segment.holders, kFirstSegmentTag + static_cast<int>(index))});
-        asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
+        std::vector<GroupPlan> plans;
+        if (atoms == 1) {
+            plans.push_back({segment.holders, true, true, 0, 1.0});
+        } else {
+            for (std::uint32_t atom = 0; atom < atoms; ++atom) plans.push_back({segment.holdersOfAtom(atom, atoms), true, false, atom, 1.0});
+            if (segment.widths.size() > 1) plans.push_back({segment.holders, false, true, 0, 1.0 / role.width});
+        }
         std::vector<Bucket> buckets;
-        std::size_t size = 0;
-        for (std::uint32_t l = segment.endLayer; l-- > segment.firstLayer;) {
-            const auto params = model.layer(l - model.firstLayer()).parameters();
-            for (std::size_t k = 0; k < params.size(); ++k) {
-                const std::size_t bytes = static_cast<std::size_t>(params[k].numel()) * sizeof(float);
-                if (buckets.empty() || (size + bytes > bucketBytes && !buckets.back().params.empty())) {
-                    buckets.emplace_back();
-                    buckets.back().transport = groups_.back().transport.get();
-                    size = 0;
+        for (std::size_t g = 0; g < plans.size(); ++g) {
+            const auto& plan = plans[g];
+            if (plan.holders.size() == 1 || std::find(plan.holders.begin(), plan.holders.end(), rank) == plan.holders.end())
+                continue;
+            const int tag = kFirstSegmentTag + static_cast<int>(index * (atoms == 1 ? 1 : atoms + 1) + g);
+            groups_.push_back(Group{makeTransport(control, plan.holders, tag)});
+            asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
+            std::size_t size = 0;
+            bool fresh = true;
+            for (std::uint32_t l = segment.endLayer; l-- > segment.firstLayer;) {
+                const auto params = model.layer(l - model.firstLayer()).parameters();
+                const auto specs = model::shardSpecs(config, l);
+                for (std::size_t k = 0; k < params.size(); ++k) {
+                    const bool replicated = specs[k].replicated() || atoms == 1;
+                    if (replicated ? !plan.replicated : !plan.split) continue;
+                    const model::UnitRange mine = model::unitRange(specs[k].units, held.width, held.slot);
+                    const Piece piece{params[k], specs[k], mine,
+                                      replicated ? mine : model::unitRange(specs[k].units, atoms, plan.atom), replicated};
+                    const std::size_t bytes = static_cast<std::size_t>(piece.values()) * sizeof(float);
+                    if (fresh || (size + bytes > bucketBytes && !buckets.back().pieces.empty())) {
+                        buckets.emplace_back();
+                        buckets.back().transport = groups_.back().transport.get();
+                        buckets.back().scale = plan.scale;
+                        size = 0;
+                        fresh = false;
+                    }
+                    buckets.back().pieces.push_back(piece);
+                    buckets.back().lowestLayer = l;
+                    size += bytes;
                 }
-                buckets.back().params.push_back(params[k]);
-                buckets.back().lowestLayer = l;
-                size += bytes;
             }
         }
         perSegment.push_back(std::move(buckets));
     }
     for (auto it = perSegment.rbegin(); it != perSegment.rend(); ++it)
         for (auto& bucket : *it) buckets_.push_back(std::move(bucket));
+}
+
+std::vector<torch::Tensor> GradientSync::Piece::views(const torch::Tensor& gradient) const {
+    if (whole) return {gradient};
+    return model::unitViews(gradient, spec, held, want);
+}
+
+std::int64_t GradientSync::Piece::values() const {
+    if (whole) return param.numel();
+    std::int64_t n = 0;
+    for (const auto& v : model::unitViews(param, spec, held, want)) n += v.numel();
+    return n;
 }
 
 void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
@@ -58,15 +108,16 @@ void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
 
 void GradientSync::start(Bucket& bucket) {
     std::vector<torch::Tensor> gradients;
-    for (auto& p : bucket.params) {
+    for (auto& piece : bucket.pieces) {
+        auto p = piece.param;
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        gradients.push_back(p.grad());
+        for (auto& view : piece.views(p.grad())) gradients.push_back(view);
     }
     // Where the transport reads the memory the gradients are in (NCCL and
     // GPU, MPI and CPU), they are summed in place: no copy of the gradients
     // is kept beside them (NCCL groups the bucket's sums in one launch; MPI
     // stages them into one message).
-    const bool inPlace = std::all_of(gradients.begin(), gradients.end(), [&](const torch::Tensor& g) {
+    const bool inPlace = bucket.scale == 1.0 && std::all_of(gradients.begin(), gradients.end(), [&](const torch::Tensor& g) {
         return g.is_cuda() == bucket.transport->deviceMemory() && g.is_contiguous() &&
                g.scalar_type() == torch::kFloat32;
     });
@@ -78,6 +129,7 @@ void GradientSync::start(Bucket& bucket) {
         std::vector<torch::Tensor> flat;
         for (auto& g : gradients) flat.push_back(g.reshape({-1}));
         bucket.sums = torch::cat(flat).to(torch::kCPU, torch::kFloat32).contiguous();
+        if (bucket.scale != 1.0) bucket.sums.mul_(bucket.scale);
         buffers.push_back({bucket.sums.data_ptr<float>(), static_cast<std::size_t>(bucket.sums.numel())});
     }
     bucket.transport->allReduceSumAsync(buffers);
@@ -101,11 +153,11 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
         if (!bucket.sums.defined()) continue;  // summed in place
         const auto sums = bucket.sums.to(device);
         std::int64_t offset = 0;
-        for (auto& p : bucket.params) {
-            auto& g = p.mutable_grad();
-            g.copy_(sums.slice(0, offset, offset + g.numel()).view_as(g));
-            offset += g.numel();
-        }
+        for (auto& piece : bucket.pieces)
+            for (auto view : piece.views(piece.param.grad())) {
+                view.copy_(sums.slice(0, offset, offset + view.numel()).view(view.sizes()));
+                offset += view.numel();
+            }
         bucket.sums = torch::Tensor();
     }
     for (std::uint32_t l : layers_)  // single-holder segments: zeros where no gradient reached
@@ -121,10 +173,16 @@ double GradientSync::squaredNorm(model::Gpt& model) const {
     // float64, then one copy to the host (not one per tensor: each is a device
     // sync). A tensor's norm does not depend on the layout, so neither does
     // the global one beyond float64 rounding.
+    // In a split stage each rank counts its shard of the split parameters,
+    // and slot 0 alone the replicated ones.
     std::vector<torch::Tensor> gradients;
-    for (std::uint32_t l : primaryLayers_)
-        for (auto& p : model.layer(l - model.firstLayer()).parameters())
-            if (p.grad().defined()) gradients.push_back(p.grad());
+    for (std::uint32_t l : primaryLayers_) {
+        const auto params = model.layer(l - model.firstLayer()).parameters();
+        const auto specs = model::shardSpecs(model.config(), l);
+        for (std::size_t k = 0; k < params.size(); ++k)
+            if (params[k].grad().defined() && (countReplicated_ || !specs[k].replicated()))
+                gradients.push_back(params[k].grad());
+    }
     if (gradients.empty()) return 0.0;
     return torch::stack(at::_foreach_norm(gradients)).to(torch::kFloat64).square().sum().item<double>();
 }

@@ -16,7 +16,54 @@ std::vector<torch::Tensor> layerStateTensors(model::Gpt& model, AdamW& optimizer
     return all;
 }
 
+// The views of `tensor` (held as `held`) that atom `atom` of `atoms` covers.
+std::vector<torch::Tensor> atomViews(const torch::Tensor& tensor, const model::ShardSpec& spec, HeldShard held,
+                                     std::uint32_t atom, std::uint32_t atoms) {
+    if (spec.replicated()) return {tensor};
+    return model::unitViews(tensor, spec, model::unitRange(spec.units, held.width, held.slot),
+                            model::unitRange(spec.units, atoms, atom));
+}
+
 }  // namespace
+
+std::vector<torch::Tensor> layerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l) {
+    return layerStateTensors(model, optimizer, l);
+}
+
+torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vector<model::ShardSpec>& specs, HeldShard held,
+                       std::uint32_t atom, std::uint32_t atoms, torch::Device where) {
+    torch::NoGradGuard noGrad;
+    std::vector<torch::Tensor> parts;
+    for (std::size_t k = 0; k < state.size(); ++k)
+        for (const auto& view : atomViews(state[k], specs[k % specs.size()], held, atom, atoms)) parts.push_back(view.reshape({-1}));
+    return torch::cat(parts).to(where, torch::kFloat32).contiguous();
+}
+
+void unpackAtom(const torch::Tensor& flat, const std::vector<torch::Tensor>& state,
+                const std::vector<model::ShardSpec>& specs, HeldShard held, std::uint32_t atom, std::uint32_t atoms) {
+    torch::NoGradGuard noGrad;
+    std::int64_t offset = 0;
+    for (std::size_t k = 0; k < state.size(); ++k)
+        for (auto view : atomViews(state[k], specs[k % specs.size()], held, atom, atoms)) {
+            const auto values = flat.slice(0, offset, offset + view.numel()).to(view.device());
+            view.copy_(values.view(view.sizes()));
+            offset += view.numel();
+        }
+}
+
+std::int64_t atomSize(const model::ModelConfig& config, std::uint32_t layer, std::uint32_t atom, std::uint32_t atoms) {
+    const auto shapes = config.parameterShapes(layer);
+    const auto specs = model::shardSpecs(config, layer);
+    std::int64_t values = 0;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+        auto shape = shapes[k].second;
+        if (!specs[k].replicated()) shape = model::shardShape(shape, specs[k], atoms, atom);
+        std::int64_t n = 1;
+        for (auto d : shape) n *= d;
+        values += n;
+    }
+    return 3 * values;
+}
 
 std::int64_t layerStateSize(model::Gpt& model, std::uint32_t l) {
     std::int64_t values = 0;

@@ -13,14 +13,25 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <set>
 
 namespace kiln::train {
 namespace {
 
 // Gradient buckets: large enough to amortise a collective, small enough to bound the copy.
 constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
-// Tags of the transports that share the control communicator on the CPU (gradient groups: GradientSync's).
-constexpr int kPipelineTag = 7, kMigrationTag = 8;
+// Tags of the transports that share the control communicator on the CPU
+// (gradient groups: GradientSync's). A stage's tensor sums share one tag:
+// different stages have no rank in common.
+constexpr int kPipelineTag = 7, kMigrationTag = 8, kTensorTag = 9;
+
+model::SliceHandle sliceFor(const plan::RankRole& role) {
+    auto slice = std::make_shared<model::TensorSlice>();
+    slice->rank = static_cast<int>(role.slot);
+    slice->width = static_cast<int>(role.width);
+    return slice;
+}
 
 }  // namespace
 
@@ -29,6 +40,16 @@ std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const 
     for (const auto& segment : layout.segments)
         for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
             for (int rank : segment.holders) holders[l].push_back(members[static_cast<std::size_t>(rank)]);
+    return holders;
+}
+
+std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const plan::Layout& layout, const std::vector<int>& members,
+                                                          std::uint32_t atoms) {
+    std::vector<std::vector<std::vector<int>>> holders(layout.layers, std::vector<std::vector<int>>(atoms));
+    for (const auto& segment : layout.segments)
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
+            for (std::uint32_t a = 0; a < atoms; ++a)
+                for (int rank : segment.holdersOfAtom(a, atoms)) holders[l][a].push_back(members[static_cast<std::size_t>(rank)]);
     return holders;
 }
 
@@ -43,7 +64,8 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
     nccl_ = comm::ncclCanConnect(world.control(), device_.is_cuda() ? device_.index() : -1, why);
     if (device_.is_cuda() && !nccl_)
         log::info("  transport  MPI through host memory, not NCCL: {}; launch one rank per GPU for NCCL", why);
-    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
+    slice_ = sliceFor(role_);
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);
     connect(world);
@@ -53,7 +75,8 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
                              plan::Layout layout, int rank, bool nccl, std::uint64_t optimizerSteps)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)), nccl_(nccl) {
     role_ = layout_.role(rank);
-    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer);
+    slice_ = sliceFor(role_);
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);
     optimizer_->setSteps(optimizerSteps);
@@ -88,6 +111,18 @@ std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std
 void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();
+    tensor_.reset();
+    slice_->allReduce = nullptr;
+    if (!role_.idle() && role_.width > 1) {
+        tensor_ = makeTransport(world.control(), layout_.stageRanks(role_), kTensorTag);
+        // The sums run where the transport reads (host memory for MPI): a staging copy where that differs.
+        slice_->allReduce = [t = tensor_.get(), device = device_](torch::Tensor& x) {
+            const bool direct = x.is_cuda() == t->deviceMemory();
+            auto buffer = direct ? x : x.to(t->deviceMemory() ? device : torch::Device(torch::kCPU));
+            t->allReduceSum(buffer.data_ptr<float>(), static_cast<std::size_t>(buffer.numel()));
+            if (!direct) x.copy_(buffer);
+        };
+    }
     // NCCL runs a communicator's operations in issue order: a pipeline gets a
     // channel per neighbour and direction (see link_transport.hpp).
     if (nccl_) {
@@ -132,13 +167,14 @@ void ParallelState::renumber(const comm::World& world, const std::vector<int>& o
     role_ = layout_.role(world.rank());
 }
 
-std::vector<int> ParallelState::writers() const {
-    std::vector<int> out(layout_.layers);
-    for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolder(l);
+std::vector<std::vector<int>> ParallelState::writers() const {
+    std::vector<std::vector<int>> out(layout_.layers);
+    for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolders(l);
     return out;
 }
 
 void ParallelState::interrupt() {
+    if (tensor_) tensor_->interrupt();
     if (transport_) transport_->interrupt();
     if (gradients_) gradients_->interrupt();
 }
@@ -146,56 +182,75 @@ void ParallelState::interrupt() {
 MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
                                            const std::function<void()>& beforeTransfers) {
     MigrationReport report;
-    const auto oldHolders = holdersOfLayers(layout_, oldMembers);
+    // Layers move in atoms (model/shard_spec.hpp): the finest split of both
+    // layouts, so a shard of any width in either is a run of whole atoms.
+    const std::uint32_t atoms = std::lcm(layout_.atoms(), layout.atoms());
+    const auto oldHolders = holdersOfAtoms(layout_, oldMembers, atoms);
     // Start-up rank -> rank in the new control communicator (-1: gone).
     const auto& members = world.members();
     const auto rankOf = [&](int startup) {
         const auto it = std::find(members.begin(), members.end(), startup);
         return it == members.end() ? -1 : static_cast<int>(it - members.begin());
     };
-    // Who sends each layer to each new holder that lacks it: the surviving old
-    // holders take turns (layer index modulo their count), the same on every rank.
+    const int me = world.rank();
+    const plan::RankRole role = layout.role(me);
+    // A layer this rank keeps as it is: held before, as the same shard.
+    const bool sameShard = role.slot == role_.slot && role.width == role_.width;
+    const auto keeps = [&](int rank, std::uint32_t l) {
+        const int startup = members[static_cast<std::size_t>(rank)];
+        const auto it = std::find(oldMembers.begin(), oldMembers.end(), startup);
+        if (it == oldMembers.end()) return false;
+        const auto oldRole = layout_.role(static_cast<int>(it - oldMembers.begin()));
+        const auto newRole = layout.role(rank);
+        return !oldRole.idle() && l >= oldRole.firstLayer && l < oldRole.endLayer && oldRole.slot == newRole.slot &&
+               oldRole.width == newRole.width;
+    };
+    // Who sends each atom to each new holder that lacks it: the surviving old
+    // holders take turns (layer and atom modulo their count), the same on
+    // every rank; a rank that held the atom as another shard copies it itself.
     struct Transfer {
-        std::uint32_t layer;
+        std::uint32_t layer, atom;
         int from, to;
     };
     std::vector<Transfer> transfers;
-    std::vector<std::uint32_t> lost;
-    const auto newHolders = holdersOfLayers(layout, members);
-    for (std::uint32_t l = 0; l < layout.layers; ++l) {
-        std::vector<int> alive;
-        for (int startup : oldHolders[l])
-            if (rankOf(startup) >= 0) alive.push_back(rankOf(startup));
-        if (alive.empty()) {
-            lost.push_back(l);
-            continue;
+    std::set<std::uint32_t> lost;
+    const auto newHolders = holdersOfAtoms(layout, members, atoms);
+    for (std::uint32_t l = 0; l < layout.layers; ++l)
+        for (std::uint32_t a = 0; a < atoms; ++a) {
+            std::vector<int> alive;
+            for (int startup : oldHolders[l][a])
+                if (rankOf(startup) >= 0) alive.push_back(rankOf(startup));
+            if (alive.empty()) {
+                lost.insert(l);
+                continue;
+            }
+            for (int startup : newHolders[l][a]) {
+                const int to = rankOf(startup);
+                if (keeps(to, l)) continue;
+                const bool own = std::find(alive.begin(), alive.end(), to) != alive.end();
+                transfers.push_back({l, a, own ? to : alive[(l + a) % alive.size()], to});
+            }
         }
-        for (int startup : newHolders[l]) {
-            const int to = rankOf(startup);
-            if (std::find(alive.begin(), alive.end(), to) != alive.end()) continue;  // it has the layer already
-            transfers.push_back({l, alive[l % alive.size()], to});
-        }
-    }
     if (!lost.empty())
         throw Error(fmt::format("layers {} have no surviving holder", fmt::join(lost, ", ")), ErrorScope::AllRanks);
 
     // The new model: layers kept from the old one, the others built (then overwritten).
-    const plan::RankRole role = layout.role(world.rank());
+    auto slice = sameShard ? slice_ : sliceFor(role);
     std::vector<model::Layer> layers;
     for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
-        if (model_->holds(l)) {
+        if (keeps(me, l)) {
             layers.push_back(model_->sharedLayer(l - model_->firstLayer()));
         } else {
-            auto built = model::buildLayer(modelConfig_, l);
+            auto built = model::buildLayer(modelConfig_, l, slice);
             built->to(device_);
             layers.push_back(built);
         }
     }
-    auto model = std::make_unique<model::Gpt>(modelConfig_, role.firstLayer, std::move(layers));
+    auto model = std::make_unique<model::Gpt>(modelConfig_, role.firstLayer, std::move(layers), slice);
     auto optimizer = std::make_unique<AdamW>(*model, config_);
     optimizer->setSteps(optimizer_->steps());
     for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
-        if (!model_->holds(l)) continue;
+        if (!keeps(me, l)) continue;
         optimizer->firstMoments(l - role.firstLayer) = optimizer_->firstMoments(l - model_->firstLayer());
         optimizer->secondMoments(l - role.firstLayer) = optimizer_->secondMoments(l - model_->firstLayer());
     }
@@ -214,30 +269,39 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
         std::vector<comm::Transport::Message> sends, receives;
         auto migration = makeTransport(world.control(), {}, kMigrationTag);
         const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
-        const int me = world.rank();
+        const HeldShard oldShard{role_.slot, role_.width}, newShard{role.slot, role.width};
+        const auto oldState = [&](std::uint32_t l) { return layerState(*model_, *optimizer_, l - model_->firstLayer()); };
+        const auto newState = [&](std::uint32_t l) { return layerState(*model, *optimizer, l - role.firstLayer); };
         for (const auto& t : transfers) {
+            const auto specs = model::shardSpecs(modelConfig_, t.layer);
+            if (t.from == me && t.to == me) {
+                unpackAtom(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, device_), newState(t.layer), specs,
+                           newShard, t.atom, atoms);
+                continue;
+            }
             if (t.from == me) {
-                outgoing.push_back(packLayerState(*model_, *optimizer_, t.layer - model_->firstLayer(), where));
+                outgoing.push_back(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, where));
                 sends.push_back({outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to});
                 report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
             }
             if (t.to == me) {
-                const auto local = t.layer - role.firstLayer;
-                incoming.push_back(
-                    torch::empty({layerStateSize(*model, local)}, torch::dtype(torch::kFloat32).device(where)));
+                incoming.push_back(torch::empty({atomSize(modelConfig_, t.layer, t.atom, atoms)},
+                                                torch::dtype(torch::kFloat32).device(where)));
                 receives.push_back({incoming.back().data_ptr(), static_cast<std::size_t>(incoming.back().nbytes()), t.from});
             }
         }
         // All at once: two ranks may each hold what the other needs.
         migration->exchange(sends, receives);
         std::size_t next = 0;
+        std::set<std::uint32_t> received;
         for (const auto& t : transfers) {
-            if (t.to != me) continue;
-            unpackLayerState(incoming[next], *model, *optimizer, t.layer - role.firstLayer, device_);
+            if (t.to != me || t.from == me) continue;
+            unpackAtom(incoming[next], newState(t.layer), model::shardSpecs(modelConfig_, t.layer), newShard, t.atom, atoms);
             report.bytesReceived += static_cast<std::uint64_t>(incoming[next].nbytes());
-            ++report.layersReceived;
+            received.insert(t.layer);
             ++next;
         }
+        report.layersReceived = static_cast<std::uint32_t>(received.size());
     } catch (const ProcFailedError&) {
         ok = false;
         comm::revoke(world.control());
@@ -246,19 +310,19 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     if (comm::agree(world.control(), ok ? 1 : 0) != 1)
         throw ProcFailedError("a rank failed while layers migrated; the survivors keep their layers and recover again",
                               0);
-    const auto t1 = std::chrono::steady_clock::now();
-    report.migrateSeconds = std::chrono::duration<double>(t1 - t0).count();
+    report.migrateSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     layout_ = std::move(layout);
     role_ = role;
+    slice_ = std::move(slice);
     model_ = std::move(model);
     optimizer_ = std::move(optimizer);
     // The communicators of the old layout: released (the transport first, see
     // connect()); connect() builds the new ones.
     transport_.reset();
+    tensor_.reset();
     stage_.reset();
     gradients_.reset();
-    (void)t1;
     return report;
 }
 

@@ -204,7 +204,8 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     work.waiting += since(t0);
     sending_.clear();
     model::AutocastScope::clearCache(bf16_);
-    if (lossSum_.defined()) work.lossSum = lossSum_.item<double>();
+    // Every rank of a split last stage has the loss; slot 0 reports it.
+    if (lossSum_.defined() && role_.slot == 0) work.lossSum = lossSum_.item<double>();
     return work;
 }
 

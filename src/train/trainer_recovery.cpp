@@ -43,6 +43,33 @@ std::vector<std::uint32_t> layersWithout(const std::vector<int>& holders) {
     return lost;
 }
 
+// For each layer of `layout`, the ranks (of the world's control
+// communicator) of the first stage holding it whose ranks all live: the
+// writers of its shards; empty when no stage is whole any more.
+std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std::vector<int>& layoutMembers,
+                                          const std::vector<int>& members) {
+    std::vector<std::vector<int>> out(layout.layers);
+    for (const auto& segment : layout.segments) {
+        std::vector<int> chosen;
+        std::size_t first = 0;
+        for (std::uint32_t w : segment.widths) {
+            std::vector<int> stage;
+            for (std::size_t k = first; k < first + w; ++k) {
+                const int startup = layoutMembers[static_cast<std::size_t>(segment.holders[k])];
+                if (const auto it = std::find(members.begin(), members.end(), startup); it != members.end())
+                    stage.push_back(static_cast<int>(it - members.begin()));
+            }
+            first += w;
+            if (stage.size() == w) {
+                chosen = stage;
+                break;
+            }
+        }
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) out[l] = chosen;
+    }
+    return out;
+}
+
 template <std::size_t N>
 void copyText(char (&field)[N], const std::string& text) {
     std::strncpy(field, text.c_str(), N - 1);
@@ -164,8 +191,10 @@ Trainer::State::Recovery Trainer::State::dismissRetired() {
 Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what,
                                                      const std::string& cause, Clock::time_point t0) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
-    const auto writers = liveHolders(parallel->layout(), layoutMembers, world.members());
-    const auto lost = layersWithout(writers);
+    const auto writers = liveWriters(parallel->layout(), layoutMembers, world.members());
+    std::vector<std::uint32_t> lost;
+    for (std::uint32_t l = 0; l < writers.size(); ++l)
+        if (writers[l].empty()) lost.push_back(l);
     const std::string reason = fmt::format("beyond what the layout tolerates ({} simultaneous node failure{}): {}",
                                            tolerance, tolerance == 1 ? "" : "s", cause);
     if (lost.empty()) {

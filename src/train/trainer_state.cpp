@@ -19,7 +19,7 @@ std::vector<io::TemplateStageRecord> templateRecords(const plan::TemplateSet& se
         if (t.nodes == 0) continue;
         for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
             const auto& st = t.stages[s];
-            rows.push_back({t.nodes, s, s / t.ranksPerNode, s % t.ranksPerNode, st.firstLayer, st.endLayer, st.time,
+            rows.push_back({t.nodes, s, s / t.stagesPerNode(), s % t.stagesPerNode() * t.width, st.firstLayer, st.endLayer, st.time,
                             st.sync, st.memory});
         }
     }
@@ -160,9 +160,12 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
     for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
         const auto& pipeline = layout.pipelines[p];
         std::vector<std::string> stages;
-        for (std::size_t s = 0; s < pipeline.ranks.size(); ++s)
-            stages.push_back(fmt::format("rank {}: {}-{}", world.members()[static_cast<std::size_t>(pipeline.ranks[s])],
+        for (std::uint32_t s = 0; s < pipeline.stages(); ++s) {
+            std::vector<int> startup;
+            for (int rank : pipeline.stageRanks(s)) startup.push_back(world.members()[static_cast<std::size_t>(rank)]);
+            stages.push_back(fmt::format("rank{} {}: {}-{}", startup.size() == 1 ? "" : "s", fmt::join(startup, ","),
                                          pipeline.cuts[s], pipeline.cuts[s + 1] - 1));
+        }
         log::info("    pipeline {} {}  {}", p,
                   pipeline.microbatches == 0
                       ? std::string("no microbatches (a standby replica)")
@@ -173,7 +176,7 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
     if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
 }
 
-void Trainer::State::checkpoint(std::uint64_t step, const std::vector<int>& writers) {
+void Trainer::State::checkpoint(std::uint64_t step, const std::vector<std::vector<int>>& writers) {
     const auto t0 = Clock::now();
     // Step `step - 1` is the one the checkpoint follows, as for the checkpoint phase.
     const auto beforeCommit = [&] {

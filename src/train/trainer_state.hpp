@@ -92,7 +92,7 @@ struct Trainer::State {
     // first and last stages (inputs and targets); none elsewhere.
     void sliceLoader();
     void announceLayout(std::uint64_t step, bool pinned, const std::string& why);
-    void checkpoint(std::uint64_t step, const std::vector<int>& writers);
+    void checkpoint(std::uint64_t step, const std::vector<std::vector<int>>& writers);
 
     enum class Recovery { Continue, Leave, BeyondF };
     // The ranks of retired nodes leave the control communicator (after their

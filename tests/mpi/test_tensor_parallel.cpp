@@ -8,6 +8,8 @@
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/tensor_parallel.hpp"
+#include "kiln/plan/layout.hpp"
+#include "kiln/train/gradient_sync.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -119,4 +121,71 @@ TEST(TensorParallel, ShardsAreRunsOfAtoms) {
             }
         }
     }
+}
+
+// (Below: rank 3 holds no layer; its empty Gpt is built with first = 0, last = 0.)
+// Gradient sums between replicas that split the same layers differently:
+// pipeline 0 is one stage 2 ranks wide (ranks 0 and 1), pipeline 1 one stage
+// of one rank (rank 2); rank 3 is idle. Pipeline p's whole gradient of every
+// parameter is a known tensor; after the sums every rank must hold its part
+// of the sum of both, and the squared norms must add up to the whole sum's.
+TEST(TensorParallel, SumsPairAtomsAcrossWidths) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const auto config = smallModel(4);
+    kiln::plan::Layout layout;
+    layout.layers = config.numLayers();
+    kiln::plan::PipelinePlacement p0, p1;
+    p0.width = 2;
+    p0.ranks = {0, 1};
+    p1.ranks = {2};
+    layout.pipelines = {p0, p1};
+    layout.roles.resize(4);
+    for (int r : {0, 1, 2}) {
+        auto& role = layout.roles[static_cast<std::size_t>(r)];
+        role.pipeline = r < 2 ? 0 : 1;
+        role.stages = 1;
+        role.endLayer = layout.layers;
+        role.slot = r < 2 ? static_cast<std::uint32_t>(r) : 0;
+        role.width = r < 2 ? 2 : 1;
+    }
+    layout.segments = {{0, layout.layers, {0, 1, 2}, {2, 1}}};
+    const auto role = layout.role(rank);
+    auto slice = std::make_shared<kiln::model::TensorSlice>();
+    slice->rank = static_cast<int>(role.slot);
+    slice->width = static_cast<int>(role.width);
+    Gpt model(config, 0, rank == 3 ? 0 : ~0u, slice);
+    const auto wholeGradient = [&](int pipeline, std::uint32_t l, std::size_t k) {
+        const auto shape = config.parameterShapes(l)[k].second;
+        std::int64_t n = 1;
+        for (auto d : shape) n *= d;
+        auto g = torch::arange(n, torch::kInt64).remainder(5 + static_cast<std::int64_t>(k))
+                     .to(torch::kFloat32) * 0.25f;
+        return (g + static_cast<float>(pipeline + 1) + 0.5f * static_cast<float>(l)).view(shape);
+    };
+    for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
+        const auto specs = kiln::model::shardSpecs(config, l);
+        auto params = model.layer(l).parameters();
+        for (std::size_t k = 0; k < params.size(); ++k)
+            params[k].mutable_grad() = kiln::model::shardOf(wholeGradient(role.pipeline, l, k), specs[k], role.width, role.slot);
+    }
+    kiln::train::GradientSync sync(layout, MPI_COMM_WORLD, model, 4096, [](MPI_Comm comm, const std::vector<int>& group, int tag) {
+        return kiln::comm::makeMpiGroupTransport(comm, group, tag);
+    });
+    sync.beginStep();
+    sync.finish(model, torch::kCPU);
+    double wholeNorm = 0.0;
+    for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
+        const auto specs = kiln::model::shardSpecs(config, l);
+        for (std::size_t k = 0; k < specs.size(); ++k) {
+            const auto sum = wholeGradient(0, l, k) + wholeGradient(1, l, k);
+            wholeNorm += sum.square().sum().item<double>();
+            if (rank == 3) continue;
+            expectClose(model.layer(l).parameters()[k].grad(), kiln::model::shardOf(sum, specs[k], role.width, role.slot),
+                        "rank " + std::to_string(rank) + " layer " + std::to_string(l) + " parameter " + std::to_string(k));
+        }
+    }
+    double norm = sync.squaredNorm(model), total = 0.0;
+    MPI_Allreduce(&norm, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_NEAR(total, wholeNorm, 1e-6 * wholeNorm);  // float32 norms, added in float64
 }

@@ -34,10 +34,12 @@ ModelProfile randomProfile(std::mt19937& rng, std::uint32_t layers) {
     return p;
 }
 
-ClusterSpec cluster(std::uint32_t nodes, double memory, std::uint32_t ranksPerNode = 1) {
+// Stages of one rank unless `stageWidth` says otherwise (0: the planner chooses).
+ClusterSpec cluster(std::uint32_t nodes, double memory, std::uint32_t ranksPerNode = 1, std::uint32_t stageWidth = 1) {
     ClusterSpec c;
     c.nodes = nodes;
     c.ranksPerNode = ranksPerNode;
+    c.stageWidth = stageWidth;
     c.memoryPerRank = memory;
     c.intraBandwidth = 50e9;
     c.interBandwidth = 5e9;
@@ -54,7 +56,9 @@ TEST(Templates, OptimalAgainstExhaustiveSearch) {
         const auto profile = randomProfile(rng, layers);
         // Tight memory in some trials: some partitions are ruled out. Every
         // other trial has 2 ranks (stages) per node.
-        const auto c = cluster(layers + 2, trial % 3 == 0 ? 7e7 : 1e12, 1 + trial % 2);
+        // One width (the exhaustive search is for one): the widths are compared below.
+        auto c = cluster(layers + 2, trial % 3 == 0 ? 7e7 : 1e12, 1 + trial % 2);
+        c.stageWidth = 1;
         const std::uint64_t microbatches = 1 + rng() % 12;
         const std::uint64_t global = microbatches * c.nodes;
         TemplateSet set;
@@ -114,13 +118,67 @@ TEST(Templates, StageCostsFollowTheLinks) {
     EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 100, 1e-6);
 }
 
+// With the width free, each template is the best of the exhaustive searches
+// over every width (here 1, 2 and 4 ranks per stage on nodes of 4).
+TEST(Templates, BestWidthAgainstExhaustiveSearch) {
+    std::mt19937 rng(8);
+    int compared = 0, split = 0;
+    for (int trial = 0; trial < 20; ++trial) {
+        const std::uint32_t layers = 4 + rng() % 5;
+        auto profile = randomProfile(rng, layers);
+        auto c = cluster(3, trial % 2 == 0 ? 1e12 : 3e7, 4, 0);
+        c.intraBandwidth = trial % 3 == 0 ? 1e6 : 1e12;  // tensor sums from prohibitive to free
+        const std::uint64_t global = 2 + rng() % 8;
+        TemplateSet set;
+        try {
+            set = planTemplates(profile, c, 0, global);
+        } catch (const kiln::InputError&) {
+            continue;
+        }
+        for (std::uint32_t n = set.minNodes; n <= set.maxNodes; ++n) {
+            const PipelineTemplate* t = set.forNodes(n);
+            const std::uint64_t m = referenceMicrobatches(n, c, global);
+            double best = 1e300;
+            for (std::uint32_t w : {1u, 2u, 4u}) {
+                auto cw = c;
+                cw.stageWidth = w;
+                bool found = false;
+                const auto e = exhaustiveTemplate(profile, cw, n, m, found);
+                if (found) best = std::min(best, e.pipelineTime(m));
+            }
+            if (!t) continue;
+            EXPECT_NEAR(t->pipelineTime(m), best, 1e-12 * best) << "trial " << trial << " n=" << n;
+            EXPECT_EQ(t->stages.size(), n * 4 / t->width);
+            split += t->width > 1;
+            ++compared;
+        }
+    }
+    EXPECT_GT(compared, 20);
+    EXPECT_GT(split, 0) << "no template chose split stages";
+}
+
 TEST(PlannerErrors, FewerLayersThanStagesOfANode) {
     std::mt19937 rng(4);
     const auto profile = randomProfile(rng, 3);
-    const std::string error = errorOf([&] { planTemplates(profile, cluster(2, 1e12, 4), 0, 4); });
-    EXPECT_NE(error.find("a node's 4 ranks each hold at least one stage, but the model has only 3 layers"), std::string::npos)
+    // Stages of 2 or 4 ranks fit 3 layers on a node of 4.
+    const auto set = planTemplates(profile, cluster(2, 1e12, 4, 0), 0, 4);
+    ASSERT_NE(set.forNodes(1), nullptr);
+    EXPECT_GE(set.forNodes(1)->width, 2u);
+    const auto oneRankStages = cluster(2, 1e12, 4);
+    const std::string error = errorOf([&] { planTemplates(profile, oneRankStages, 0, 4); });
+    EXPECT_NE(error.find("a node's 4 ranks hold at least 4 stages (1 rank wide), but the model has only 3 layers"),
+              std::string::npos)
         << error;
     EXPECT_NE(error.find("model.blocks >= 2"), std::string::npos) << error;
+}
+
+TEST(PlannerErrors, StageWidthMustDivideTheNode) {
+    std::mt19937 rng(4);
+    const auto profile = randomProfile(rng, 6);
+    auto c = cluster(2, 1e12, 4);
+    c.stageWidth = 3;
+    const std::string error = errorOf([&] { planTemplates(profile, c, 0, 4); });
+    EXPECT_NE(error.find("plan.stage_width = 3 does not divide a node's 4 ranks"), std::string::npos) << error;
 }
 
 TEST(Instantiation, DistributionAndSelectionAreOptimal) {

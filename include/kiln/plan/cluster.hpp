@@ -16,6 +16,7 @@ struct ClusterSpec {
     double memoryPerRank = 80e9;  // bytes
     double intraBandwidth = 200e9;  // bytes/s between ranks of one node
     double interBandwidth = 25e9;   // bytes/s between nodes
+    std::uint32_t stageWidth = 0;   // ranks per stage; 0: the planner chooses among the divisors of ranksPerNode
 };
 
 // nodes = plan.nodes, or `worldNodes` when that is 0.

@@ -46,5 +46,8 @@ ModelProfile readProfile(const std::string& path);
 // an estimate from the layer's shape (inputs of every matmul, norm and
 // nonlinearity, and the attention probabilities).
 std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch);
+// The share of those bytes that a tensor-parallel stage splits among its
+// ranks (heads, neurons, vocabulary columns); the rest is whole on each.
+double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer);
 
 }  // namespace kiln::plan

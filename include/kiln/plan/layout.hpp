@@ -15,11 +15,16 @@ namespace kiln::plan {
 
 struct PipelinePlacement {
     std::uint32_t nodes = 0;  // the template
+    std::uint32_t width = 1;  // ranks per stage (tensor parallelism)
     std::vector<int> nodeIds;  // the nodes it runs on, in stage order
-    std::vector<int> ranks;    // stage s runs on ranks[s]
+    std::vector<int> ranks;    // stage s runs on ranks[s * width, (s + 1) * width), slot t on the t-th
     std::vector<std::uint32_t> cuts;  // stage s holds layers [cuts[s], cuts[s + 1])
     std::uint64_t firstMicrobatch = 0, microbatches = 0;  // of the global batch
     double predictedStepTime = 0.0;
+    std::uint32_t stages() const { return static_cast<std::uint32_t>(ranks.size()) / width; }
+    std::vector<int> stageRanks(std::uint32_t stage) const {
+        return {ranks.begin() + stage * width, ranks.begin() + (stage + 1) * width};
+    }
 };
 
 // What one rank does.
@@ -27,17 +32,27 @@ struct RankRole {
     int pipeline = -1;  // -1: an idle rank (on a node the instantiation leaves idle)
     std::uint32_t stage = 0, stages = 0;
     std::uint32_t firstLayer = 0, endLayer = 0;  // layers [first, end) of the model
-    int previous = -1, next = -1;                // neighbouring stages' ranks; -1 at the ends
+    std::uint32_t slot = 0, width = 1;  // this rank's shard of the stage's layers, of `width` (tensor parallelism)
+    // The neighbouring stages' ranks in the same slot (a pipeline's stages
+    // all have one width); -1 at the ends.
+    int previous = -1, next = -1;
     bool idle() const { return pipeline < 0; }
     bool first() const { return stage == 0; }
     bool last() const { return stage + 1 == stages; }
 };
 
 // Consecutive layers whose holders are the same ranks: gradients of a
-// segment are summed over exactly those ranks (one per pipeline).
+// segment are summed over exactly those ranks, atom by atom where stages are
+// split (model/shard_spec.hpp).
 struct LayerSegment {
     std::uint32_t firstLayer = 0, endLayer = 0;
-    std::vector<int> holders;  // holders[p]: the rank of pipeline p
+    // The holding stage's ranks of each pipeline in turn, in slot order
+    // (one per pipeline where no stage is split): holders[0] is pipeline 0's slot 0.
+    std::vector<int> holders;
+    std::vector<std::uint32_t> widths;  // widths[p]: how many of `holders` are pipeline p's
+    // The rank of each pipeline that holds atom `atom` of `atoms` (atoms a
+    // multiple of every width).
+    std::vector<int> holdersOfAtom(std::uint32_t atom, std::uint32_t atoms) const;
 };
 
 struct Layout {
@@ -54,11 +69,21 @@ struct Layout {
     // The rank of pipeline 0 that holds `layer`: it writes the layer to checkpoints
     // and counts it in the global gradient norm (every layer exactly once).
     int primaryHolder(std::uint32_t layer) const;
+    // The ranks of pipeline 0's stage that holds `layer`, in slot order: the
+    // checkpoint writers of its shards.
+    std::vector<int> primaryHolders(std::uint32_t layer) const;
+    // The finest split of any stage: the least common multiple of the widths.
+    std::uint32_t atoms() const;
+    // The ranks of `role`'s stage, in slot order (its tensor-parallel group).
+    std::vector<int> stageRanks(const RankRole& role) const {
+        return pipelines.at(static_cast<std::size_t>(role.pipeline)).stageRanks(role.stage);
+    }
     // What `rank` does; idle for a rank beyond `roles` (one of a retiring node).
     RankRole role(int rank) const {
         return rank >= 0 && static_cast<std::size_t>(rank) < roles.size() ? roles[static_cast<std::size_t>(rank)] : RankRole{};
     }
-    // "2+1 (4+2 stages)": the pipelines as users write plan.pipelines.
+    // "2+1 (4+2 stages)": the pipelines as users write plan.pipelines
+    // ("2+1 (2x2+1x2 stages x ranks)" where stages are split).
     std::string describe() const;
 };
 

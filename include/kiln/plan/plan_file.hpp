@@ -1,13 +1,13 @@
 // A plan in HDF5 (kiln plan --out): what the run will instantiate from, and
 // what diagnostics show.
 //
-//   attributes      format "kiln-plan", format_version (2), nodes, f, global_microbatches,
+//   attributes      format "kiln-plan", format_version (3), nodes, f, global_microbatches,
 //                   min_nodes, max_nodes, memory_per_rank_bytes
-//   /templates      per node count: nodes, stages, ranks_per_node, reference_microbatches,
+//   /templates      per node count: nodes, stages, ranks_per_node, stage_width, reference_microbatches,
 //                   bottleneck_s, fill_drain_s, sync_s (nodes 0: none fits)
-//   /stages         per stage of every template: template_nodes, stage (on rank stage % g of node stage / g),
-//                   first_layer, end_layer, time_s, sync_s, memory_bytes, param_bytes,
-//                   activation_bytes (per microbatch in flight)
+//   /stages         per stage of every template: template_nodes, stage (on stage_width ranks of node
+//                   stage / (g / stage_width)), first_layer, end_layer, time_s, sync_s, memory_bytes
+//                   (per rank), param_bytes (per rank), activation_bytes (per rank and microbatch in flight)
 //   /instantiation  per pipeline: nodes, microbatches, step_time_s;
 //                   attributes nodes_used, nodes_idle, step_time_s
 #pragma once

@@ -1,25 +1,33 @@
 // Pipeline templates: for every node count n, the best pipeline of n nodes.
 //
-// What runs (README, "The planner"): every rank is one stage. An n-node
-// template is a pipeline of S = n * g stages (g ranks per node); stage s runs
-// on rank s % g of the pipeline's node s / g, so a node's ranks hold
-// consecutive stages and talk over the node's own links. Per microbatch,
-// stage s costs
-//     t_s = sum over its layers (forward + backward) + 2 * out_s / B(s)
-// (its activation out and the gradient back; B(s) the intra-node bandwidth
-// when stage s + 1 is on the same node, the inter-node one when it is not,
-// nothing after the last stage). With m microbatches, 1F1B takes
+// What runs (README, "The planner"): every stage spans w ranks of one node
+// (w dividing the node's g ranks; w > 1 splits its layers among them,
+// tensor parallelism, see model/shard_spec.hpp). An n-node template of width
+// w is a pipeline of S = n * g / w stages; stage s runs on the w ranks
+// [(s % (g/w)) w, + w) of the pipeline's node s / (g/w), so a node's ranks
+// hold consecutive stages and talk over the node's own links. Per
+// microbatch, stage s costs
+//     t_s = sum over its layers ((forward + backward) / w + tensor sums)
+//           + 2 * out_s / B(s)
+// (tensor sums: the all-reduces of partial results inside the stage, at the
+// intra-node bandwidth; out_s its activation out and the gradient back; B(s)
+// the intra-node bandwidth when stage s + 1 is on the same node, the
+// inter-node one when it is not, nothing after the last stage). With m
+// microbatches, 1F1B takes
 //     T(m) = sum_s t_s + (m - 1) * max_s t_s + sync,
 // sync = max over the pipeline's nodes of 2 * (parameter bytes of the node's
 // stages) / B_inter: every stage sums its gradients with the other replicas
 // by a ring all-reduce, which moves about twice its bytes through the node's
 // link, and the node's stages share that link. Stage s holds the activations
-// of min(S - s, m) microbatches in flight; its rank must fit
-//     4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s <= memory per rank.
-// A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly,
-// m_n being the microbatches one pipeline gets when n-node pipelines fill the
-// cluster; the once-per-step sync is left out of the choice and counted in T
-// for instantiation. A model of L layers has templates only for n * g <= L.
+// of min(S - s, m) microbatches in flight; each of its ranks must fit
+//     4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s <= memory per rank,
+// both counted per rank: the split parameters and activations divided by w,
+// the whole ones (norms, some biases, the positions, residuals) not.
+// A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly
+// for each width and keeps the best width, m_n being the microbatches one
+// pipeline gets when n-node pipelines fill the cluster; the once-per-step
+// sync (the same for every width) is left out of the choice and counted in T
+// for instantiation. A model of L layers has templates only for n * g / w <= L.
 #pragma once
 
 #include "kiln/plan/cluster.hpp"
@@ -44,8 +52,11 @@ struct Stage {
 
 struct PipelineTemplate {
     std::uint32_t nodes = 0;        // 0: no template for this node count
-    std::uint32_t ranksPerNode = 1;  // stages per node
-    std::vector<Stage> stages;      // nodes * ranksPerNode; stage i on rank i % g of node i / g
+    std::uint32_t ranksPerNode = 1;  // g
+    std::uint32_t width = 1;         // w: ranks per stage (tensor parallelism), dividing g
+    // nodes * g / w; stage i on ranks [(i % (g / w)) w, + w) of node i / (g / w)
+    std::vector<Stage> stages;
+    std::uint32_t stagesPerNode() const { return ranksPerNode / width; }
     std::uint64_t referenceMicrobatches = 0;
 
     double bottleneck() const;

@@ -43,12 +43,13 @@ public:
     std::size_t removeStaleTemporaries() const;
 
     // Collective over `comm`. `model` holds this rank's layers; every layer of
-    // the model is written once, sent by the rank `writerOfLayer[layer]` (of
-    // `comm`), so the file is the same whatever the layout. `beforeCommit`
+    // the model is written once, sent by the ranks `writerOfLayer[layer]` (of
+    // `comm`: one, or the ranks of a split stage in slot order, each sending
+    // its shard), so the file is the same whatever the layout. `beforeCommit`
     // runs on the writing rank once the file is complete, before it is
     // renamed and `latest` moved (fencing, fault injection). Returns the path written.
     std::filesystem::path save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
-                               const std::vector<int>& writerOfLayer, const data::Cursor& cursor,
+                               const std::vector<std::vector<int>>& writerOfLayer, const data::Cursor& cursor,
                                const data::CursorContext& context, const std::string& deck, std::uint64_t lrDecaySteps,
                                const std::function<void()>& beforeCommit = {});
 

@@ -1,6 +1,10 @@
 // Gradient sums across heterogeneous pipeline replicas. Every layer is held by
 // exactly one stage of every pipeline; its gradient is summed over exactly
-// those ranks. The layout's segments (runs of layers with the same holders)
+// those stages. Where stages are split (tensor parallelism), possibly at
+// different widths in different replicas, the sums pair atoms with atoms
+// (model/shard_spec.hpp): each atom of the split parameters is summed over
+// the one rank of each pipeline that holds it, and the replicated
+// parameters over all the stages' ranks, each adding 1/width of its copy. The layout's segments (runs of layers with the same holders)
 // each get a communicator, built once per layout from the control
 // communicator.
 //
@@ -26,6 +30,7 @@
 
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
+#include "kiln/model/shard_spec.hpp"
 #include "kiln/plan/layout.hpp"
 
 #include <mpi.h>
@@ -74,11 +79,19 @@ private:
     struct Group {
         std::unique_ptr<comm::Transport> transport;  // nullptr: a single holder, nothing to sum
     };
+    // Units `want` of a parameter this rank holds as units `held` (all of it when `whole`).
+    struct Piece {
+        torch::Tensor param;  // the model's own tensor: a GradientSync lives no longer than the layout it was made for
+        model::ShardSpec spec;
+        model::UnitRange held, want;
+        bool whole = true;
+        std::vector<torch::Tensor> views(const torch::Tensor& gradient) const;
+        std::int64_t values() const;
+    };
     struct Bucket {
         comm::Transport* transport = nullptr;
-        // The parameters whose gradients it sums (the model's own tensors: a
-        // GradientSync lives no longer than the layout it was made for).
-        std::vector<torch::Tensor> params;
+        std::vector<Piece> pieces;  // the gradients it sums
+        double scale = 1.0;  // applied to this rank's values before the sum
         std::uint32_t lowestLayer = 0;  // ready once this layer is
         torch::Tensor sums;  // while started, in host memory: the flat copy being summed
         std::uint64_t bytes = 0;  // summed this step
@@ -90,6 +103,7 @@ private:
     std::vector<Bucket> buckets_;  // in the order they start: layers descending
     std::size_t started_ = 0;  // buckets_[0, started_) started this step
     std::vector<std::uint32_t> primaryLayers_;  // layers whose norm this rank counts
+    bool countReplicated_ = true;  // their replicated parameters too (slot 0 of a split stage)
     std::function<void()> afterFirstBucket_;
     bool asynchronous_ = false;
 };

@@ -73,8 +73,9 @@ public:
     AdamW& optimizer() { return *optimizer_; }
     const plan::Layout& layout() const { return layout_; }
     const plan::RankRole& role() const { return role_; }
-    // The rank (of control) that writes each layer to checkpoints.
-    std::vector<int> writers() const;
+    // The ranks (of control) that write each layer to checkpoints: the
+    // ranks of its stage in pipeline 0, one shard each.
+    std::vector<std::vector<int>> writers() const;
     // Whether pipelines and gradient sums run over NCCL (the same on every rank).
     bool nccl() const { return nccl_; }
     // After a failure: every pending and future transfer returns an error.
@@ -99,11 +100,19 @@ private:
     std::unique_ptr<PipelineStage> stage_;
     std::unique_ptr<GradientSync> gradients_;
     std::unique_ptr<comm::Transport> transport_;
+    // The sums inside a split stage (its ranks only); `slice_` is this rank's
+    // place in the stage, shared with its layers.
+    std::unique_ptr<comm::Transport> tensor_;
+    model::SliceHandle slice_;
     bool nccl_ = false;  // decided at start-up, the same on every rank
 };
 
 // The start-up ranks that hold each layer in `layout` (whose ranks are those of
 // a communicator with start-up ranks `members`).
 std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const std::vector<int>& members);
+// The start-up ranks that hold each atom of each layer ([layer][atom], one
+// per pipeline), `atoms` a multiple of every width of `layout`.
+std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const plan::Layout& layout, const std::vector<int>& members,
+                                                          std::uint32_t atoms);
 
 }  // namespace kiln::train

@@ -25,12 +25,7 @@ set -euo pipefail
 bench_workdir_with_licenses perf-pipeline
 
 steps=${KILN_BENCH_STEPS:-8}
-model=(--set model.blocks=6 --set model.d_model=128 --set model.heads=4 --set data.seq_len=128
-       --set train.micro_batch=4 --set data.global_batch=32 --set train.threads=1
-       --set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokenizer=bytes)
-"$kiln" profile input/tiny-cpu.ini "${model[@]}" --out "$work/profile.h5" >"$work/profile.log"
-# Shared memory between ranks of this machine: a few GB/s.
-machine=(--set plan.profile="$work/profile.h5" --set plan.intra_node_gb_s=5 --set plan.inter_node_gb_s=5)
+bench_profiled_model
 
 # measure NAME RANKS RANKS_PER_NODE F PIPELINES [settings...]: one JSON line.
 measure() {

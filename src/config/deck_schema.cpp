@@ -49,7 +49,7 @@ const std::vector<KeySpec>& deckSchema() {
          "(found by fault.step_timeout_s). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|publish|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
@@ -57,7 +57,7 @@ const std::vector<KeySpec>& deckSchema() {
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
-                                         "sums, commit, optimizer, checkpoint, publish, regroup or migrate";
+                                         "sums, commit, optimizer, checkpoint, write, publish, regroup or migrate";
              return "";
          }},
 
@@ -91,21 +91,24 @@ const std::vector<KeySpec>& deckSchema() {
          "plans for the nodes it is given.", atLeast(0)},
         {"plan.pipelines", KeyType::Text, "",
          "Pin the layout instead of the planner's choice: the node count of each pipeline, '+'-separated, largest "
-         "first or not (e.g. '2+1': a 2-node and a 1-node pipeline), optionally with each pipeline's microbatches "
-         "('2:5+1:3'; they must add up to the global batch's). Checked against the templates, the nodes and "
-         "fault.f + 1 like the planner's own choice. Empty: the planner chooses.",
+         "first or not (e.g. '2+1': a 2-node and a 1-node pipeline), optionally with each pipeline's stage width "
+         "('2w4+1w2': stages of 4 and of 2 ranks; without it the template's best width) and its microbatches "
+         "('2:5+1:3', '2w4:5+1w2:3'; they must add up to the global batch's). Checked against the templates, the "
+         "nodes and fault.f + 1 like the planner's own choice. Empty: the planner chooses.",
          [](const Value& v) -> std::string {
-             static const std::regex layout(R"(\s*\d+(:\d+)?(\s*\+\s*\d+(:\d+)?)*\s*)");
+             static const std::regex layout(R"(\s*\d+(w\d+)?(:\d+)?(\s*\+\s*\d+(w\d+)?(:\d+)?)*\s*)");
              const auto& text = std::get<std::string>(v);
              if (text.empty()) return "";
-             if (!std::regex_match(text, layout)) return "expected NODES+NODES+... (e.g. '2+1') or NODES:MICROBATCHES+... (e.g. '2:5+1:3')";
+             if (!std::regex_match(text, layout))
+                 return "expected NODES+NODES+... (e.g. '2+1'), with optional stage widths (e.g. '2w4+1w2') and "
+                        "microbatches (e.g. '2:5+1:3' or '2w4:5+1w2:3')";
              const bool anyShare = text.find(':') != std::string::npos;
              std::size_t pipelines = 1;
              for (char c : text) pipelines += c == '+';
              if (anyShare && std::count(text.begin(), text.end(), ':') != static_cast<long>(pipelines))
                  return "give microbatches for every pipeline or for none";
-             static const std::regex zero(R"((^|[+:\s])0+(\D|$))");
-             if (std::regex_search(text, zero)) return "node and microbatch counts must be at least 1";
+             static const std::regex zero(R"((^|[+:w\s])0+(\D|$))");
+             if (std::regex_search(text, zero)) return "node counts, widths and microbatch counts must be at least 1";
              return "";
          }},
         {"plan.stage_width", KeyType::Integer, "0",
@@ -197,6 +200,16 @@ const std::vector<KeySpec>& deckSchema() {
 
         // [checkpoint]
         {"checkpoint.every", KeyType::Integer, "0", "Write a checkpoint every this many steps (and at the end); 0 = only at the end.", atLeast(0)},
+        {"checkpoint.parallel", KeyType::Flag, "true",
+         "Every layer written by one of its holders into that rank's own part file, the bytes spread over all "
+         "replicas, with a small index written last (format 2). false: one file, every layer sent to rank 0, which "
+         "writes it alone (format 1). Both restore on any layout.",
+         {}},
+        {"checkpoint.background", KeyType::Flag, "true",
+         "Periodic checkpoints (checkpoint.every): copied to host memory at the step boundary and written by a "
+         "thread while training goes on; published once every rank's part is written. The last checkpoint of a "
+         "run, a stop request's and the beyond-f one are always written at once. Needs checkpoint.parallel.",
+         {}},
         {"checkpoint.keep", KeyType::Integer, "3", "Checkpoints kept; older ones are deleted once a newer one is complete.", atLeast(1)},
         {"checkpoint.from", KeyType::Text, "",
          "Resume from this checkpoint file instead of the one <run dir>/ckpt/latest names (e.g. an older one).", {}},

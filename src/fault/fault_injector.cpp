@@ -36,6 +36,7 @@ const char* phaseName(Phase phase) {
         case Phase::Commit: return "commit";
         case Phase::Optimizer: return "optimizer";
         case Phase::Checkpoint: return "checkpoint";
+        case Phase::Write: return "write";
         case Phase::Publish: return "publish";
         case Phase::Regroup: return "regroup";
         case Phase::Migrate: return "migrate";
@@ -67,14 +68,14 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         }
         bool known = false;
         for (Phase p : {Phase::Forward, Phase::Backward, Phase::Send, Phase::AllReduce, Phase::Sums, Phase::Commit,
-                        Phase::Optimizer, Phase::Checkpoint, Phase::Publish, Phase::Regroup, Phase::Migrate}) {
+                        Phase::Optimizer, Phase::Checkpoint, Phase::Write, Phase::Publish, Phase::Regroup, Phase::Migrate}) {
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
         if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, send, allreduce, sums, commit, optimizer, checkpoint, "
-                               "publish, regroup, migrate", item, name);
+                               "write, publish, regroup, migrate", item, name);
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

@@ -15,18 +15,18 @@ void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMi
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> next;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
         inst.pipelines[p].microbatches = 0;
-        next.push({templates.forNodes(inst.pipelines[p].nodes)->stepTime(1), p});
+        next.push({inst.pipelines[p].templateIn(templates)->stepTime(1), p});
     }
     for (std::uint64_t k = 0; k < globalMicrobatches; ++k) {
         const auto [time, p] = next.top();
         next.pop();
         auto& share = inst.pipelines[p];
         ++share.microbatches;
-        next.push({templates.forNodes(share.nodes)->stepTime(share.microbatches + 1), p});
+        next.push({share.templateIn(templates)->stepTime(share.microbatches + 1), p});
     }
     inst.stepTime = 0.0;
     for (auto& share : inst.pipelines) {
-        share.stepTime = templates.forNodes(share.nodes)->stepTime(share.microbatches);
+        share.stepTime = share.templateIn(templates)->stepTime(share.microbatches);
         inst.stepTime = std::max(inst.stepTime, share.stepTime);
     }
 }
@@ -127,7 +127,7 @@ Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std
     const Choice choice = mostCapacity(templates, nodes, K, candidates[hi]);
     Instantiation inst;
     for (auto n : choice.pipelines) {
-        inst.pipelines.push_back({n, 0, 0.0});
+        inst.pipelines.push_back({n, 0, 0.0, 0});
         inst.nodesUsed += n;
     }
     inst.nodesIdle = nodes - inst.nodesUsed;

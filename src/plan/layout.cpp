@@ -78,7 +78,7 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
     };
     std::vector<Position> positions;
     for (const auto& share : inst.pipelines) {
-        const PipelineTemplate* t = templates.forNodes(share.nodes);
+        const PipelineTemplate* t = share.templateIn(templates);
         const std::uint32_t spn = t->stagesPerNode();
         for (std::uint32_t k = 0; k < share.nodes; ++k)
             positions.push_back({t, k, prefix[t->stages[(k + 1) * spn - 1].endLayer] - prefix[t->stages[k * spn].firstLayer]});
@@ -161,7 +161,7 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
     std::size_t nextNode = 0;
     std::uint64_t nextMicrobatch = 0;
     for (const auto& share : inst.pipelines) {
-        const PipelineTemplate* t = templates.forNodes(share.nodes);
+        const PipelineTemplate* t = share.templateIn(templates);
         if (!t) throw Error(fmt::format("no template for {} nodes", share.nodes), ErrorScope::AllRanks);
         if (nextNode + share.nodes > ranksOfNode.size())
             throw Error(fmt::format("the instantiation needs more than the {} nodes at hand", ranksOfNode.size()),
@@ -258,16 +258,28 @@ Instantiation pinnedInstantiation(const TemplateSet& templates, const std::strin
         if (templates.forNodes(n)) available.push_back(std::to_string(n));
     for (std::string item; in >> item;) {
         PipelineShare share;
-        const auto colon = item.find(':');
-        share.nodes = static_cast<std::uint32_t>(std::stoul(item.substr(0, colon)));
+        const auto colon = item.find(':'), w = item.find('w');
+        share.nodes = static_cast<std::uint32_t>(std::stoul(item.substr(0, std::min(colon, w))));
+        if (w != std::string::npos) share.width = static_cast<std::uint32_t>(std::stoul(item.substr(w + 1, colon - w - 1)));
         if (colon != std::string::npos) {
             shares = true;
             share.microbatches = std::stoull(item.substr(colon + 1));
             total += share.microbatches;
         }
-        if (!templates.forNodes(share.nodes))
+        const PipelineTemplate* best = templates.forNodes(share.nodes);
+        if (!best) {
             problems.push_back(fmt::format("there is no {}-node template (this job has templates for {} nodes)", share.nodes,
                                            available.empty() ? std::string("no") : fmt::format("{}", fmt::join(available, ", "))));
+        } else if (share.width > 0 && !share.templateIn(templates)) {
+            const std::uint32_t g = best->ranksPerNode;
+            problems.push_back(
+                g % share.width != 0
+                    ? fmt::format("'{}': a stage {} ranks wide does not divide a node's {} ranks (cluster.ranks_per_node)",
+                                  item, share.width, g)
+                    : fmt::format("'{}': no {}-node pipeline of stages {} rank{} wide fits (memory, layers or heads; "
+                                  "plan.stage_width may rule the width out too)",
+                                  item, share.nodes, share.width, share.width == 1 ? "" : "s"));
+        }
         inst.nodesUsed += share.nodes;
         inst.pipelines.push_back(share);
     }
@@ -289,7 +301,7 @@ Instantiation pinnedInstantiation(const TemplateSet& templates, const std::strin
     if (shares) {
         inst.stepTime = 0.0;
         for (auto& share : inst.pipelines) {
-            share.stepTime = templates.forNodes(share.nodes)->stepTime(share.microbatches);
+            share.stepTime = share.templateIn(templates)->stepTime(share.microbatches);
             inst.stepTime = std::max(inst.stepTime, share.stepTime);
         }
     } else {
@@ -302,7 +314,7 @@ Instantiation pinnedInstantiation(const TemplateSet& templates, const std::strin
 void checkStageMemory(const TemplateSet& templates, const Instantiation& inst, const std::string& what) {
     std::vector<std::string> problems;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
-        const auto* t = templates.forNodes(inst.pipelines[p].nodes);
+        const auto* t = inst.pipelines[p].templateIn(templates);
         const auto S = static_cast<std::uint64_t>(t->stages.size());
         for (std::uint64_t s = 0; s < S; ++s) {
             const std::uint64_t inFlight = std::min<std::uint64_t>(S - s, inst.pipelines[p].microbatches);

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace kiln::plan {
 
 namespace h5 = io::h5;
@@ -19,11 +21,11 @@ struct TemplateRow {
     double bottleneck, fillDrain, sync;
 };
 struct StageRow {
-    std::uint32_t templateNodes, stage, firstLayer, endLayer;
+    std::uint32_t templateNodes, templateWidth, stage, firstLayer, endLayer;
     double time, sync, memory, paramBytes, activationBytes;
 };
 struct PipelineRow {
-    std::uint32_t nodes;
+    std::uint32_t nodes, width;
     std::uint64_t microbatches;
     double stepTime;
 };
@@ -44,6 +46,7 @@ h5::Handle templateType() {
 h5::Handle stageType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StageRow)), "plan"));
     KILN_H5(H5Tinsert(t, "template_nodes", HOFFSET(StageRow, templateNodes), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "template_width", HOFFSET(StageRow, templateWidth), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "stage", HOFFSET(StageRow, stage), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "first_layer", HOFFSET(StageRow, firstLayer), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "end_layer", HOFFSET(StageRow, endLayer), H5T_NATIVE_UINT32), "plan");
@@ -58,6 +61,7 @@ h5::Handle stageType() {
 h5::Handle pipelineType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(PipelineRow)), "plan"));
     KILN_H5(H5Tinsert(t, "nodes", HOFFSET(PipelineRow, nodes), H5T_NATIVE_UINT32), "plan");
+    KILN_H5(H5Tinsert(t, "stage_width", HOFFSET(PipelineRow, width), H5T_NATIVE_UINT32), "plan");
     KILN_H5(H5Tinsert(t, "microbatches", HOFFSET(PipelineRow, microbatches), H5T_NATIVE_UINT64), "plan");
     KILN_H5(H5Tinsert(t, "step_time_s", HOFFSET(PipelineRow, stepTime), H5T_NATIVE_DOUBLE), "plan");
     return t;
@@ -71,22 +75,31 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
     h5::quietErrors();
     std::vector<TemplateRow> templates;
     std::vector<StageRow> stages;
-    for (std::size_t i = 0; i < set.templates.size(); ++i) {
-        const auto& t = set.templates[i];
-        const auto n = static_cast<std::uint32_t>(set.minNodes + i);
+    const auto add = [&](const PipelineTemplate& t, std::uint32_t n) {
         if (t.nodes == 0) {
             templates.push_back({n, 0, 0, 0, 0, 0.0, 0.0, 0.0});
-            continue;
+            return;
         }
-        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.ranksPerNode, t.width, t.referenceMicrobatches, t.bottleneck(),
-                             t.latency(), t.sync()});
+        templates.push_back({n, static_cast<std::uint32_t>(t.stages.size()), t.ranksPerNode, t.width, t.referenceMicrobatches,
+                             t.bottleneck(), t.latency(), t.sync()});
         for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
             const auto& st = t.stages[s];
-            stages.push_back({n, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory, st.paramBytes, st.activationBytes});
+            stages.push_back({n, t.width, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory, st.paramBytes,
+                              st.activationBytes});
+        }
+    };
+    // The best template of every node count, then the other widths the instantiation pins.
+    for (std::size_t i = 0; i < set.templates.size(); ++i) add(set.templates[i], static_cast<std::uint32_t>(set.minNodes + i));
+    std::vector<const PipelineTemplate*> pinned;
+    for (const auto& p : inst.pipelines) {
+        const PipelineTemplate* t = p.templateIn(set);
+        if (t && t != set.forNodes(p.nodes) && std::find(pinned.begin(), pinned.end(), t) == pinned.end()) {
+            pinned.push_back(t);
+            add(*t, p.nodes);
         }
     }
     std::vector<PipelineRow> pipelines;
-    for (const auto& p : inst.pipelines) pipelines.push_back({p.nodes, p.microbatches, p.stepTime});
+    for (const auto& p : inst.pipelines) pipelines.push_back({p.nodes, p.width, p.microbatches, p.stepTime});
 
     const std::string temporary = io::temporarySibling(path).string();
     {
@@ -139,13 +152,19 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
             t.width = row.width;
             t.referenceMicrobatches = row.referenceMicrobatches;
             for (const auto& s : stages)
-                if (s.templateNodes == row.nodes) t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes});
+                if (s.templateNodes == row.nodes && s.templateWidth == row.width)
+                    t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes});
         }
-        set.templates.push_back(std::move(t));
+        // One row per node count (the best), then the pinned other widths.
+        if (set.templates.size() + set.minNodes <= row.nodes) {
+            set.templates.push_back(std::move(t));
+        } else {
+            set.alternatives.push_back(std::move(t));
+        }
     }
     inst = Instantiation{};
     for (const auto& p : h5::readRecords<PipelineRow>(file, "instantiation", pipelineType(), path)) {
-        inst.pipelines.push_back({p.nodes, p.microbatches, p.stepTime});
+        inst.pipelines.push_back({p.nodes, p.microbatches, p.stepTime, p.width});
         inst.nodesUsed += p.nodes;
         inst.stepTime = std::max(inst.stepTime, p.stepTime);
     }

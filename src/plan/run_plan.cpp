@@ -152,7 +152,7 @@ std::string describeInstantiation(const TemplateSet& set, const Instantiation& i
     out += fmt::format("  {:>8} {:>6} {:>7} {:>5} {:>13} {:>12}\n", "pipeline", "nodes", "stages", "width", "microbatches",
                        "step time");
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
-        const auto* t = set.forNodes(inst.pipelines[p].nodes);
+        const auto* t = inst.pipelines[p].templateIn(set);
         out += fmt::format("  {:>8} {:>6} {:>7} {:>5} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, t ? t->stages.size() : 0,
                            t ? t->width : 0, inst.pipelines[p].microbatches, seconds(inst.pipelines[p].stepTime));
     }

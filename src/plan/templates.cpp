@@ -219,9 +219,13 @@ double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
     return microbatches == 0 ? 0.0 : pipelineTime(microbatches) + sync();
 }
 
-const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n) const {
+const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n, std::uint32_t width) const {
     if (n < minNodes || n > maxNodes || templates[n - minNodes].nodes == 0) return nullptr;
-    return &templates[n - minNodes];
+    const PipelineTemplate& best = templates[n - minNodes];
+    if (width == 0 || best.width == width) return &best;
+    for (const auto& t : alternatives)
+        if (t.nodes == n && t.width == width) return &t;
+    return nullptr;
 }
 
 namespace {
@@ -280,13 +284,15 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
     }
     // The fastest pipeline of n nodes over every width (pipeline time with
     // its reference microbatches; the gradient sums do not depend on the width).
-    const auto bestOfWidths = [&](std::uint32_t n, PipelineTemplate& best) {
+    // The others go to `others`.
+    const auto bestOfWidths = [&](std::uint32_t n, PipelineTemplate& best, std::vector<PipelineTemplate>& others) {
         const std::uint64_t m = referenceMicrobatches(n, cluster, globalMicrobatches);
         bool found = false;
         for (std::size_t k = 0; k < costs.size(); ++k) {
             PipelineTemplate t;
             if (!bestTemplate(costs[k], n, m, candidates[k], t)) continue;
-            if (!found || t.pipelineTime(m) < best.pipelineTime(m)) best = std::move(t);
+            if (!found || t.pipelineTime(m) < best.pipelineTime(m)) std::swap(best, t);
+            if (found) others.push_back(std::move(t));
             found = true;
         }
         return found;
@@ -297,8 +303,11 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
     const std::uint32_t upper = std::min(L / (g / widest), cluster.nodes);
     std::uint32_t n = 1;
     PipelineTemplate t;
-    for (; n <= upper; ++n)
-        if (bestOfWidths(n, t)) break;
+    std::vector<PipelineTemplate> others;
+    for (; n <= upper; ++n) {
+        others.clear();
+        if (bestOfWidths(n, t, others)) break;
+    }
     if (n > upper) {
         const CostModel& cost = costs.back();
         double largest = 0.0;
@@ -319,13 +328,14 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
                                      f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
     const std::uint32_t limit = std::min(upper, cluster.nodes - f * n);
     set.templates.push_back(t);
+    set.alternatives = std::move(others);
     set.maxNodes = n;
     // Longer pipelines hold more microbatches in flight on their first stages,
     // so a node count can have no template even though a smaller one has: such
     // counts stay empty (nodes == 0) and are never instantiated.
     for (std::uint32_t k = n + 1; k <= limit; ++k) {
         PipelineTemplate next;
-        if (bestOfWidths(k, next)) set.maxNodes = k;
+        if (bestOfWidths(k, next, set.alternatives)) set.maxNodes = k;
         set.templates.push_back(std::move(next));
     }
     set.templates.resize(set.maxNodes - set.minNodes + 1);

@@ -2,6 +2,8 @@
 
 #include "kiln/train/layer_state.hpp"
 
+#include "checkpoint_format.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
@@ -20,41 +22,14 @@ namespace h5 = io::h5;
 
 namespace {
 
-constexpr const char* kFormat = "kiln-checkpoint";
-constexpr std::int64_t kVersion = 1;
-
-
-std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c) {
-    return {{"model.blocks", c.blocks},     {"model.d_model", c.dModel},     {"model.heads", c.heads},
-            {"model.mlp_ratio", c.mlpRatio}, {"the tokenizer's vocabulary", c.vocabSize}, {"data.seq_len", c.seqLen}};
-}
-
-std::string attributeName(const std::string& key) {
-    std::string name = "shape " + key;
-    for (auto& ch : name)
-        if (ch == ' ' || ch == '.' || ch == '\'') ch = '_';
-    return name;
-}
-
-std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}", layer); }
-
-// Creates a float32 dataset of `shape` and writes `tensor` into it.
-void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor& tensor,
-                 const std::string& context) {
-    std::vector<hsize_t> dims(shape.begin(), shape.end());
-    h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
-    h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
-    const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    if (cpu.sizes().vec() != shape)
-        throw Error(fmt::format("{}: tensor {} has shape {}, the model config says {}", context, name,
-                                fmt::join(cpu.sizes().vec(), "x"), fmt::join(shape, "x")),
-                    ErrorScope::ThisRank);
-    KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
-}
+using format::attributeName;
+using format::layerGroup;
+using format::makeGroup;
+using format::shapeOf;
 
 void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const std::string& context) {
     if (H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
-        throw InputError(fmt::format("{}: tensor {} is missing", context, name), ErrorScope::ThisRank);
+        throw CheckpointUnreadable(fmt::format("{}: tensor {} is missing", context, name));
     h5::Handle set(KILN_H5(H5Dopen2(group, name.c_str(), H5P_DEFAULT), context));
     h5::Handle space(KILN_H5(H5Dget_space(set), context));
     std::vector<hsize_t> dims(static_cast<std::size_t>(KILN_H5(H5Sget_simple_extent_ndims(space), context)));
@@ -70,10 +45,6 @@ void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const
     into.copy_(cpu);
 }
 
-h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context) {
-    return h5::Handle(KILN_H5(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
-}
-
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::filesystem::path dir, std::uint64_t keep) : dir_(std::move(dir)), keep_(keep) {}
@@ -86,6 +57,7 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
 }
 
 namespace {
+// Checkpoint files in `dir`, oldest first (complete: only a committed one has its final name).
 std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::path& dir) {
     std::vector<std::filesystem::path> all;
     const std::regex pattern(R"(step-\d{8}\.h5)");
@@ -97,13 +69,38 @@ std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::pa
 }
 }  // namespace
 
+std::vector<std::filesystem::path> CheckpointStore::complete() const { return completeCheckpoints(dir_); }
+
 std::size_t CheckpointStore::removeStaleTemporaries() const {
-    const std::regex pattern(R"(\.step-\d{8}\.h5\.tmp\..*)");
+    // Temporaries of the index, `latest` and parts, and parts directories whose index was never written.
+    const std::regex temporary(R"(\.(step-\d{8}\.h5|latest|part-\d{5}\.h5)\.tmp\..*)"), parts(R"(step-(\d{8})\.parts)");
     std::size_t removed = 0;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
-        if (std::regex_match(entry.path().filename().string(), pattern) && std::filesystem::remove(entry.path(), ec)) ++removed;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+        const std::string name = entry.path().filename().string();
+        std::smatch m;
+        if (std::regex_match(name, temporary)) {
+            if (std::filesystem::remove(entry.path(), ec)) ++removed;
+        } else if (std::regex_match(name, m, parts)) {
+            if (!std::filesystem::exists(dir_ / ("step-" + m[1].str() + ".h5"))) {
+                removed += static_cast<std::size_t>(std::filesystem::remove_all(entry.path(), ec));
+                continue;
+            }
+            for (const auto& inner : std::filesystem::directory_iterator(entry.path(), ec))
+                if (std::regex_match(inner.path().filename().string(), temporary) && std::filesystem::remove(inner.path(), ec))
+                    ++removed;
+        }
+    }
     return removed;
+}
+
+void pruneCheckpoints(const std::filesystem::path& dir, std::uint64_t keep) {
+    const auto all = completeCheckpoints(dir);
+    for (std::size_t i = 0; i + keep < all.size(); ++i) {
+        std::error_code ignored;
+        std::filesystem::remove(all[i], ignored);
+        std::filesystem::remove_all(dir / format::partsDirectory(all[i].filename().string()), ignored);
+    }
 }
 
 std::string CheckpointStore::listing() const {
@@ -186,8 +183,8 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::LibraryLock lock(h5::libraryMutex());
         h5::quietErrors();
         h5::Handle file(KILN_H5(H5Fcreate(temporary.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), ctx));
-        h5::writeAttribute(file, "format", std::string(kFormat));
-        h5::writeAttribute(file, "format_version", kVersion);
+        h5::writeAttribute(file, "format", std::string(format::kName));
+        h5::writeAttribute(file, "format_version", format::kSingleFile);
         h5::writeAttribute(file, "step", step);
         h5::writeAttribute(file, "optimizer_steps", optimizer.steps());
         h5::writeAttribute(file, "lr_decay_steps", lrDecaySteps);
@@ -273,7 +270,8 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
                 for (const auto& [tensorName, shape] : shapes) {
                     std::int64_t n = 1;
                     for (auto d : shape) n *= d;
-                    writeTensor(kind, tensorName, shape, flat.slice(0, offset, offset + n).view(shape), ctx);
+                    format::writeTensor(kind, tensorName, shape, flat.slice(0, offset, offset + n).view(shape), ctx,
+                                        /*checksum=*/true);
                     offset += n;
                 }
             }
@@ -294,24 +292,30 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     temporary.keep = true;
     io::writeFileAtomically(dir_ / "latest", name + "\n");
     // Prune only now that the new one is complete and named by `latest`.
-    const auto all = completeCheckpoints(dir_);
-    for (std::size_t i = 0; i + keep_ < all.size(); ++i) std::filesystem::remove(all[i]);
+    pruneCheckpoints(dir_, keep_);
     int done = 1;
     KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
     return path;
 }
 
-std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
-                                    const data::CursorContext& context, data::Cursor& cursor,
-                                    std::uint64_t& lrDecaySteps) {
+namespace {
+
+std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
+                             const data::CursorContext& context, data::Cursor& cursor, std::uint64_t& lrDecaySteps) {
     const std::string ctx = path.string();
-    h5::Handle file = io::openForReading(ctx, "checkpoint");
+    h5::Handle file;
+    try {
+        file = io::openForReading(ctx, "checkpoint");
+    } catch (const InputError& e) {
+        throw CheckpointUnreadable(e.what());
+    }
     h5::LibraryLock lock(h5::libraryMutex());
-    const std::string format = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", ctx) : "";
-    if (format != kFormat) throw InputError(fmt::format("{}: not a kiln checkpoint (format '{}')", ctx, format));
-    if (h5::readIntAttribute(file, "format_version", ctx) != kVersion)
-        throw InputError(fmt::format("{}: checkpoint format version {}, this kiln reads {}", ctx,
-                                     h5::readIntAttribute(file, "format_version", ctx), kVersion));
+    const std::string kind = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", ctx) : "";
+    if (kind != format::kName) throw InputError(fmt::format("{}: not a kiln checkpoint (format '{}')", ctx, kind));
+    const auto version = h5::readIntAttribute(file, "format_version", ctx);
+    if (version != format::kSingleFile && version != format::kParts)
+        throw InputError(fmt::format("{}: checkpoint format version {}, this kiln reads {} and {}", ctx, version,
+                                     format::kSingleFile, format::kParts));
     std::vector<std::string> differences;
     for (const auto& [key, value] : shapeOf(model.config())) {
         const auto saved = h5::readUintAttribute(file, attributeName(key), ctx);
@@ -324,7 +328,7 @@ std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gp
     for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
         const std::string group = layerGroup(model.firstLayer() + l);
         if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0 || H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0)
-            throw InputError(fmt::format("{}: layer group {} is missing", ctx, group));
+            throw CheckpointUnreadable(fmt::format("{}: layer group {} is missing", ctx, group));
         h5::Handle g(KILN_H5(H5Gopen2(file, group.c_str(), H5P_DEFAULT), ctx));
         h5::Handle params(KILN_H5(H5Gopen2(g, "params", H5P_DEFAULT), ctx)), m(KILN_H5(H5Gopen2(g, "adam_m", H5P_DEFAULT), ctx)),
             v(KILN_H5(H5Gopen2(g, "adam_v", H5P_DEFAULT), ctx));
@@ -350,6 +354,21 @@ std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gp
     lrDecaySteps = h5::hasAttribute(file, "lr_decay_steps") ? h5::readUintAttribute(file, "lr_decay_steps", ctx) : 0;
     cursor = data::readCursor(file, "loader", context, ctx);
     return h5::readUintAttribute(file, "step", ctx);
+}
+
+}  // namespace
+
+std::uint64_t CheckpointStore::load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
+                                    const data::CursorContext& context, data::Cursor& cursor,
+                                    std::uint64_t& lrDecaySteps) {
+    if (!std::filesystem::exists(path))
+        throw CheckpointUnreadable(fmt::format("{}: no such checkpoint", path.string()));
+    try {
+        return loadCheckpoint(path, model, optimizer, context, cursor, lrDecaySteps);
+    } catch (const LibraryError& e) {
+        // HDF5 could not read it: truncated, a part missing, a checksum that does not match.
+        throw CheckpointUnreadable(fmt::format("{} cannot be read: {}", path.string(), e.what()));
+    }
 }
 
 }  // namespace kiln::train

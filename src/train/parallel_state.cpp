@@ -167,9 +167,18 @@ void ParallelState::renumber(const comm::World& world, const std::vector<int>& o
     role_ = layout_.role(world.rank());
 }
 
-std::vector<std::vector<int>> ParallelState::writers() const {
-    std::vector<std::vector<int>> out(layout_.layers);
-    for (std::uint32_t l = 0; l < layout_.layers; ++l) out[l] = layout_.primaryHolders(l);
+std::vector<std::vector<std::vector<int>>> ParallelState::holders() const {
+    std::vector<std::vector<std::vector<int>>> out(layout_.layers);
+    for (const auto& segment : layout_.segments) {
+        std::vector<std::vector<int>> stages;
+        std::size_t first = 0;
+        for (std::uint32_t w : segment.widths) {
+            stages.emplace_back(segment.holders.begin() + static_cast<std::ptrdiff_t>(first),
+                                segment.holders.begin() + static_cast<std::ptrdiff_t>(first + w));
+            first += w;
+        }
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) out[l] = stages;
+    }
     return out;
 }
 

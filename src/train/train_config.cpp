@@ -26,6 +26,8 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.logEvery = static_cast<std::uint64_t>(deck.integer("train.log_every"));
     c.checkpointEvery = static_cast<std::uint64_t>(deck.integer("checkpoint.every"));
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));
+    c.checkpointParallel = deck.flag("checkpoint.parallel");
+    c.checkpointBackground = deck.flag("checkpoint.background");
     c.resume = deck.flag("checkpoint.resume");
     c.resumeFrom = deck.text("checkpoint.from");
     c.stepTimeout = deck.real("fault.step_timeout_s");

@@ -52,6 +52,7 @@ model::ComputeThreads Trainer::State::prepare() {
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
+    checkpointing = std::make_unique<CheckpointManager>(*checkpoints, config.checkpointParallel);
     return threads;
 }
 
@@ -133,12 +134,36 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (latest) {
         data::Cursor saved;
         std::uint64_t savedHorizon = 0;
-        try {
-            CheckpointStore::load(*latest, s.parallel->model(), s.parallel->optimizer(), s.context, saved, savedHorizon);
-        } catch (const InputError& e) {
-            throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
-                                         "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
-                                         e.what(), s.checkpoints->directory().string(), s.checkpoints->listing()));
+        // `latest`, then (when it cannot be read) the older complete ones, newest first; a checkpoint
+        // named by checkpoint.from is the only one tried. Every rank reads its own layers: all agree.
+        std::vector<std::filesystem::path> tries{*latest};
+        if (s.config.resumeFrom.empty()) {
+            const auto all = s.checkpoints->complete();
+            for (auto it = all.rbegin(); it != all.rend(); ++it)
+                if (it->filename() != latest->filename()) tries.push_back(*it);
+        }
+        for (std::size_t k = 0;; ++k) {
+            std::string unreadable;
+            try {
+                CheckpointStore::load(tries[k], s.parallel->model(), s.parallel->optimizer(), s.context, saved, savedHorizon);
+            } catch (const CheckpointUnreadable& e) {
+                unreadable = e.what();
+            } catch (const InputError& e) {
+                throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
+                                             "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
+                                             e.what(), s.checkpoints->directory().string(), s.checkpoints->listing()));
+            }
+            unreadable = comm::firstError(world.control(), unreadable);
+            if (unreadable.empty()) break;
+            if (k + 1 == tries.size())
+                throw InputError(fmt::format("{}\n  No checkpoint in {} can be restored ({}). Start afresh with --set "
+                                             "checkpoint.resume=false, or name one with --set checkpoint.from=FILE.",
+                                             unreadable, s.checkpoints->directory().string(), s.checkpoints->listing()));
+            const std::string fallback = fmt::format("{} cannot be restored ({}); falling back to {}",
+                                                     tries[k].filename().string(), unreadable, tries[k + 1].filename().string());
+            if (world.rank() == 0) log::warn("{}", fallback);
+            s.notes += "# " + fallback + "\n";
+            latest = tries[k + 1];
         }
         cursor = data::BatchPlanner(s.spec, *s.probe).resume(saved);
         resumed = true;
@@ -201,6 +226,7 @@ struct Attempt {
     double lossSum = 0.0, gradNorm = 0.0;
     bool stopRequested = false;  // some rank got the stop signal: all stop after this step
     int admitNodes = 0;          // nodes to admit after this step (an admission request)
+    int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
     StageWork work;
     double sync = 0.0;
 };
@@ -275,13 +301,15 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 s.admitPending = request.nodes;
                 s.admitHosts = request.hosts;
             }
-            double sums[4] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
-                              s.world.rank() == 0 ? double(s.admitPending) : 0.0};
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            double sums[5] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
+                              s.world.rank() == 0 ? double(s.admitPending) : 0.0,
+                              s.checkpointing->writeEnded() ? 0.0 : 1.0};
+            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, s.world.control()));
             a.lossSum = sums[0];
             a.gradNorm = std::sqrt(sums[1]);
             a.stopRequested = sums[2] > 0;
             a.admitNodes = static_cast<int>(sums[3]);
+            a.checkpointWriting = static_cast<int>(sums[4]);
             a.sync = work.sumsSeconds + since(s0);
         } catch (const ProcFailedError& e) {
             log::detail("step {}: {}", step, e.what());
@@ -311,10 +339,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         summary.seconds = since(start);
         return summary;
     };
-    // A checkpoint of the committed step `at`. A failure while it is written
-    // leaves the previous one `latest`; the survivors recover as from a failed
-    // step and the new layout writes it again.
-    const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step) {
+    // A checkpoint of the committed step `at`, written now or (`background`)
+    // started now. A failure while it is written or started leaves the
+    // previous one `latest`; the survivors recover as from a failed step and
+    // the new layout writes (or starts) it again.
+    const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step, bool background) {
         comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
         struct LimitAgain {
             std::function<double()> limit;
@@ -324,7 +353,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             const auto begun = Clock::now();
             try {
                 s.injector->at(step, fault::Phase::Checkpoint);
-                s.checkpoint(at, s.parallel->writers());
+                if (background) {
+                    s.startCheckpoint(at);
+                } else {
+                    s.checkpoint(at, s.parallel->holders());
+                }
                 if (s.pendingFailure) {  // what was replayed is the checkpoint
                     s.pendingFailure->replay = since(begun);
                     if (s.diag) s.diag->failure(*s.pendingFailure);
@@ -341,14 +374,14 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
     };
 
-    // New nodes at the boundary before `step`. A failure meanwhile is
-    // recovered from like a failed step's (the step itself is committed).
-    const auto admitSafely = [&](std::uint64_t step, int nodes) {
-        s.admitPending = 0;
+    // Work at the boundary before `step` after it committed (admitting nodes,
+    // publishing a background checkpoint). A failure meanwhile is recovered
+    // from like a failed step's (the step itself is committed).
+    const auto atBoundary = [&](std::uint64_t step, const char* what, const std::function<State::Recovery()>& work) {
         try {
-            return s.admit(step, nodes);
+            return work();
         } catch (const ProcFailedError& e) {
-            log::detail("step {}: a rank failed while nodes were admitted: {}", step, e.what());
+            log::detail("step {}: a rank failed while {}: {}", step, what, e.what());
             comm::revoke(s.world.control());
             s.parallel->interrupt();
             return s.recoverFromFailure(step, 0.0);
@@ -412,10 +445,18 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                       duration(elapsed / stepsDone * double(end - step - 1)), s.tolerance,
                       s.spares > 0 ? fmt::format(" +{} spare", s.spares) : std::string());
         }
+        // A background checkpoint whose parts every rank has written is published.
+        if (s.checkpointing->pending() && a.checkpointWriting == 0) {
+            const auto outcome = atBoundary(step + 1, "a checkpoint was published", [&] {
+                s.completeCheckpoint();
+                return State::Recovery::Continue;
+            });
+            if (outcome != State::Recovery::Continue) return stopWith(outcome);
+        }
         const bool checkpointDue =
             s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end;
         if (checkpointDue || (a.stopRequested && step + 1 < end)) {
-            const auto outcome = checkpointSafely(step + 1, step);
+            const auto outcome = checkpointSafely(step + 1, step, !a.stopRequested);
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
         if (a.stopRequested && step + 1 < end) {
@@ -427,12 +468,13 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             return finish(TrainSummary::Stop::Requested);
         }
         if (a.admitNodes > 0 && step + 1 < end) {
-            const auto outcome = admitSafely(step + 1, a.admitNodes);
+            s.admitPending = 0;
+            const auto outcome = atBoundary(step + 1, "nodes were admitted", [&] { return s.admit(step + 1, a.admitNodes); });
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
     }
     if (stepsDone > 0) {
-        const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step);
+        const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step, false);
         if (outcome != State::Recovery::Continue) return stopWith(outcome);
     }
     finish(TrainSummary::Stop::Finished);

@@ -84,6 +84,9 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     io::FailureRecord record;
     record.step = step;
     record.detect = detectSeconds;
+    // A background checkpoint in progress is abandoned (its writer thread ended
+    // first); `latest` stays the previous one, and its parts go below.
+    checkpointing->abandon();
     for (;;) {
         try {
             const fault::RecoveryReport report = fault::recover(world, retiredNodes);
@@ -165,6 +168,10 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
                            next.activeNodes == plan.cluster.nodes && plan.spares > 0
                                ? fmt::format("a spare took the failed node's place after step {} failed", step)
                                : fmt::format("regrouped from the templates after step {} failed", step));
+            // What a dead writer or an abandoned checkpoint left (no rank writes one now).
+            if (world.rank() == 0)
+                if (const auto stale = checkpoints->removeStaleTemporaries())
+                    log::detail("removed {} unfinished checkpoint file{}", stale, stale == 1 ? "" : "s");
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: another failure during the recovery ({}); recovering again", step, e.what());
@@ -202,7 +209,9 @@ Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const s
                   "continue on the nodes it gets",
                   reason, loader->cursor().step);
         try {
-            checkpoint(loader->cursor().step, writers);
+            LayerHolders holders;
+            for (const auto& stage : writers) holders.push_back({stage});
+            checkpoint(loader->cursor().step, holders);
             if (diag) diag->event(step, "stop", reason + "; checkpoint written, exit 75");
         } catch (const ProcFailedError& e) {
             // One more failure while writing: the previous checkpoint stays `latest`.

@@ -176,18 +176,47 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
     if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
 }
 
-void Trainer::State::checkpoint(std::uint64_t step, const std::vector<std::vector<int>>& writers) {
-    const auto t0 = Clock::now();
-    // Step `step - 1` is the one the checkpoint follows, as for the checkpoint phase.
-    const auto beforeCommit = [&] {
-        injector->at(step > 0 ? step - 1 : 0, fault::Phase::Publish);
-        io::fence().check("a checkpoint");
-    };
-    const auto path = checkpoints->save(world.control(), step, parallel->model(), parallel->optimizer(), writers,
-                                        loader->cursor(), context, deck.resolvedText(), config.decaySteps, beforeCommit);
-    const double seconds = since(t0);
-    log::info("  checkpoint {} written in {:.2f} s", path.string(), seconds);
-    if (diag) diag->event(step, "checkpoint", fmt::format("{} in {:.3f} s", path.filename().string(), seconds));
+CheckpointManager::Source Trainer::State::checkpointSource(LayerHolders holders) const {
+    return {&parallel->model(), &parallel->optimizer(), std::move(holders), loader->cursor(), context, deck.resolvedText(),
+            config.decaySteps};
+}
+
+namespace {
+// Step `step - 1` is the one a checkpoint of `step` follows, as for the checkpoint phase.
+std::uint64_t followed(std::uint64_t step) { return step > 0 ? step - 1 : 0; }
+}  // namespace
+
+CheckpointManager::Hooks Trainer::State::checkpointHooks(std::uint64_t step) {
+    // The phases of the step the checkpoint follows (publish runs on rank 0,
+    // write in each writer's thread, steps later for a background one).
+    return {[this, step] {
+                injector->at(followed(step), fault::Phase::Publish);
+                io::fence().check("a checkpoint");
+            },
+            [this, step] { injector->at(followed(step), fault::Phase::Write); }};
+}
+
+void Trainer::State::checkpoint(std::uint64_t step, const LayerHolders& holders) {
+    reportCheckpoint(checkpointing->write(world.control(), step, checkpointSource(holders), checkpointHooks(step)), false);
+}
+
+void Trainer::State::startCheckpoint(std::uint64_t step) {
+    if (!config.checkpointBackground || !config.checkpointParallel) return checkpoint(step, parallel->holders());
+    checkpointing->start(world.control(), step, checkpointSource(parallel->holders()), checkpointHooks(step));
+}
+
+void Trainer::State::completeCheckpoint() {
+    if (const auto done = checkpointing->complete(world.control())) reportCheckpoint(*done, true);
+}
+
+void Trainer::State::reportCheckpoint(const CheckpointWrite& done, bool background) {
+    const std::string writers = done.writers > 1 ? fmt::format(", {} writers", done.writers) : std::string();
+    const std::string how = background ? fmt::format("in the background: training stalled {:.3f} s, this rank wrote "
+                                                     "{:.1f} MB in {:.3f} s{}",
+                                                     done.stall, done.bytes / 1e6, done.write, writers)
+                                       : fmt::format("in {:.2f} s{}", done.stall, writers);
+    log::info("  checkpoint {} written {}", done.path.string(), how);
+    if (diag) diag->event(done.step, "checkpoint", fmt::format("{} {}", done.path.filename().string(), how));
 }
 
 }  // namespace kiln::train

@@ -11,6 +11,7 @@
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/checkpoint_manager.hpp"
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
@@ -46,6 +47,7 @@ struct Trainer::State {
     std::unique_ptr<data::DataLoader> loader;
     std::unique_ptr<io::DiagFile> diag;
     std::unique_ptr<CheckpointStore> checkpoints;
+    std::unique_ptr<CheckpointManager> checkpointing;
     data::CursorContext context;
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
@@ -92,7 +94,16 @@ struct Trainer::State {
     // first and last stages (inputs and targets); none elsewhere.
     void sliceLoader();
     void announceLayout(std::uint64_t step, bool pinned, const std::string& why);
-    void checkpoint(std::uint64_t step, const std::vector<std::vector<int>>& writers);
+    // Checkpoint `step` written now by `holders` (every stage that holds each
+    // layer, or only live ones beyond f); collective.
+    void checkpoint(std::uint64_t step, const LayerHolders& holders);
+    // A periodic checkpoint of `step` written in the background (or now, when
+    // the deck says so); published by completeCheckpoint() once every part is written.
+    void startCheckpoint(std::uint64_t step);
+    void completeCheckpoint();
+    CheckpointManager::Source checkpointSource(LayerHolders holders) const;
+    CheckpointManager::Hooks checkpointHooks(std::uint64_t step);
+    void reportCheckpoint(const CheckpointWrite& done, bool background);
 
     enum class Recovery { Continue, Leave, BeyondF };
     // The ranks of retired nodes leave the control communicator (after their

@@ -4,16 +4,21 @@
 // same loss and, for every parameter, the shard of the unsplit gradient
 // (float32, to 1e-5 relative), and its layers must hold the shards of the
 // unsplit initial weights. Uneven splits are included: 3 heads over 2 ranks,
-// a vocabulary of 61 over 4.
+// a vocabulary of 61 over 4. Then what builds on shards: gradient sums
+// between replicas of different widths, and the checkpoint writers' choice.
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 #include "kiln/plan/layout.hpp"
+#include "kiln/train/checkpoint_parts.hpp"
 #include "kiln/train/gradient_sync.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <map>
 
 namespace {
 
@@ -188,4 +193,30 @@ TEST(TensorParallel, SumsPairAtomsAcrossWidths) {
     double norm = sync.squaredNorm(model), total = 0.0;
     MPI_Allreduce(&norm, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     EXPECT_NEAR(total, wholeNorm, 1e-6 * wholeNorm);  // float32 norms, added in float64
+}
+
+// Checkpoint writers: every layer goes to one of its holding stages, and the
+// bytes spread over the stages' first ranks (here three replicas of a model
+// whose layers all hold about as much: every replica writes, and no writer
+// has more than one layer's worth above another).
+TEST(CheckpointWriters, SpreadOverEveryReplica) {
+    const auto config = smallModel(4);
+    kiln::train::LayerHolders holders(config.numLayers());
+    for (auto& stages : holders) stages = {{0}, {1, 2}, {3}};  // a one-rank, a 2-wide and a one-rank replica
+    const auto writers = kiln::train::assignWriters(config, holders);
+    std::map<int, std::uint64_t> bytes;
+    std::uint64_t largest = 0;
+    for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
+        ASSERT_FALSE(writers[l].empty());
+        EXPECT_NE(std::find(holders[l].begin(), holders[l].end(), writers[l]), holders[l].end()) << "layer " << l;
+        bytes[writers[l].front()] += 12 * config.parametersOf(l);
+        largest = std::max<std::uint64_t>(largest, 12 * config.parametersOf(l));
+    }
+    EXPECT_EQ(bytes.size(), 3u) << "every replica writes";
+    std::uint64_t low = ~0ull, high = 0;
+    for (const auto& [rank, b] : bytes) {
+        low = std::min(low, b);
+        high = std::max(high, b);
+    }
+    EXPECT_LE(high - low, largest);
 }

@@ -141,16 +141,21 @@ TEST_F(Training, MicrobatchesDoNotChangeTheGradient) {
     }
 }
 
-TEST_F(Training, DamagedCheckpointIsRefusedAndLatestStaysGood) {
+TEST_F(Training, DamagedCheckpointFallsBackOrIsRefused) {
     train(deck("damaged", {"checkpoint.every=2", "run.steps=4"}));
     const fs::path ckpt = work() / "runs/damaged/ckpt";
     // A write that crashed midway leaves only a temporary, which nothing reads.
     std::ofstream(ckpt / ".step-00000006.h5.tmp.999") << "half a file";
     const auto resumed = train(deck("damaged", {"run.steps=5"}));
     EXPECT_EQ(resumed.firstStep, 4u);
-    // Now damage the checkpoint `latest` names: refused, naming the file and the older ones.
+    // Now damage the checkpoint `latest` names: the resume falls back to the one before it.
     fs::resize_file(ckpt / "step-00000005.h5", fs::file_size(ckpt / "step-00000005.h5") / 3);
-    const std::string error = errorOf([&] { train(deck("damaged", {"run.steps=6"})); });
+    const auto fellBack = train(deck("damaged", {"run.steps=6"}));
+    EXPECT_EQ(fellBack.firstStep, 4u);
+    EXPECT_EQ(fellBack.lastStep, 6u);
+    // Named explicitly, it is the only one tried: refused, naming the file and the others.
+    const std::string error =
+        errorOf([&] { train(deck("damaged", {"run.steps=7", "checkpoint.from=" + (ckpt / "step-00000005.h5").string()})); });
     EXPECT_NE(error.find("step-00000005.h5: cannot be read: the file is truncated"), std::string::npos) << error;
     EXPECT_NE(error.find("step-00000004.h5"), std::string::npos) << error;
     EXPECT_NE(error.find("--set checkpoint.from=FILE"), std::string::npos) << error;

@@ -12,6 +12,11 @@
 #     and a spare node; rank 2 is killed in the gradient sums of step 5. The spare's two ranks receive
 #     their shards from the surviving replica, and every loss and gradient norm equals the failure-free
 #     run's.
+#  5. Replicas of different widths (plan.pipelines = 1w2+1w1: one stage of 2 ranks beside two stages of
+#     one rank, whose gradient sums pair atoms): the 1-rank losses. Then on 3 nodes of 2 with f = 1, rank 0
+#     (of the 2-wide replica) is killed at step 5: the survivors regroup into the planner's templates, the
+#     one-rank stages' layers become shards (partly kept on the same rank, partly moved), the spare node
+#     receives its shards, and the losses are the failure-free run's.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
@@ -76,3 +81,17 @@ same_curve "$work/clean.losses" "$work/killed.losses" 10 || fail "killed"
 "$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/killed/tiny/ckpt/step-00000010.h5" params 1e-5 >/dev/null \
   || fail "final parameters after the failure"
 echo "PASS 4: a node lost with 2-wide stages: the spare receives its shards and the losses are the failure-free run's"
+
+# shellcheck disable=SC2046
+{
+  must mixed 4 $(split 2 0 1w2+1w1 1)
+  must mixed_clean 6 $(split 2 0 1w2+1w1 1)
+  must mixed_killed 6 $(split 2 0 1w2+1w1 1) --set fault.inject=0:5:forward
+}
+grep -q "layout     1+1 (1x2+2x1 stages x ranks)" "$work/mixed.log" || fail "mixed is not 1w2+1w1"
+grep -q "FAILURE step 5: failed rank 0 (node 0 retired)" "$work/mixed_killed.log" || fail "no recovery report (mixed)"
+for name in mixed mixed_clean mixed_killed; do losses $name; done
+same_curve "$work/one.losses" "$work/mixed.losses" 10 || fail "mixed"
+same_curve "$work/mixed_clean.losses" "$work/mixed_killed.losses" 10 || fail "mixed_killed"
+same_curve "$work/one.losses" "$work/mixed_clean.losses" 10 || fail "mixed_clean"
+echo "PASS 5: replicas of widths 2 and 1 give the 1-rank losses, and a node lost among them regroups with the same losses"

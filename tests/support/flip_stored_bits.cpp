@@ -1,6 +1,7 @@
-// flip_stored_bits SHARD.h5: flips one bit inside every stored chunk of
-// /tokens, in the file's bytes (as a failing disk would), not through HDF5,
-// which would recompute the chunks' checksums.
+// flip_stored_bits FILE.h5 [DATASET]: flips one bit inside every stored chunk
+// of DATASET (default /tokens, a token shard's), in the file's bytes (as a
+// failing disk would), not through HDF5, which would recompute the chunks'
+// checksums.
 #include <hdf5.h>
 
 #include <cstdio>
@@ -8,15 +9,17 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: flip_stored_bits SHARD.h5\n");
+    if (argc != 2 && argc != 3) {
+        std::fprintf(stderr, "usage: flip_stored_bits FILE.h5 [DATASET]\n");
         return 2;
     }
+    const char* dataset = argc == 3 ? argv[2] : "tokens";
     std::vector<haddr_t> addresses;
     {
         const hid_t file = H5Fopen(argv[1], H5F_ACC_RDONLY, H5P_DEFAULT);
         if (file < 0) return 1;
-        const hid_t set = H5Dopen2(file, "tokens", H5P_DEFAULT);
+        const hid_t set = H5Dopen2(file, dataset, H5P_DEFAULT);
+        if (set < 0) return 1;
         const hid_t space = H5Dget_space(set);
         hsize_t chunks = 0;
         H5Dget_num_chunks(set, space, &chunks);

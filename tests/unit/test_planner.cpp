@@ -172,6 +172,51 @@ TEST(PlannerErrors, FewerLayersThanStagesOfANode) {
     EXPECT_NE(error.find("model.blocks >= 2"), std::string::npos) << error;
 }
 
+// plan.pipelines pins widths per pipeline: '1w2+1w1' places a 2-wide stage
+// beside two one-rank stages; a width that does not divide the node, or
+// that no template has, is refused with the item named.
+TEST(Layout, PinnedWidthsPerPipeline) {
+    ModelProfile p;
+    p.model.blocks = 4;
+    for (int i = 0; i < 6; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    const auto set = planTemplates(p, cluster(3, 1e12, 2, 0), 1, 8);
+    const auto inst = pinnedInstantiation(set, "1w2:5+1w1:3", 3, 2, 8, "deck.ini:9");
+    ASSERT_EQ(inst.pipelines.size(), 2u);
+    EXPECT_EQ(inst.pipelines[0].width, 2u);
+    EXPECT_EQ(inst.pipelines[1].width, 1u);
+    const Layout layout = placeInstantiation(set, inst, {0, 1, 2}, {{0, 1}, {2, 3}, {4, 5}}, 4, 32);
+    EXPECT_EQ(layout.describe(), "1+1 (1x2+2x1 stages x ranks)");
+    EXPECT_EQ(layout.atoms(), 2u);
+    EXPECT_EQ(layout.role(1).slot, 1u);
+    EXPECT_EQ(layout.role(1).width, 2u);
+    EXPECT_EQ(layout.role(3).stage, 1u);
+    // One segment per layer range cut by either pipeline: atom 1 of layers 0-2 is on rank 1 and rank 2.
+    ASSERT_FALSE(layout.segments.empty());
+    EXPECT_EQ(layout.segments[0].holdersOfAtom(1, 2), (std::vector<int>{1, 2}));
+    EXPECT_EQ(layout.primaryHolders(0), (std::vector<int>{0, 1}));
+    const std::string notDividing = errorOf([&] { pinnedInstantiation(set, "1w3+1", 3, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(notDividing.find("deck.ini:9: plan.pipelines = '1w3+1'"), std::string::npos) << notDividing;
+    EXPECT_NE(notDividing.find("a stage 3 ranks wide does not divide a node's 2 ranks"), std::string::npos) << notDividing;
+    auto one = cluster(3, 1e12, 2);  // stage width pinned to 1: no 2-wide templates
+    const auto narrow = planTemplates(p, one, 1, 8);
+    const std::string missing = errorOf([&] { pinnedInstantiation(narrow, "1w2+1", 3, 2, 8, "deck.ini:9"); });
+    EXPECT_NE(missing.find("no 1-node pipeline of stages 2 ranks wide fits"), std::string::npos) << missing;
+    // The plan file keeps the pinned widths' templates.
+    const std::string path = "/tmp/kiln-plan-widths-" + std::to_string(::getpid()) + ".h5";
+    writePlan(path, set, inst, 3, 1, 8);
+    TemplateSet back;
+    Instantiation backInst;
+    readPlan(path, back, backInst);
+    std::remove(path.c_str());
+    ASSERT_EQ(backInst.pipelines.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+        const auto* t = backInst.pipelines[k].templateIn(back);
+        ASSERT_NE(t, nullptr) << k;
+        EXPECT_EQ(t->width, inst.pipelines[k].templateIn(set)->width);
+        EXPECT_EQ(t->stages.size(), inst.pipelines[k].templateIn(set)->stages.size());
+    }
+}
+
 TEST(PlannerErrors, StageWidthMustDivideTheNode) {
     std::mt19937 rng(4);
     const auto profile = randomProfile(rng, 6);

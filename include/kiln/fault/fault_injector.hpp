@@ -21,10 +21,12 @@ namespace kiln::fault {
 // neighbouring stage; AllReduce: before the loss and gradient sums; Sums: in
 // the middle of the gradient sums (after this rank's first bucket); Commit:
 // before the step's agreement; Optimizer: after the commit, before the update;
-// Checkpoint: before a checkpoint write; Publish: on the writing rank, once a
+// Checkpoint: before a checkpoint write; Write: in a writer of a checkpoint's
+// part file, after its first layer (in the background thread of a periodic
+// one; STEP is the step the checkpoint follows); Publish: on the writing rank, once a
 // checkpoint file is complete, before it is renamed and `latest` moved; Regroup: in a recovery, after the
 // shrink; Migrate: in a recovery, before the layer transfers.
-enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Publish, Regroup, Migrate };
+enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish, Regroup, Migrate };
 
 const char* phaseName(Phase phase);
 

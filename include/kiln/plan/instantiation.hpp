@@ -24,6 +24,8 @@ struct PipelineShare {
     std::uint32_t nodes = 0;  // the template used
     std::uint64_t microbatches = 0;
     double stepTime = 0.0;  // T_p(m_p)
+    std::uint32_t width = 0;  // 0: the best width for `nodes`; else pinned (TemplateSet::forNodes)
+    const PipelineTemplate* templateIn(const TemplateSet& set) const { return set.forNodes(nodes, width); }
 };
 
 struct Instantiation {

@@ -4,11 +4,12 @@
 //   attributes      format "kiln-plan", format_version (3), nodes, f, global_microbatches,
 //                   min_nodes, max_nodes, memory_per_rank_bytes
 //   /templates      per node count: nodes, stages, ranks_per_node, stage_width, reference_microbatches,
-//                   bottleneck_s, fill_drain_s, sync_s (nodes 0: none fits)
-//   /stages         per stage of every template: template_nodes, stage (on stage_width ranks of node
+//                   bottleneck_s, fill_drain_s, sync_s (nodes 0: none fits); then the templates of other
+//                   widths that the instantiation pins (plan.pipelines = '2w4+...')
+//   /stages         per stage of every template: template_nodes, template_width, stage (on stage_width ranks of node
 //                   stage / (g / stage_width)), first_layer, end_layer, time_s, sync_s, memory_bytes
 //                   (per rank), param_bytes (per rank), activation_bytes (per rank and microbatch in flight)
-//   /instantiation  per pipeline: nodes, microbatches, step_time_s;
+//   /instantiation  per pipeline: nodes, stage_width (0: the template's best), microbatches, step_time_s;
 //                   attributes nodes_used, nodes_idle, step_time_s
 #pragma once
 

@@ -76,8 +76,11 @@ struct TemplateSet {
     std::uint32_t minNodes = 0, maxNodes = 0;
     double memoryPerRank = 0.0;  // what every stage had to fit in
     std::vector<PipelineTemplate> templates;  // templates[n - minNodes] is the one for n nodes
-    // nullptr when no n-node pipeline fits (see planTemplates).
-    const PipelineTemplate* forNodes(std::uint32_t n) const;
+    // The best n-node pipelines of the other widths (what plan.pipelines can pin: '2w4').
+    std::vector<PipelineTemplate> alternatives;
+    // nullptr when no n-node pipeline fits (see planTemplates). `width` 0:
+    // the best width; otherwise the best n-node pipeline of that width.
+    const PipelineTemplate* forNodes(std::uint32_t n, std::uint32_t width = 0) const;
 };
 
 // Templates for n = smallest that fits .. min(layers, largest that leaves

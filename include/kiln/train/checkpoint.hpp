@@ -1,11 +1,15 @@
-// Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5. Each layer's holder sends it
-// to rank 0, which writes the file alone (serial HDF5, no MPI-IO: a rank that
-// fails meanwhile is an ordinary MPI error, recovered from like any other)
-// under a temporary name, renamed when complete; `latest` (a one-line text
+// Checkpoints: <run dir>/ckpt/step-NNNNNNNN.h5; `latest` (a one-line text
 // file, replaced atomically) names the last complete one; the last `keep`
 // are kept. A crash at any instant leaves the previous one `latest`.
+// Two forms, read alike:
+//  - format 2 (checkpoint.parallel = true, the default): every layer written
+//    by one of its holders into the holder's part file, the file below an
+//    index whose layer groups are external links (checkpoint_parts.hpp);
+//  - format 1: one file; each layer's holder sends it to rank 0, which writes
+//    the file alone (save() below).
+// Tensors are chunked with a Fletcher-32 checksum that HDF5 verifies on read.
 //
-//   attributes  format "kiln-checkpoint", format_version (1), step, optimizer_steps,
+//   attributes  format "kiln-checkpoint", format_version (1 or 2), step, optimizer_steps,
 //               lr_decay_steps (the cosine horizon the run fixed at its first start),
 //               shape_model_blocks, shape_model_d_model, shape_model_heads, shape_model_mlp_ratio,
 //               shape_the_tokenizer_s_vocabulary, shape_data_seq_len,
@@ -16,6 +20,7 @@
 //   /loader                   the loader cursor, one row per rank of the writing job (data/cursor_io.hpp)
 #pragma once
 
+#include "kiln/base/error.hpp"
 #include "kiln/data/cursor_io.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/train/adamw.hpp"
@@ -29,6 +34,14 @@
 
 namespace kiln::train {
 
+// A checkpoint that cannot be read back: a missing or truncated file, part or
+// tensor, or data whose checksum does not match. A run resuming from `latest`
+// falls back to the newest older checkpoint that reads.
+class CheckpointUnreadable : public InputError {
+public:
+    explicit CheckpointUnreadable(std::string message) : InputError(std::move(message), ErrorScope::ThisRank) {}
+};
+
 class CheckpointStore {
 public:
     CheckpointStore(std::filesystem::path dir, std::uint64_t keep);
@@ -38,9 +51,14 @@ public:
     std::optional<std::filesystem::path> latest() const;
     // The complete checkpoints present, oldest first, as "step-NNNNNNNN.h5, ..." (or "none").
     std::string listing() const;
-    // Removes what a killed writer left (.step-NNNNNNNN.h5.tmp.PID); returns how many.
-    // Call on one rank only, before any checkpoint of this run is written.
+    // Their paths, oldest first.
+    std::vector<std::filesystem::path> complete() const;
+    // Removes what a killed writer left (temporaries of the index, of
+    // `latest` and of parts; parts directories without an index); returns how
+    // many. Call on one rank only while no checkpoint is being written (at
+    // start, after a recovery).
     std::size_t removeStaleTemporaries() const;
+    std::uint64_t keep() const { return keep_; }
 
     // Collective over `comm`. `model` holds this rank's layers; every layer of
     // the model is written once, sent by the ranks `writerOfLayer[layer]` (of
@@ -56,7 +74,8 @@ public:
     // Reads `path` into `model` and `optimizer` (its layers only: any layout
     // restores from any checkpoint); returns the step to continue
     // from and sets `cursor`. Refuses a checkpoint of another model shape,
-    // naming each key that differs.
+    // naming each key that differs (InputError); throws CheckpointUnreadable
+    // when a part of it cannot be read.
     // `lrDecaySteps` gets the saved cosine horizon (0 in checkpoints that predate it).
     static std::uint64_t load(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
                               const data::CursorContext& context, data::Cursor& cursor, std::uint64_t& lrDecaySteps);
@@ -65,5 +84,8 @@ private:
     std::filesystem::path dir_;
     std::uint64_t keep_;
 };
+
+// Removes all but the newest `keep` complete checkpoints of `dir` (with their parts).
+void pruneCheckpoints(const std::filesystem::path& dir, std::uint64_t keep);
 
 }  // namespace kiln::train

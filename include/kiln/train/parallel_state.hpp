@@ -73,9 +73,9 @@ public:
     AdamW& optimizer() { return *optimizer_; }
     const plan::Layout& layout() const { return layout_; }
     const plan::RankRole& role() const { return role_; }
-    // The ranks (of control) that write each layer to checkpoints: the
-    // ranks of its stage in pipeline 0, one shard each.
-    std::vector<std::vector<int>> writers() const;
+    // Every stage that holds each layer (the ranks of one stage each, in slot
+    // order; pipeline 0's first): the candidates to write it to a checkpoint.
+    std::vector<std::vector<std::vector<int>>> holders() const;
     // Whether pipelines and gradient sums run over NCCL (the same on every rank).
     bool nccl() const { return nccl_; }
     // After a failure: every pending and future transfer returns an error.

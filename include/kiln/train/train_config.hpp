@@ -22,6 +22,8 @@ struct TrainConfig {
     std::string gradSums = "auto";   // auto, during_backward, after_backward
     std::uint64_t logEvery = 1;
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
+    bool checkpointParallel = true;    // part files written by the holders (format 2), or one file by rank 0
+    bool checkpointBackground = true;  // periodic checkpoints written while training goes on
     bool resume = true;
     double stepTimeout = 0.0;    // fault.step_timeout_s; 0: automatic
     double ncclTimeout = 120.0;  // fault.nccl_timeout_s

@@ -1,0 +1,79 @@
+#include "checkpoint_format.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace kiln::train::format {
+
+namespace h5 = io::h5;
+
+std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c) {
+    return {{"model.blocks", c.blocks},     {"model.d_model", c.dModel},     {"model.heads", c.heads},
+            {"model.mlp_ratio", c.mlpRatio}, {"the tokenizer's vocabulary", c.vocabSize}, {"data.seq_len", c.seqLen}};
+}
+
+std::string attributeName(const std::string& key) {
+    std::string name = "shape " + key;
+    for (auto& ch : name)
+        if (ch == ' ' || ch == '.' || ch == '\'') ch = '_';
+    return name;
+}
+
+std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}", layer); }
+
+std::string partsDirectory(const std::string& name) {
+    const auto dot = name.rfind(".h5");
+    return (dot == std::string::npos ? name : name.substr(0, dot)) + ".parts";
+}
+
+h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context) {
+    return h5::Handle(KILN_H5(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+}
+
+void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor& tensor,
+                 const std::string& context, bool checksum) {
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
+    h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
+    h5::Handle properties(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
+    std::int64_t values = 1;
+    for (auto d : shape) values *= d;
+    if (checksum && values > 0) {
+        // Chunks of at most 16 Mi values along the first dimension (HDF5 chunks stay below 4 GB).
+        std::vector<hsize_t> chunk = dims;
+        const hsize_t row = dims.empty() || dims[0] == 0 ? 1 : static_cast<hsize_t>(values) / dims[0];
+        if (!chunk.empty()) chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t{16} << 20) / std::max<hsize_t>(row, 1)));
+        if (chunk.empty()) chunk.push_back(1);
+        KILN_H5(H5Pset_chunk(properties, static_cast<int>(chunk.size()), chunk.data()), context);
+        KILN_H5(H5Pset_fletcher32(properties), context);
+    }
+    h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, properties, H5P_DEFAULT),
+                           context));
+    const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    if (cpu.sizes().vec() != shape)
+        throw Error(fmt::format("{}: tensor {} has shape {}, the model config says {}", context, name,
+                                fmt::join(cpu.sizes().vec(), "x"), fmt::join(shape, "x")),
+                    ErrorScope::ThisRank);
+    KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+}
+
+void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
+                const std::string& context, bool checksum) {
+    const auto shapes = config.parameterShapes(layer);
+    if (state.size() != 3 * shapes.size())
+        throw Error(fmt::format("{}: layer {} has {} state tensors, its shapes {}", context, layer, state.size(),
+                                3 * shapes.size()),
+                    ErrorScope::ThisRank);
+    if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0) makeGroup(file, "layers", context);
+    h5::Handle group = makeGroup(file, layerGroup(layer), context);
+    std::size_t k = 0;
+    for (const char* kind : {"params", "adam_m", "adam_v"}) {
+        h5::Handle sub = makeGroup(group, kind, context);
+        for (const auto& [name, shape] : shapes) writeTensor(sub, name, shape, state[k++], context, checksum);
+    }
+}
+
+}  // namespace kiln::train::format

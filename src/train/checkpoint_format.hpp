@@ -1,0 +1,39 @@
+// The checkpoint file format's pieces shared by the single-file writer, the
+// parallel one and the reader (see checkpoint.hpp for the layout).
+#pragma once
+
+#include "kiln/io/hdf5.hpp"
+#include "kiln/model/model_config.hpp"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::train::format {
+
+constexpr const char* kName = "kiln-checkpoint";
+// 1: one file; 2: an index whose layer groups link to part files (one per writer).
+constexpr std::int64_t kSingleFile = 1, kParts = 2;
+
+// The deck keys a checkpoint must agree on with the run that reads it.
+std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c);
+std::string attributeName(const std::string& key);
+// "/layers/NNNNN"
+std::string layerGroup(std::uint32_t layer);
+// The parts directory of checkpoint file `name` (step-NNNNNNNN.h5 -> step-NNNNNNNN.parts).
+std::string partsDirectory(const std::string& name);
+
+io::h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context);
+// A float32 dataset of `shape` holding `tensor`; with `checksum`, chunked and
+// Fletcher-32 protected (HDF5 verifies it on every read).
+void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor& tensor,
+                 const std::string& context, bool checksum);
+// Writes `state` (a layer's weights, first and second moments, each in
+// parameterShapes() order, whole) as /layers/NNNNN/{params,adam_m,adam_v} of `file`.
+void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
+                const std::string& context, bool checksum);
+
+}  // namespace kiln::train::format

@@ -1,0 +1,123 @@
+#include "kiln/train/checkpoint_manager.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace kiln::train {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+CheckpointManager::CheckpointManager(CheckpointStore& store, bool parallel) : store_(store), parallel_(parallel) {}
+
+CheckpointManager::~CheckpointManager() { join(); }
+
+void CheckpointManager::join() {
+    if (writer_.joinable()) writer_.join();
+}
+
+void CheckpointManager::abandon() {
+    join();
+    pending_.reset();
+    failure_ = nullptr;
+    ended_ = true;
+}
+
+CheckpointWrite CheckpointManager::write(MPI_Comm comm, std::uint64_t step, const Source& source, const Hooks& hooks) {
+    if (pending()) complete(comm);
+    const auto t0 = Clock::now();
+    if (!parallel_) {
+        int rank = 0;
+        KILN_MPI(MPI_Comm_rank(comm, &rank));
+        // Format 1: one stage per layer (pipeline 0's), its shards gathered by rank 0.
+        std::vector<std::vector<int>> writers;
+        for (const auto& stages : source.holders) writers.push_back(stages.front());
+        CheckpointWrite done;
+        done.path = store_.save(comm, step, *source.model, *source.optimizer, writers, source.cursor, source.context,
+                                source.deck, source.lrDecaySteps, hooks.beforeCommit);
+        done.step = step;
+        done.stall = done.write = since(t0);
+        done.writers = 1;
+        return done;
+    }
+    start(comm, step, source, hooks);
+    join();  // written now, on this thread's time
+    auto done = complete(comm);
+    if (!done) throw Error(fmt::format("checkpoint of step {} could not be written (see the warnings above)", step),
+                           ErrorScope::AllRanks);
+    done->stall = since(t0);
+    return *done;
+}
+
+void CheckpointManager::start(MPI_Comm comm, std::uint64_t step, const Source& source, const Hooks& hooks) {
+    if (pending()) complete(comm);
+    const auto t0 = Clock::now();
+    pending_ = snapshot(comm, step, store_.directory(), *source.model, *source.optimizer, source.holders, source.cursor,
+                        source.context, source.deck, source.lrDecaySteps);
+    hooks_ = hooks;
+    progress_ = CheckpointWrite{};
+    progress_.step = step;
+    progress_.path = pending_->path();
+    progress_.stall = since(t0);
+    progress_.bytes = pending_->bytes;
+    progress_.writers = pending_->writers;
+    failure_ = nullptr;
+    ended_ = false;
+    writer_ = std::thread([this] {
+        const auto w0 = Clock::now();
+        try {
+            writePart(*pending_, hooks_.duringWrite);
+        } catch (...) {
+            failure_ = std::current_exception();
+        }
+        progress_.write = since(w0);
+        ended_ = true;
+    });
+}
+
+std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
+    if (!pending()) return std::nullopt;
+    const auto t0 = Clock::now();
+    join();
+    const double waited = since(t0);
+    std::string problem;
+    if (failure_) {
+        try {
+            std::rethrow_exception(failure_);
+        } catch (const ProcFailedError&) {
+            throw;
+        } catch (const std::exception& e) {
+            problem = e.what();
+        }
+    }
+    // Every part in place, or the checkpoint is dropped everywhere. A failed
+    // rank makes this throw, and the checkpoint is abandoned by the recovery.
+    int rank = 0, bad = problem.empty() ? 0 : 1;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, comm));
+    CheckpointSnapshot snapshot = std::move(*pending_);
+    pending_.reset();
+    if (bad > 0) {
+        if (!problem.empty()) log::warn("checkpoint of step {} dropped: this rank could not write its part: {}", snapshot.step, problem);
+        if (rank == 0)
+            log::warn("checkpoint of step {} dropped: {} rank{} could not write {} part; `latest` stays {}", snapshot.step, bad,
+                      bad == 1 ? "" : "s", bad == 1 ? "its" : "their",
+                      store_.latest() ? store_.latest()->filename().string() : std::string("unset"));
+        return std::nullopt;
+    }
+    if (rank == 0) publish(snapshot, store_.keep(), hooks_.beforeCommit);
+    int done = 1;
+    KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
+    progress_.stall += waited;
+    return progress_;
+}
+
+}  // namespace kiln::train

@@ -30,6 +30,7 @@ jobs=${KILN_JOBS:-$(nproc)}
 
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv
+  python3-numpy         # the export test's GPT-2 forward (tests/cli/gpt2_numpy.py)
   libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libopenblas0-pthread   # libtorch's BLAS: OpenBLAS is ~10x the reference BLAS
   libboost-program-options-dev libgtest-dev

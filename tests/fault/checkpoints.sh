@@ -10,8 +10,8 @@
 #     or parts directory without its index is left.
 #  3. Rank 0 SIGKILLed while it publishes the step-6 checkpoint (its index written, not yet renamed): the
 #     same, and the dead writer's temporaries are gone.
-#  4. A flipped bit in a stored tensor of the newest checkpoint: a resume says it cannot be restored, falls
-#     back to the one before it, and finishes.
+#  4. A flipped bit in a stored tensor of the newest checkpoint: `kiln checkpoint` names the layer it cannot
+#     read back and exits 1; a resume says it cannot be restored, falls back to the one before it, and finishes.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5 flip=$6
 rm -rf "$work"
@@ -73,6 +73,12 @@ cp -r "$work/clean" "$work/corrupt"
 part=$(ls "$(ckpt corrupt)/step-00000010.parts"/part-*.h5 | head -n 1)
 dataset=$(h5ls -r "$part" | awk '/params\/.*Dataset/ { print $1; exit }')
 "$flip" "$part" "$dataset" >/dev/null || fail "could not flip a bit in $part $dataset"
+set +e
+"$kiln" checkpoint "$(ckpt corrupt)/step-00000010.h5" >"$work/verify.txt"
+status=$?
+set -e
+[ $status = 1 ] && grep -q "UNREADABLE: params/tensor .* does not read back" "$work/verify.txt" \
+  || { cat "$work/verify.txt"; fail "kiln checkpoint did not find the flipped bit (exit $status)"; }
 run "$work/corrupt" 6 --set checkpoint.every=3 --set run.steps=12 >"$work/corrupt.log" 2>&1 \
   || { cat "$work/corrupt.log"; fail "the resume with a corrupt latest failed"; }
 grep -q "step-00000010.h5 cannot be restored (.*); falling back to step-00000009.h5" "$work/corrupt.log" \

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# A checkpoint leaves kiln: `kiln checkpoint` lists and verifies it, `kiln export` writes it for Hugging Face
+# transformers, and tests/cli/gpt2_numpy.py loads the export outside kiln (safetensors parsed by hand, GPT-2's
+# forward in numpy) and finds kiln's own logits to 1e-4. Pass criteria, printed as PASS:
+#  1. kiln checkpoint says every tensor reads back; the export holds GPT2LMHeadModel's tensors and config, and
+#     its logits equal kiln's.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+"$mpirun" -n 2 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work" --set data.dir="$data" \
+  --set data.mix=licenses:1 --set data.tokenizer=bytes --set cluster.ranks_per_node=1 --set plan.pipelines=2 --set fault.f=0 \
+  --set run.steps=3 >"$work/run.log" 2>&1 || { cat "$work/run.log"; echo "FAIL: training"; exit 1; }
+ckpt="$work/tiny/ckpt/step-00000003.h5"
+"$kiln" checkpoint "$ckpt" >"$work/checkpoint.txt" || { cat "$work/checkpoint.txt"; echo "FAIL: kiln checkpoint"; exit 1; }
+grep -q "every tensor reads back and matches its checksum" "$work/checkpoint.txt" || { cat "$work/checkpoint.txt"; echo "FAIL: not verified"; exit 1; }
+"$kiln" export "$ckpt" "$work/hf" >"$work/export.txt" || { cat "$work/export.txt"; echo "FAIL: kiln export"; exit 1; }
+/usr/bin/python3 tests/cli/gpt2_numpy.py "$work/hf" 1e-4 || { echo "FAIL: the export does not load as GPT-2"; exit 1; }
+echo "PASS 1: verified, exported, and loaded outside kiln with kiln's logits"

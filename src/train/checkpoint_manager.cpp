@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +14,24 @@ namespace kiln::train {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Every rank of `comm` leaves a checkpoint phase with the same outcome: under
+// ULFM an agreement (a collective can succeed on some ranks and fail on
+// others: non-root ranks leave a gather before the root has heard from a dead
+// one), so that either all go on or all recover at the same point.
+void agreeOrThrow(MPI_Comm comm, bool ok, const char* what) {
+    int flag = ok ? 1 : 0;
+    if (comm::ulfmActive()) {
+        if (!ok) comm::revoke(comm);
+        flag = comm::agree(comm, flag);
+    } else {
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MIN, comm));
+    }
+    if (flag != 1) throw ProcFailedError(fmt::format("a rank failed while {}", what), 0);
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(CheckpointStore& store, bool parallel) : store_(store), parallel_(parallel) {}
@@ -41,8 +59,14 @@ CheckpointWrite CheckpointManager::write(MPI_Comm comm, std::uint64_t step, cons
         std::vector<std::vector<int>> writers;
         for (const auto& stages : source.holders) writers.push_back(stages.front());
         CheckpointWrite done;
-        done.path = store_.save(comm, step, *source.model, *source.optimizer, writers, source.cursor, source.context,
-                                source.deck, source.lrDecaySteps, hooks.beforeCommit);
+        bool ok = true;
+        try {
+            done.path = store_.save(comm, step, *source.model, *source.optimizer, writers, source.cursor, source.context,
+                                    source.deck, source.lrDecaySteps, hooks.beforeCommit);
+        } catch (const ProcFailedError&) {
+            ok = false;
+        }
+        agreeOrThrow(comm, ok, "a checkpoint was written");
         done.step = step;
         done.stall = done.write = since(t0);
         done.writers = 1;
@@ -60,8 +84,15 @@ CheckpointWrite CheckpointManager::write(MPI_Comm comm, std::uint64_t step, cons
 void CheckpointManager::start(MPI_Comm comm, std::uint64_t step, const Source& source, const Hooks& hooks) {
     if (pending()) complete(comm);
     const auto t0 = Clock::now();
-    pending_ = snapshot(comm, step, store_.directory(), *source.model, *source.optimizer, source.holders, source.cursor,
-                        source.context, source.deck, source.lrDecaySteps);
+    bool ok = true;
+    try {
+        pending_ = snapshot(comm, step, store_.directory(), *source.model, *source.optimizer, source.holders,
+                            source.cursor, source.context, source.deck, source.lrDecaySteps);
+    } catch (const ProcFailedError&) {
+        ok = false;
+    }
+    if (!ok) pending_.reset();
+    agreeOrThrow(comm, ok, "a checkpoint's state was copied");
     hooks_ = hooks;
     progress_ = CheckpointWrite{};
     progress_.step = step;
@@ -98,13 +129,21 @@ std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
             problem = e.what();
         }
     }
-    // Every part in place, or the checkpoint is dropped everywhere. A failed
-    // rank makes this throw, and the checkpoint is abandoned by the recovery.
+    // Every part in place, or the checkpoint is dropped everywhere; published
+    // by rank 0, and the outcome agreed (a failed rank makes every survivor
+    // throw here, and the recovery abandons the checkpoint).
     int rank = 0, bad = problem.empty() ? 0 : 1;
     KILN_MPI(MPI_Comm_rank(comm, &rank));
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, comm));
+    bool ok = true;
+    try {
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, comm));
+    } catch (const ProcFailedError&) {
+        ok = false;
+    }
     CheckpointSnapshot snapshot = std::move(*pending_);
     pending_.reset();
+    if (ok && bad == 0 && rank == 0) publish(snapshot, store_.keep(), hooks_.beforeCommit);
+    agreeOrThrow(comm, ok, "a checkpoint was published");
     if (bad > 0) {
         if (!problem.empty()) log::warn("checkpoint of step {} dropped: this rank could not write its part: {}", snapshot.step, problem);
         if (rank == 0)
@@ -113,9 +152,6 @@ std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
                       store_.latest() ? store_.latest()->filename().string() : std::string("unset"));
         return std::nullopt;
     }
-    if (rank == 0) publish(snapshot, store_.keep(), hooks_.beforeCommit);
-    int done = 1;
-    KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
     progress_.stall += waited;
     return progress_;
 }

@@ -9,6 +9,9 @@
 #   background  the same, written by a thread while training goes on
 # Per case one JSON line: the training stall (seconds the step loop waited)
 # and the write time, the bytes (weights and both moments), and the rate.
+# Beside them, PyTorch writing the same tensors: as many processes as writers,
+# each torch.save-ing its share at once (perf/torch_save_shares.py; Debian's
+# python3-torch, apt-get install python3-torch; skipped with a note without it).
 #
 #   ./bootstrap.sh build && perf/bench_checkpoint.sh
 set -euo pipefail
@@ -57,6 +60,12 @@ for model in small medium; do
   for layout in "1 1 0" "2 1+1 1" "4 2+2 1"; do
     read -r ranks pipelines f <<<"$layout"
     for mode in single parallel background; do measure "$model" "$ranks" "$pipelines" "$f" "$mode"; done
+    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+      /usr/bin/python3 "$(dirname "$0")/torch_save_shares.py" "$model" "$ranks" "$work/torch-$model-$ranks" | tee -a "$work/results.jsonl"
+      rm -rf "$work/torch-$model-$ranks"
+    else
+      echo '{"bench": "checkpoint", "note": "no python3-torch: the torch.save baseline is not run"}'
+    fi
   done
 done
 python3 - "$work/results.jsonl" <<'PY'
@@ -64,7 +73,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {(r["model"], r["ranks"], r["mode"]): r for r in rows}
 for (model, ranks, mode), r in sorted(by.items()):
-    if mode == "single":
+    if mode == "single" or (model, ranks, "single") not in by:
         continue
     base = by[(model, ranks, "single")]
     print(json.dumps({"bench": "checkpoint-vs-single", "model": model, "ranks": ranks, "mode": mode,

@@ -11,6 +11,7 @@
 // Validates: every instantiation covers the global batch with >= f+1
 // pipelines; exits non-zero if kiln's is slower than a baseline or the
 // 256-node template set takes more than 10 s.
+#include "bench_cases.hpp"
 #include "kiln/plan/instantiation.hpp"
 
 #include <fmt/format.h>
@@ -38,22 +39,12 @@ Instantiation homogeneous(const TemplateSet& set, std::uint32_t n, std::uint32_t
 }  // namespace
 
 int main() {
-    kiln::model::ModelConfig gpt3;
-    gpt3.vocabSize = 50257;
-    gpt3.blocks = 96;
-    gpt3.dModel = 12288;
-    gpt3.heads = 96;
-    gpt3.seqLen = 2048;
+    const auto gpt3 = kiln::bench::gpt3Config();
     const std::uint64_t microbatches = 1536, f = 2;
     const auto profile = syntheticProfile(gpt3, 1, 300.0);
     int status = 0;
     for (std::uint32_t nodes : {64u, 256u, 1024u}) {
-        ClusterSpec cluster;
-        cluster.nodes = nodes;
-        cluster.ranksPerNode = 8;
-        cluster.memoryPerRank = 80e9;
-        cluster.intraBandwidth = 300e9;
-        cluster.interBandwidth = 50e9;
+        const ClusterSpec cluster = kiln::bench::nodesOf8(nodes);
         const auto t0 = Clock::now();
         const auto set = planTemplates(profile, cluster, f, microbatches);
         const double templateSeconds = since(t0);

@@ -15,6 +15,7 @@
 // One JSON line per case. Exits non-zero when kiln's choice is slower than a
 // fixed width that plans, fails to plan where one does, or 4,096 nodes take
 // longer than 1 s.
+#include "bench_cases.hpp"
 #include "kiln/plan/instantiation.hpp"
 
 #include "kiln/base/error.hpp"
@@ -30,16 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-ClusterSpec nodesOf8(std::uint32_t nodes, std::uint32_t width) {
-    ClusterSpec c;
-    c.nodes = nodes;
-    c.ranksPerNode = 8;
-    c.memoryPerRank = 80e9;
-    c.intraBandwidth = 300e9;
-    c.interBandwidth = 50e9;
-    c.stageWidth = width;
-    return c;
-}
+using kiln::bench::nodesOf8;
 
 std::optional<TemplateSet> plan(const ModelProfile& profile, const ClusterSpec& c, std::uint32_t f, std::uint64_t global) {
     try {
@@ -55,12 +47,7 @@ const char* name(std::uint32_t width) { return width == 0 ? "kiln" : width == 1 
 
 int main() {
     int status = 0;
-    kiln::model::ModelConfig gpt3;
-    gpt3.vocabSize = 50257;
-    gpt3.blocks = 96;
-    gpt3.dModel = 12288;
-    gpt3.heads = 96;
-    gpt3.seqLen = 2048;
+    const auto gpt3 = kiln::bench::gpt3Config();
     const auto gpt3Profile = syntheticProfile(gpt3, 1, 300.0);
     double kilnStep = 0.0;
     for (std::uint32_t width : {0u, 1u, 8u}) {

@@ -303,19 +303,9 @@ namespace {
 std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& model, AdamW& optimizer,
                              const data::CursorContext& context, data::Cursor& cursor, std::uint64_t& lrDecaySteps) {
     const std::string ctx = path.string();
-    h5::Handle file;
-    try {
-        file = io::openForReading(ctx, "checkpoint");
-    } catch (const InputError& e) {
-        throw CheckpointUnreadable(e.what());
-    }
+    std::int64_t version = 0;
+    h5::Handle file = format::openCheckpoint(ctx, version);
     h5::LibraryLock lock(h5::libraryMutex());
-    const std::string kind = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", ctx) : "";
-    if (kind != format::kName) throw InputError(fmt::format("{}: not a kiln checkpoint (format '{}')", ctx, kind));
-    const auto version = h5::readIntAttribute(file, "format_version", ctx);
-    if (version != format::kSingleFile && version != format::kParts)
-        throw InputError(fmt::format("{}: checkpoint format version {}, this kiln reads {} and {}", ctx, version,
-                                     format::kSingleFile, format::kParts));
     std::vector<std::string> differences;
     for (const auto& [key, value] : shapeOf(model.config())) {
         const auto saved = h5::readUintAttribute(file, attributeName(key), ctx);

@@ -52,16 +52,8 @@ CheckpointContents readContents(const std::filesystem::path& path, bool verify) 
     c.path = path;
     c.verified = verify;
     const std::string ctx = path.string();
-    h5::Handle file;
-    try {
-        file = io::openForReading(ctx, "checkpoint");
-    } catch (const InputError& e) {
-        throw CheckpointUnreadable(e.what());
-    }
+    h5::Handle file = format::openCheckpoint(ctx, c.formatVersion);
     h5::LibraryLock lock(h5::libraryMutex());
-    const std::string kind = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", ctx) : "";
-    if (kind != format::kName) throw CheckpointUnreadable(fmt::format("{}: not a kiln checkpoint (format '{}')", ctx, kind));
-    c.formatVersion = h5::readIntAttribute(file, "format_version", ctx);
     c.step = h5::readUintAttribute(file, "step", ctx);
     c.optimizerSteps = h5::readUintAttribute(file, "optimizer_steps", ctx);
     c.writers = h5::hasAttribute(file, "writers") ? h5::readUintAttribute(file, "writers", ctx) : 1;

@@ -1,6 +1,8 @@
 #include "checkpoint_format.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/io/parallel_file.hpp"
+#include "kiln/train/checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,6 +30,23 @@ std::string layerGroup(std::uint32_t layer) { return fmt::format("/layers/{:05}"
 std::string partsDirectory(const std::string& name) {
     const auto dot = name.rfind(".h5");
     return (dot == std::string::npos ? name : name.substr(0, dot)) + ".parts";
+}
+
+h5::Handle openCheckpoint(const std::string& path, std::int64_t& version) {
+    h5::Handle file;
+    try {
+        file = io::openForReading(path, "checkpoint");
+    } catch (const InputError& e) {
+        throw CheckpointUnreadable(e.what());
+    }
+    h5::LibraryLock lock(h5::libraryMutex());
+    const std::string kind = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", path) : "";
+    if (kind != kName) throw CheckpointUnreadable(fmt::format("{}: not a kiln checkpoint (format '{}')", path, kind));
+    version = h5::readIntAttribute(file, "format_version", path);
+    if (version != kSingleFile && version != kParts)
+        throw InputError(fmt::format("{}: checkpoint format version {}, this kiln reads {} and {}", path, version,
+                                     kSingleFile, kParts));
+    return file;
 }
 
 h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context) {

@@ -26,6 +26,12 @@ std::string layerGroup(std::uint32_t layer);
 // The parts directory of checkpoint file `name` (step-NNNNNNNN.h5 -> step-NNNNNNNN.parts).
 std::string partsDirectory(const std::string& name);
 
+// Opens a checkpoint (or its index) for reading and checks that it is one of
+// a format this kiln reads; returns that format's version. Throws
+// CheckpointUnreadable when it cannot be opened or is not a kiln checkpoint.
+// The caller holds the HDF5 library lock for what it reads next.
+io::h5::Handle openCheckpoint(const std::string& path, std::int64_t& version);
+
 io::h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context);
 // A float32 dataset of `shape` holding `tensor`; with `checksum`, chunked and
 // Fletcher-32 protected (HDF5 verifies it on every read).

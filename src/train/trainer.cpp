@@ -469,7 +469,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
         if (a.admitNodes > 0 && step + 1 < end) {
             s.admitPending = 0;
-            const auto outcome = atBoundary(step + 1, "nodes were admitted", [&] { return s.admit(step + 1, a.admitNodes); });
+            const auto outcome = atBoundary(step + 1, "nodes were admitted", [&] {
+                // Published first: the processes joining take no part in it.
+                if (s.checkpointing->pending()) s.completeCheckpoint();
+                return s.admit(step + 1, a.admitNodes);
+            });
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
     }

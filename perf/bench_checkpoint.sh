@@ -8,7 +8,9 @@
 #   parallel    every holder writes its layers into its own part, at once
 #   background  the same, written by a thread while training goes on
 # Per case one JSON line: the training stall (seconds the step loop waited)
-# and the write time, the bytes (weights and both moments), and the rate.
+# and the write time, the bytes (weights and both moments), and the rate. In
+# the background mode the write time is rank 0's part (the writers' shares
+# are balanced, so the rate is an estimate for all of them together).
 # Beside them, PyTorch writing the same tensors: as many processes as writers,
 # each torch.save-ing its share at once (perf/torch_save_shares.py; Debian's
 # python3-torch, apt-get install python3-torch; skipped with a note without it).
@@ -49,7 +51,9 @@ if m:
 else:
     stall = write = float(re.search(r"written in ([0-9.]+) s", line).group(1))
 writers = re.search(r", ([0-9]+) writers", line)
-params = {"small": 124.4e6, "medium": 354.8e6}[model]
+blocks, C = {"small": (12, 768), "medium": (24, 1024)}[model]
+V, T = 50304, 32
+params = blocks * (12 * C * C + 13 * C) + 2 * V * C + T * C + 2 * C  # untied head
 gb = 12 * params / 1e9  # weights and both moments, float32
 print(json.dumps({"bench": "checkpoint", "model": model, "ranks": ranks, "mode": mode,
                   "writers": int(writers.group(1)) if writers else 1, "state_gb": round(gb, 2),

@@ -197,11 +197,13 @@ CheckpointManager::Hooks Trainer::State::checkpointHooks(std::uint64_t step) {
 }
 
 void Trainer::State::checkpoint(std::uint64_t step, const LayerHolders& holders) {
+    if (checkpointing->pending()) completeCheckpoint();  // a checkpoint waits for the one before it
     reportCheckpoint(checkpointing->write(world.control(), step, checkpointSource(holders), checkpointHooks(step)), false);
 }
 
 void Trainer::State::startCheckpoint(std::uint64_t step) {
     if (!config.checkpointBackground || !config.checkpointParallel) return checkpoint(step, parallel->holders());
+    if (checkpointing->pending()) completeCheckpoint();
     checkpointing->start(world.control(), step, checkpointSource(parallel->holders()), checkpointHooks(step));
 }
 

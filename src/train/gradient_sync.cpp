@@ -125,10 +125,15 @@ void GradientSync::start(Bucket& bucket) {
     if (inPlace) {
         for (auto& g : gradients) buffers.push_back({g.data_ptr<float>(), static_cast<std::size_t>(g.numel())});
     } else {
-        // Otherwise (GPU gradients over MPI: ranks sharing a GPU): one flat host copy.
+        // Otherwise one flat copy where the transport reads: host memory for GPU
+        // gradients over MPI (ranks sharing a GPU), device memory for the
+        // strided views of a split stage's atoms over NCCL; scaled here when
+        // the bucket adds a share of replicated gradients.
         std::vector<torch::Tensor> flat;
         for (auto& g : gradients) flat.push_back(g.reshape({-1}));
-        bucket.sums = torch::cat(flat).to(torch::kCPU, torch::kFloat32).contiguous();
+        const auto where = bucket.transport->deviceMemory() && !gradients.empty() ? gradients.front().device()
+                                                                                  : torch::Device(torch::kCPU);
+        bucket.sums = torch::cat(flat).to(where, torch::kFloat32).contiguous();
         if (bucket.scale != 1.0) bucket.sums.mul_(bucket.scale);
         buffers.push_back({bucket.sums.data_ptr<float>(), static_cast<std::size_t>(bucket.sums.numel())});
     }

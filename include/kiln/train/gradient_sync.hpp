@@ -93,7 +93,7 @@ private:
         std::vector<Piece> pieces;  // the gradients it sums
         double scale = 1.0;  // applied to this rank's values before the sum
         std::uint32_t lowestLayer = 0;  // ready once this layer is
-        torch::Tensor sums;  // while started, in host memory: the flat copy being summed
+        torch::Tensor sums;  // while started, where the transport reads: the flat copy being summed
         std::uint64_t bytes = 0;  // summed this step
     };
     void start(Bucket& bucket);

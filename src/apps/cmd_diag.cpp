@@ -103,6 +103,17 @@ int diagMain(int argc, char** argv) {
     const auto layouts = io::DiagFile::readInstantiations(file);
     const auto failures = io::DiagFile::readFailures(file);
     const bool json = values.count("json") > 0;
+    // What each layout measured against what the planner predicted for it:
+    // the median step time over the steps it ran (0 when it ran none).
+    std::vector<double> measured;
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+        const std::uint64_t end = i + 1 < layouts.size() ? layouts[i + 1].step : ~std::uint64_t{0};
+        std::vector<double> times;
+        for (const auto& r : steps)
+            if (r.step >= layouts[i].step && r.step < end) times.push_back(r.stepTime);
+        std::sort(times.begin(), times.end());
+        measured.push_back(times.empty() ? 0.0 : times[times.size() / 2]);
+    }
     if (values.count("losses")) {
         for (const auto& r : steps) fmt::print("{} {:.17g} {:.17g}\n", r.step, r.loss, r.gradNorm);
         return 0;
@@ -145,12 +156,15 @@ int diagMain(int argc, char** argv) {
         out["source_tokens"] = nlohmann::json::object();
         for (std::size_t s = 0; s < sources.size(); ++s) out["source_tokens"][sources[s]] = perSource[s];
         out["instantiations"] = nlohmann::json::array();
-        for (const auto& l : layouts)
+        for (std::size_t i = 0; i < layouts.size(); ++i) {
+            const auto& l = layouts[i];
             out["instantiations"].push_back({{"step", l.step}, {"time", l.time}, {"pipelines", l.pipelines},
                                              {"nodes_used", l.nodesUsed}, {"nodes_idle", l.nodesIdle},
                                              {"pinned", l.pinned != 0}, {"predicted_step_s", l.predictedStepTime},
+                                             {"measured_step_s", measured[i]},
                                              {"layout", l.layout}, {"ranks", l.ranks}, {"tolerance", l.tolerance},
                                              {"spares", l.spares}});
+        }
         out["failures"] = nlohmann::json::array();
         for (const auto& f : failures)
             out["failures"].push_back({{"step", f.step}, {"time", f.time}, {"failed_ranks", f.failedRanks},
@@ -179,12 +193,20 @@ int diagMain(int argc, char** argv) {
         for (std::size_t s = 0; s < sources.size(); ++s)
             fmt::print("  source {:<12} {:>12} tokens ({:.1f}%)\n", sources[s], perSource[s], 100.0 * perSource[s] / tokens);
     }
-    fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages):\n");
-    for (const auto& l : layouts)
-        fmt::print("    from step {:>7}  {:<16} tolerates {} node failure{} at once{}  ranks {}{}\n", l.step, l.layout,
+    fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages; median step against the "
+               "planner's prediction):\n");
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+        const auto& l = layouts[i];
+        const std::string speed =
+            measured[i] > 0 && l.predictedStepTime > 0
+                ? fmt::format("  step {:.1f} ms, predicted {:.1f} ms ({:.2f}x)", 1e3 * measured[i], 1e3 * l.predictedStepTime,
+                              measured[i] / l.predictedStepTime)
+                : std::string();
+        fmt::print("    from step {:>7}  {:<16} tolerates {} node failure{} at once{}  ranks {}{}{}\n", l.step, l.layout,
                    l.tolerance, l.tolerance == 1 ? "" : "s",
                    l.spares > 0 ? fmt::format(", {} spare{}", l.spares, l.spares == 1 ? "" : "s") : std::string(), l.ranks,
-                   l.pinned ? "  (pinned)" : "");
+                   l.pinned ? "  (pinned)" : "", speed);
+    }
     if (!failures.empty()) {
         fmt::print("  failures (seconds of each phase of the recovery; start-up ranks and nodes):\n");
         fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "step", "ranks",

@@ -156,6 +156,14 @@ std::string describeInstantiation(const TemplateSet& set, const Instantiation& i
         out += fmt::format("  {:>8} {:>6} {:>7} {:>5} {:>13} {:>12}\n", p, inst.pipelines[p].nodes, t ? t->stages.size() : 0,
                            t ? t->width : 0, inst.pipelines[p].microbatches, seconds(inst.pipelines[p].stepTime));
     }
+    // Why a pipeline can get no work: the distribution gives each microbatch to the pipeline that
+    // finishes it first, and a slow one may never be first; it still holds a replica of every layer.
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
+        if (inst.pipelines[p].microbatches == 0)
+            out += fmt::format("  pipeline {} is a standby replica (0 microbatches): with any microbatch it would end the "
+                               "step later than the others; it is kept for the f+1 copies of every layer, and takes "
+                               "work when a failure or a regroup changes the pipelines\n",
+                               p);
     return out;
 }
 

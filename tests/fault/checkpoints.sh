@@ -38,7 +38,10 @@ writers=$(ls "$(ckpt clean)/step-00000009.parts" | grep -c "^part-")
 [ "$writers" -ge 3 ] || fail "step 9 has $writers parts, expected the layers spread over at least 3 writers"
 grep -q "checkpoint .*step-00000006.h5 written in the background: training stalled" "$work/clean.log" \
   || { cat "$work/clean.log"; fail "no background checkpoint"; }
-"$kiln" diag "$(ckpt clean)/../diag.h5" | grep -q "step-00000006.h5 in the background" || fail "no checkpoint event in diag.h5"
+"$kiln" diag "$(ckpt clean)/../diag.h5" >"$work/clean.diag"
+grep -q "step-00000006.h5 in the background" "$work/clean.diag" || fail "no checkpoint event in diag.h5"
+grep -q "from step       0  .* step [0-9.]* ms, predicted [0-9.]* ms ([0-9.]*x)" "$work/clean.diag" \
+  || { cat "$work/clean.diag"; fail "kiln diag does not set the layout's measured step beside the prediction"; }
 [ ! -e "$(ckpt single)/step-00000010.parts" ] || fail "checkpoint.parallel = false wrote parts"
 for kind in params adam_m adam_v; do
   "$checkpoint_diff" "$(ckpt clean)/step-00000010.h5" "$(ckpt single)/step-00000010.h5" $kind 0 >/dev/null \

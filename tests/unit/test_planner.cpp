@@ -7,6 +7,7 @@
 #include "kiln/plan/layout.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/plan_file.hpp"
+#include "kiln/plan/run_plan.hpp"
 #include "../support/error_text.hpp"
 
 #include <gtest/gtest.h>
@@ -539,4 +540,13 @@ TEST(Layout, SpareTakesOnlyTheFailedNodesLayers) {
     EXPECT_EQ(bytesToMove(after, ranks, keep), 1000.0 * (failedHeld.endLayer - failedHeld.firstLayer));
     EXPECT_EQ(after.pipelines[0].nodeIds, (std::vector<int>{0, 4, 2}));
     EXPECT_EQ(after.pipelines[1].nodeIds, std::vector<int>{3});
+}
+
+// A pipeline the distribution gives no microbatch is explained, not left as a bare 0.
+TEST(Instantiation, StandbyReplicaIsExplained) {
+    const auto set = threeNodeTemplates();
+    const auto inst = pinnedInstantiation(set, "2:8+1:0", 3, 2, 8, "deck.ini:9");
+    const auto text = describeInstantiation(set, inst, 4);
+    EXPECT_NE(text.find("pipeline 1 is a standby replica (0 microbatches)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("pipeline 0 is a standby"), std::string::npos) << text;
 }

@@ -13,6 +13,7 @@ reached once an earlier failure moved the run on does not fire.
   stop       a rank stopped (SIGSTOP, a hung process), found by the heartbeat detector
   rank0      rank 0 (which writes checkpoints and diag.h5) killed
   checkpoint a rank killed just before a checkpoint write
+  write      a rank killed in its background write of a checkpoint's part (or rank 0 while it publishes it)
   throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
 Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
 failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
@@ -53,7 +54,7 @@ def command(args, out, inject):
 
 def draw(rng):
     """A schedule: (kind, fault.inject text, ranks killed, outside kill or None)."""
-    kind = rng.choice(["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "throw"])
+    kind = rng.choice(["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "write", "throw"])
     a = rng.randrange(RANKS)
     b = rng.choice([r for r in range(RANKS) if node(r) != node(a)])
     step = rng.randrange(1, STEPS - 1)
@@ -74,6 +75,9 @@ def draw(rng):
         items, killed = [f"0:{step}:{phase}"], {0}
     elif kind == "checkpoint":
         items, killed = [f"{a}:{rng.choice([3, 7])}:checkpoint"], {a}
+    elif kind == "write":  # the checkpoints after steps 3 and 7: written in the background, published steps later
+        item = f"0:{rng.choice([3, 7])}:publish" if rng.random() < 0.3 else f"{a}:{rng.choice([3, 7])}:write"
+        items, killed = [item], {int(item.split(":")[0])}
     else:
         items, killed = [f"{a}:{step}:{phase}:throw"], {a}
         if rng.random() < 0.5:

@@ -14,6 +14,7 @@ ClusterSpec clusterFromDeck(const config::Deck& deck, std::uint32_t worldNodes) 
     c.intraBandwidth = deck.real("plan.intra_node_gb_s") * 1e9;
     c.interBandwidth = deck.real("plan.inter_node_gb_s") * 1e9;
     c.stageWidth = static_cast<std::uint32_t>(deck.integer("plan.stage_width"));
+    c.stageWidthOrigin = deck.setting("plan.stage_width").origin + ": plan.stage_width";
     return c;
 }
 

@@ -236,13 +236,13 @@ std::vector<std::uint32_t> stageWidths(const ModelProfile& profile, const Cluste
     const std::uint32_t g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
     if (cluster.stageWidth > 0) {
         if (g % cluster.stageWidth != 0)
-            throw InputError(fmt::format("plan.stage_width = {} does not divide a node's {} ranks "
+            throw InputError(fmt::format("{} = {} does not divide a node's {} ranks "
                                          "(cluster.ranks_per_node): a stage spans ranks of one node and every rank is in "
                                          "one stage\n  Use a divisor of {}, or 0 to let the planner choose.",
-                                         cluster.stageWidth, g, g));
+                                         cluster.stageWidthOrigin, cluster.stageWidth, g, g));
         if (const auto why = model::widthProblem(profile.model, cluster.stageWidth); !why.empty())
-            throw InputError(fmt::format("plan.stage_width = {}: {}\n  Use a smaller width, or 0 to let the planner choose.",
-                                         cluster.stageWidth, why));
+            throw InputError(fmt::format("{} = {}: {}\n  Use a smaller width, or 0 to let the planner choose.",
+                                         cluster.stageWidthOrigin, cluster.stageWidth, why));
         return {cluster.stageWidth};
     }
     std::vector<std::uint32_t> widths;

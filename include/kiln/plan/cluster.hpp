@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kiln::config {
 class Deck;
@@ -17,6 +18,7 @@ struct ClusterSpec {
     double intraBandwidth = 200e9;  // bytes/s between ranks of one node
     double interBandwidth = 25e9;   // bytes/s between nodes
     std::uint32_t stageWidth = 0;   // ranks per stage; 0: the planner chooses among the divisors of ranksPerNode
+    std::string stageWidthOrigin = "plan.stage_width";  // where the deck set it ("FILE:LINE"), for errors
 };
 
 // nodes = plan.nodes, or `worldNodes` when that is 0.

@@ -46,18 +46,22 @@ const std::vector<KeySpec>& deckSchema() {
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
-         "(found by fault.step_timeout_s). E.g. '3:5:allreduce', '2:7:forward:stop'. Ignored in a requeued Slurm job "
+         "(found by fault.step_timeout_s). RANK:STEP[-END]:slow=LAG makes that rank a straggler from STEP on (to END): "
+         "LAG seconds of sleep after every microbatch's forward (slow=0.05), or a factor of its compute (slow=2x: "
+         "twice as slow). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
              static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
-                 if (!std::regex_match(word, item))
+                 if (!std::regex_match(word, item) && !std::regex_match(word, lag))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
-                                         "sums, commit, optimizer, checkpoint, write, publish, regroup or migrate";
+                                         "sums, commit, optimizer, checkpoint, write, publish, regroup or migrate, nor "
+                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx";
              return "";
          }},
 
@@ -85,6 +89,26 @@ const std::vector<KeySpec>& deckSchema() {
          "detected, and a hung rank blocks the others forever. A rank declared failed is killed (SIGKILL) by a "
          "survivor on its host, so that the job ends on its own. Works under mpirun --with-ft ulfm.",
          realInRange(0.0, 3600.0)},
+
+        // [straggler]
+        {"straggler.rebalance_at", KeyType::Real, "1.25",
+         "Rebalance when a pipeline computes this many times slower than the share of the batch it was given assumes "
+         "(or as many times faster: a slow node that recovered) for straggler.steps committed steps in a row, "
+         "measured against the median rank (so a profile that is off for every rank changes nothing). The batch is "
+         "split again over the same pipelines by their measured speeds, at a step boundary; the maths of the step, "
+         "and so the losses, stay the same. 0 = never.",
+         realInRange(0.0, 1e6)},
+        {"straggler.steps", KeyType::Integer, "5", "Steps in a row a pipeline must be off its share before the batch is split again.",
+         atLeast(1)},
+        {"straggler.retire_at", KeyType::Real, "3",
+         "Retire a node that computes this many times slower than the median rank for straggler.retire_steps steps "
+         "in a row: it leaves the run as a failed node would (its layers held elsewhere, the survivors regrouped "
+         "from the templates, a spare taking its place if there is one), recorded as a 'straggler' event. Only when "
+         "the nodes left still tolerate fault.f failures and the plan predicts a shorter step without it; else it "
+         "stays, with a smaller share. 0 = never.",
+         realInRange(0.0, 1e6)},
+        {"straggler.retire_steps", KeyType::Integer, "10", "Steps in a row a node must be beyond straggler.retire_at before it is retired.",
+         atLeast(1)},
 
         // [plan]
         {"plan.nodes", KeyType::Integer, "0", "Nodes that kiln plan plans for; 0 = the nodes of the job. kiln run always "

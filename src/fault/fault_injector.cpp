@@ -44,6 +44,43 @@ const char* phaseName(Phase phase) {
     return "?";
 }
 
+namespace {
+
+// "RANK:STEP[-END]:slow=LAG": false when `item` is not of that form at all,
+// else `problem` says what is wrong with it (empty: `out` holds it).
+bool parseLag(const std::string& item, Injection& out, std::string& problem) {
+    const auto at = item.find(":slow=");
+    if (at == std::string::npos) return false;
+    long long rank = -1;
+    unsigned long long step = 0, end = ~0ull;
+    char tail = 0;
+    const std::string head = item.substr(0, at), lag = item.substr(at + 6);
+    const bool range = head.find('-') != std::string::npos;
+    const int read = range ? std::sscanf(head.c_str(), "%lld:%llu-%llu%c", &rank, &step, &end, &tail)
+                           : std::sscanf(head.c_str(), "%lld:%llu%c", &rank, &step, &tail);
+    if (read != (range ? 3 : 2) || rank < 0 || end < step) {
+        problem = fmt::format("'{}' is not RANK:STEP[-END]:slow=LAG (e.g. 2:5:slow=0.05 or 2:5-20:slow=2x)", item);
+        return true;
+    }
+    double value = 0.0;
+    char unit = 0;
+    const int parts = std::sscanf(lag.c_str(), "%lf%c%c", &value, &unit, &tail);
+    const bool factor = parts == 2 && unit == 'x', seconds = parts == 1 || (parts == 2 && unit == 's');
+    if (!(factor || seconds) || value <= 0.0 || (factor && value <= 1.0)) {
+        problem = fmt::format("'{}': slow={} is neither seconds per microbatch (0.05, 0.05s) nor a factor above 1 (2x)",
+                              item, lag);
+        return true;
+    }
+    out.rank = static_cast<int>(rank);
+    out.step = step;
+    out.endStep = end;
+    out.action = Injection::Action::Lag;
+    (factor ? out.lagFactor : out.lagSeconds) = value;
+    return true;
+}
+
+}  // namespace
+
 std::string parseInjections(const std::string& text, std::vector<Injection>& out) {
     std::string spaced = text;
     for (auto& c : spaced)
@@ -51,6 +88,12 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
     std::istringstream in(spaced);
     for (std::string item; in >> item;) {
         Injection injection;
+        std::string problem;
+        if (parseLag(item, injection, problem)) {
+            if (!problem.empty()) return problem;
+            out.push_back(injection);
+            continue;
+        }
         char phase[32] = {};
         long long rank = -1;
         unsigned long long step = 0;
@@ -92,7 +135,7 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
 void FaultInjector::at(std::uint64_t step, Phase phase) {
     for (std::size_t k = 0; k < mine_.size(); ++k) {
         const auto& i = mine_[k];
-        if (i.step != step || i.phase != phase || fired_[k]) continue;
+        if (i.step != step || i.phase != phase || fired_[k] || i.action == Injection::Action::Lag) continue;
         fired_[k] = true;
         if (i.action == Injection::Action::Stop) {
             log::warn("fault injection: stopping this process (SIGSTOP) at step {} in {}", step, phaseName(phase));
@@ -115,6 +158,22 @@ void FaultInjector::at(std::uint64_t step, Phase phase) {
         log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
         std::raise(SIGKILL);
     }
+}
+
+double FaultInjector::lag(std::uint64_t step, Phase phase, double computed) const {
+    double seconds = 0.0;
+    for (const auto& i : mine_) {
+        if (i.action != Injection::Action::Lag || step < i.step || step > i.endStep) continue;
+        if (i.lagFactor > 0.0) seconds += (i.lagFactor - 1.0) * computed;
+        if (phase == Phase::Forward) seconds += i.lagSeconds;
+    }
+    return seconds;
+}
+
+void FaultInjector::straggle(std::uint64_t step, Phase phase, double computed) const {
+    // Asleep, not busy: a slow device keeps the host's cores free.
+    if (const double seconds = lag(step, phase, computed); seconds > 0.0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace kiln::fault

@@ -10,23 +10,32 @@
 
 namespace kiln::plan {
 
-void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst) {
+double stepTimeOf(const TemplateSet& templates, const PipelineShare& share, std::uint64_t microbatches,
+                  double slowdown) {
+    const PipelineTemplate& t = *share.templateIn(templates);
+    return microbatches == 0 ? 0.0 : slowdown * t.pipelineTime(microbatches) + t.sync();
+}
+
+void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst,
+                            const std::vector<double>& slowdown) {
+    const auto factor = [&](std::size_t p) { return slowdown.empty() ? 1.0 : slowdown[p]; };
     using Entry = std::pair<double, std::size_t>;  // end time with one more microbatch, pipeline
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> next;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
         inst.pipelines[p].microbatches = 0;
-        next.push({inst.pipelines[p].templateIn(templates)->stepTime(1), p});
+        next.push({stepTimeOf(templates, inst.pipelines[p], 1, factor(p)), p});
     }
     for (std::uint64_t k = 0; k < globalMicrobatches; ++k) {
         const auto [time, p] = next.top();
         next.pop();
         auto& share = inst.pipelines[p];
         ++share.microbatches;
-        next.push({share.templateIn(templates)->stepTime(share.microbatches + 1), p});
+        next.push({stepTimeOf(templates, share, share.microbatches + 1, factor(p)), p});
     }
     inst.stepTime = 0.0;
-    for (auto& share : inst.pipelines) {
-        share.stepTime = share.templateIn(templates)->stepTime(share.microbatches);
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
+        auto& share = inst.pipelines[p];
+        share.stepTime = stepTimeOf(templates, share, share.microbatches, factor(p));
         inst.stepTime = std::max(inst.stepTime, share.stepTime);
     }
 }

@@ -85,7 +85,7 @@ public:
     }
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
         return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
-                activations_[b] - activations_[a]};
+                activations_[b] - activations_[a], stageTime(a, b, Link::None)};
     }
 
 private:

@@ -108,6 +108,21 @@ std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std
     return transport;
 }
 
+void ParallelState::redistribute(const plan::Instantiation& inst) {
+    if (inst.pipelines.size() != layout_.pipelines.size())
+        throw Error(fmt::format("a split of the batch over {} pipelines for a layout of {}", inst.pipelines.size(),
+                                layout_.pipelines.size()),
+                    ErrorScope::AllRanks);
+    std::uint64_t next = 0;
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
+        auto& pipeline = layout_.pipelines[p];
+        pipeline.firstMicrobatch = next;
+        pipeline.microbatches = inst.pipelines[p].microbatches;
+        pipeline.predictedStepTime = inst.pipelines[p].stepTime;
+        next += pipeline.microbatches;
+    }
+}
+
 void ParallelState::connect(comm::World& world) {
     stage_.reset();
     gradients_.reset();

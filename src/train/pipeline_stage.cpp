@@ -114,6 +114,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         }
     }
     model::waitForDevice(device_);  // true compute times on a GPU (diag.h5)
+    injector_->straggle(step_, fault::Phase::Forward, since(t0));
     work.forward += since(t0);
     if (role_.last()) {
         // Summed where it was computed; read once per step (a read is a device sync).
@@ -132,6 +133,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     torch::Tensor gradient;
     if (!role_.last()) gradient = receive(samplesOf(local), role_.next, work);
     const auto t0 = Clock::now();
+    const double sumsBefore = work.sums;
     if (!slot.layerOutputs.empty()) {
         backwardByLayer(slot, gradient, targetsPerStep, work);
     } else if (role_.last()) {
@@ -140,6 +142,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
         slot.output.backward(gradient);
     }
     model::waitForDevice(device_);
+    injector_->straggle(step_, fault::Phase::Backward, since(t0) - (work.sums - sumsBefore));
     work.backward += since(t0);
     if (!role_.first()) send(slot.input.grad(), role_.previous);
     slot = InFlight{};  // the activations of this microbatch are no longer needed

@@ -58,7 +58,8 @@ model::ComputeThreads Trainer::State::prepare() {
 
 void Trainer::State::armInjector() {
     std::vector<fault::Injection> injections;
-    fault::parseInjections(deck.text("fault.inject"), injections);
+    if (const auto problem = fault::parseInjections(deck.text("fault.inject"), injections); !problem.empty())
+        throw InputError(fmt::format("fault.inject ({}): {}", deck.setting("fault.inject").origin, problem));
     // A requeued Slurm job runs the same command line: its injected faults would strike again.
     if (const char* restarts = std::getenv("SLURM_RESTART_COUNT");
         restarts && std::atoi(restarts) > 0 && !injections.empty()) {
@@ -193,6 +194,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (world.rank() == 0) io::fence().publish();
     if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
     if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
+    s.speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     s.armInjector();
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} "
@@ -229,6 +231,7 @@ struct Attempt {
     int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
     StageWork work;
     double sync = 0.0;
+    std::vector<double> compute;  // every rank's seconds computing, by rank
 };
 
 }  // namespace
@@ -301,10 +304,21 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 s.admitPending = request.nodes;
                 s.admitHosts = request.hosts;
             }
-            double sums[5] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
-                              s.world.rank() == 0 ? double(s.admitPending) : 0.0,
-                              s.checkpointing->writeEnded() ? 0.0 : 1.0};
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, s.world.control()));
+            // Gathered rather than summed: every rank also learns every rank's
+            // compute time (the speed monitor's input), and sums in rank order.
+            constexpr int kFields = 6;
+            const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
+                                          s.world.rank() == 0 ? double(s.admitPending) : 0.0,
+                                          s.checkpointing->writeEnded() ? 0.0 : 1.0,
+                                          work.stage.forward + work.stage.backward};
+            std::vector<double> all(static_cast<std::size_t>(kFields * s.world.size()));
+            KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, s.world.control()));
+            double sums[kFields] = {};
+            a.compute.resize(static_cast<std::size_t>(s.world.size()));
+            for (std::size_t r = 0; r < a.compute.size(); ++r) {
+                for (int k = 0; k < kFields; ++k) sums[k] += all[r * kFields + static_cast<std::size_t>(k)];
+                a.compute[r] = all[r * kFields + kFields - 1];
+            }
             a.lossSum = sums[0];
             a.gradNorm = std::sqrt(sums[1]);
             a.stopRequested = sums[2] > 0;
@@ -451,6 +465,10 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                 s.completeCheckpoint();
                 return State::Recovery::Continue;
             });
+            if (outcome != State::Recovery::Continue) return stopWith(outcome);
+        }
+        if (step + 1 < end) {
+            const auto outcome = s.followSpeeds(step + 1, a.compute);
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
         }
         const bool checkpointDue =

@@ -122,48 +122,27 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             const auto lost = layersWithout(liveHolders(parallel->layout(), layoutMembers, world.members()));
             if (!lost.empty())
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
-            const auto c0 = Clock::now();
             const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));
             if (!next.possible)
                 return stop(fmt::format("{} node{} left, and a pipeline needs at least {}", report.nodesLeft,
                                         report.nodesLeft == 1 ? "" : "s", plan.templates.minNodes));
-            const bool lowered = next.tolerance < tolerance && next.tolerance < f;
-            plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
-            const double choose = since(c0);
-            const auto m0 = Clock::now();
-            // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
-            const MigrationReport moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
-                                                                [&] { injector->at(step, fault::Phase::Migrate); });
-            layoutMembers = world.members();
-            tolerance = next.tolerance;
-            spares = next.spares;
-            std::uint64_t totalBytes = moved.bytesReceived;
-            KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &totalBytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
-            const double migrateSeconds = since(m0);
-            if (dismissRetired() == Recovery::Leave) return Recovery::Leave;
-            const auto r0 = Clock::now();
-            parallel->connect(world);
-            record.rebuild = since(r0);
-            sliceLoader();
-            record.instantiate = choose;
-            record.migrate = moved.migrateSeconds;
-            record.bytesMigrated = totalBytes;
+            Regrouped done;
+            if (regroupSurvivors(step, next, done) == Recovery::Leave) return Recovery::Leave;
+            record.instantiate = done.chooseSeconds;
+            record.rebuild = done.rebuildSeconds;
+            record.migrate = done.moved.migrateSeconds;
+            record.bytesMigrated = done.bytesMigrated;
             std::vector<std::string> shares;
             for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
             copyText(record.layout, fmt::format("{}", fmt::join(shares, "+")));
             pendingFailure = record;
             const std::string detail = fmt::format(
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
-                step, what, parallel->layout().describe(), 1e3 * choose, totalBytes / 1e6, 1e3 * migrateSeconds,
-                1e3 * since(t0));
+                step, what, parallel->layout().describe(), 1e3 * done.chooseSeconds, done.bytesMigrated / 1e6,
+                1e3 * done.migrateSeconds, 1e3 * since(t0));
             log::info("  FAILURE {}", detail);
             if (diag) diag->event(step, "failure", detail);
-            if (lowered) {
-                const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}",
-                                                    tolerance, tolerance == 1 ? "" : "s", f, next.degraded);
-                log::info("  TOLERANCE {}", why);
-                if (diag) diag->event(step, "tolerance", why);
-            }
+            reportTolerance(step, next, done.lowered);
             announceLayout(step, false,
                            next.activeNodes == plan.cluster.nodes && plan.spares > 0
                                ? fmt::format("a spare took the failed node's place after step {} failed", step)
@@ -179,6 +158,70 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             parallel->interrupt();
         }
     }
+}
+
+Trainer::State::Recovery Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next,
+                                                          Regrouped& done) {
+    done.lowered = next.tolerance < tolerance && next.tolerance < f;
+    const auto c0 = Clock::now();
+    plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
+    done.chooseSeconds = since(c0);
+    const auto m0 = Clock::now();
+    // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
+    done.moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
+                                       [&] { injector->at(step, fault::Phase::Migrate); });
+    layoutMembers = world.members();
+    tolerance = next.tolerance;
+    spares = next.spares;
+    done.bytesMigrated = done.moved.bytesReceived;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &done.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+    done.migrateSeconds = since(m0);
+    if (dismissRetired() == Recovery::Leave) return Recovery::Leave;
+    const auto r0 = Clock::now();
+    parallel->connect(world);
+    done.rebuildSeconds = since(r0);
+    sliceLoader();
+    return Recovery::Continue;
+}
+
+void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered) {
+    if (!lowered) return;
+    const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}", tolerance,
+                                        tolerance == 1 ? "" : "s", f, next.degraded);
+    log::info("  TOLERANCE {}", why);
+    if (diag) diag->event(step, "tolerance", why);
+}
+
+Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std::string& why) {
+    const auto t0 = Clock::now();
+    // Published first: the straggler's ranks may be writers of its parts.
+    if (checkpointing->pending()) completeCheckpoint();
+    retiredNodes.insert(node);
+    ++nodeFailures;
+    io::fence().advance();  // as after a failure: nothing the straggler still writes counts
+    if (world.originalRank() == diagHolder) io::fence().publish();
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks, retiredNodes);
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
+    handOverDiagnostics(step);
+    Regrouped done;
+    if (regroupSurvivors(step, next, done) == Recovery::Leave) {
+        log::info("  STRAGGLER this rank's node {} is retired: {}", node, why);
+        return Recovery::Leave;
+    }
+    const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
+                                           "in {:.1f} ms; {:.1f} ms in all",
+                                           step, why, node, parallel->layout().describe(), done.bytesMigrated / 1e6,
+                                           1e3 * done.migrateSeconds, 1e3 * since(t0));
+    log::info("  STRAGGLER {}", detail);
+    if (diag) diag->event(step, "straggler", detail);
+    reportTolerance(step, next, done.lowered);
+    announceLayout(step, false,
+                   next.activeNodes == plan.cluster.nodes && plan.spares > 0
+                       ? fmt::format("a spare took straggler node {}'s place before step {}", node, step)
+                       : fmt::format("regrouped from the templates without straggler node {} before step {}", node, step));
+    return Recovery::Continue;
 }
 
 Trainer::State::Recovery Trainer::State::dismissRetired() {

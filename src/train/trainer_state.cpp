@@ -143,7 +143,8 @@ void Trainer::State::sliceLoader() {
     loader->setSlice(begin, layout.microbatchBegin(p.firstMicrobatch + p.microbatches) - begin);
 }
 
-void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why) {
+void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout) {
+    if (newLayout && speeds) speeds->reset();
     const auto& layout = parallel->layout();
     const auto nodes = layout.idleNodes.size() + [&] {
         std::size_t n = 0;

@@ -9,7 +9,9 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
+#include "kiln/plan/speed_monitor.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/checkpoint_manager.hpp"
 #include "kiln/train/parallel_state.hpp"
@@ -66,6 +68,7 @@ struct Trainer::State {
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
     std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
+    std::unique_ptr<plan::SpeedMonitor> speeds;  // measured speeds against the plan (straggler.*)
     // The last committed step's /steps row, kept on every rank: a holder of
     // diag.h5 that dies between the commit and its write leaves it to the next.
     struct StepRow {
@@ -93,7 +96,10 @@ struct Trainer::State {
     // The samples of the global batch this rank reads: its pipeline's, on the
     // first and last stages (inputs and targets); none elsewhere.
     void sliceLoader();
-    void announceLayout(std::uint64_t step, bool pinned, const std::string& why);
+    // Logs the current layout and records it in diag.h5; a new layout
+    // (`newLayout`: not a rebalance of the same one) starts the speed
+    // monitor afresh.
+    void announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout = true);
     // Checkpoint `step` written now by `holders` (every stage that holds each
     // layer, or only live ones beyond f); collective.
     void checkpoint(std::uint64_t step, const LayerHolders& holders);
@@ -116,6 +122,29 @@ struct Trainer::State {
     // rank that fails during the recovery sends everyone back to its start
     // with the larger failed set; the layers move only once all agree.
     Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
+    // What regroupSurvivors did.
+    struct Regrouped {
+        MigrationReport moved;
+        std::uint64_t bytesMigrated = 0;  // over all ranks
+        double chooseSeconds = 0.0, migrateSeconds = 0.0, rebuildSeconds = 0.0;
+        bool lowered = false;  // the tolerance dropped below fault.f
+    };
+    // The part of a regroup every member does once the nodes that stay are
+    // known (retiredNodes): place `next`, move the layers, dismiss the
+    // retired nodes' ranks (Leave on them), connect, slice the loader.
+    // Throws ProcFailedError when a rank fails meanwhile.
+    Recovery regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
+    void reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered);
+
+    // At the boundary before `step`, after the committed step's compute
+    // times were gathered (`compute`, by rank of the control communicator):
+    // the speed monitor's verdict carried out (trainer_speeds.cpp). The
+    // batch split again, or a straggler node retired like a failed one
+    // (Leave on its ranks); a failure meanwhile is recovered from.
+    Recovery followSpeeds(std::uint64_t step, const std::vector<double>& compute);
+    // Straggler node `node` (start-up id) leaves the run as a failed node
+    // would, its layers handed on first; `why` in words. Throws ProcFailedError.
+    Recovery retireStraggler(std::uint64_t step, int node, const std::string& why);
     // Beyond f: some layer lost every holder, or the surviving nodes cannot
     // form one pipeline. A checkpoint of the last committed step, written by
     // surviving holders (the live ranks of retired nodes too), when every

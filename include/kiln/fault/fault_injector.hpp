@@ -8,6 +8,11 @@
 // is not kiln's (as libtorch or the C++ library would: a local error), or
 // with ":hang" sleeps forever outside MPI while its other threads live (a
 // hung file read or device call: only fault.step_timeout_s finds it).
+// "RANK:STEP[-END]:slow=LAG" makes a straggler instead: from STEP on (to END,
+// included) that rank is slower on every microbatch, by LAG seconds of sleep
+// after each forward ("slow=0.05", "slow=0.05s") or by a factor of its own
+// compute time ("slow=2x": each forward and backward sleeps as long again as
+// it computed), as a throttled device or a noisy neighbour would be.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +39,10 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    enum class Action { Kill, Stop, Slow, Throw, Hang } action = Action::Kill;
+    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag } action = Action::Kill;
+    // Lag only: steps [step, endStep], and seconds per microbatch or a factor (> 1) of compute.
+    std::uint64_t endStep = 0;
+    double lagSeconds = 0.0, lagFactor = 0.0;
 };
 
 // How long a ":slow" injection computes without MPI.
@@ -50,6 +58,11 @@ public:
     // Kills this process if an injection names it at (step, phase). A ':slow'
     // injection fires once, not again when a recovery replays the step.
     void at(std::uint64_t step, Phase phase);
+    // Seconds this rank's ':slow=' items add to one microbatch's forward or
+    // backward (`phase`) at `step`, which computed for `computed` seconds.
+    double lag(std::uint64_t step, Phase phase, double computed) const;
+    // Sleeps that long (nothing when no item applies).
+    void straggle(std::uint64_t step, Phase phase, double computed) const;
 
 private:
     std::vector<Injection> mine_;

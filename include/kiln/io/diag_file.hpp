@@ -81,7 +81,7 @@ struct EventRecord {
     double time = 0.0;  // seconds since the Unix epoch
     std::uint64_t step = 0;
     char kind[32] = {};
-    char detail[224] = {};
+    char detail[512] = {};  // older files hold 224: HDF5 converts either way
 };
 
 // Opens a diag.h5 for reading, also while its run writes it or after the run was killed.

@@ -38,7 +38,14 @@ struct Instantiation {
 Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std::uint32_t minPipelines,
                           std::uint64_t globalMicrobatches);
 
-// The distribution step alone, for given pipelines.
-void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst);
+// The distribution step alone, for given pipelines. `slowdown` (empty: all
+// 1): pipeline p computes each microbatch slowdown[p] times as long as its
+// template says (measured during the run); its gradient sums take as long.
+void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst,
+                            const std::vector<double>& slowdown = {});
+
+// T_p(m) of `share` computing slowdown times as slowly as its template.
+double stepTimeOf(const TemplateSet& templates, const PipelineShare& share, std::uint64_t microbatches,
+                  double slowdown = 1.0);
 
 }  // namespace kiln::plan

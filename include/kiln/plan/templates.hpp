@@ -45,6 +45,7 @@ struct Stage {
     double sync = 0.0;           // seconds per step of this stage's gradient sums alone
     double memory = 0.0;         // bytes on its rank with the reference microbatches in flight
     double paramBytes = 0.0, activationBytes = 0.0;  // activations per microbatch in flight
+    double compute = 0.0;  // of `time`: the layers' own work, no transfer (0 in plan files: use `time`)
 
     // Bytes on its rank with `inFlight` microbatches' activations kept.
     double memoryWith(std::uint64_t inFlight) const { return 4.0 * paramBytes + double(inFlight) * activationBytes; }

@@ -57,6 +57,10 @@ public:
     // The same layout on world.control() after ranks without a role left it:
     // `oldMembers` are the start-up ranks of the communicator it was made for.
     void renumber(const comm::World& world, const std::vector<int>& oldMembers);
+    // The same pipelines, stages and ranks with another split of the global
+    // batch (`inst`: one share per pipeline, in order; a rebalance). Local:
+    // every rank must make the same call at the same step boundary.
+    void redistribute(const plan::Instantiation& inst);
     // Builds the pipeline transport, the gradient-sum communicators and the
     // stage for the current layout (collective over world.control()).
     void connect(comm::World& world);

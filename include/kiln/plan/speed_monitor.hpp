@@ -1,0 +1,111 @@
+// Measured speeds against the plan, during the run: which pipeline computes
+// slower (or faster) than the share of the batch it was given assumes, and
+// which node is so much slower than its peers that the job is better off
+// without it.
+//
+// Every committed step, each rank's compute time (its forwards and
+// backwards, not its waits) over its microbatches, divided by the planner's
+// time for its stage, is its ratio r: how much slower than planned it runs.
+// The planner's times are off by a constant for every rank (a synthetic
+// profile, overheads it leaves out), so speeds are compared with the median
+// rank's ratio R (of an even count, the faster middle one: of two ranks, one
+// slow, the other is the reference): x = r / R is a rank's slowdown relative
+// to its peers. Each rank's x is smoothed by its median over a window of
+// steps (one long step is not a straggler); a pipeline's slowdown is then its
+// slowest stage's (1F1B runs at its bottleneck), a node's its slowest rank's.
+// Decisions are a pure function of the gathered times, so every rank that
+// gathered the same ones takes the same decision:
+// nothing else need be agreed.
+//
+// Rebalance: a pipeline whose slowdown over the last straggler.steps steps
+// is beyond straggler.rebalance_at of what its share assumes (slower, or
+// faster by the same factor: a node that recovered). The batch is split
+// again by the measured slowdowns, with the planner's exact integer
+// distribution, when that split predicts a shorter step than the current one.
+// Retire: a node slower than straggler.retire_at over straggler.retire_steps
+// steps, when the nodes left can still form the pipelines fault.f asks for
+// and the plan predicts a shorter step without it.
+#pragma once
+
+#include "kiln/plan/layout.hpp"
+#include "kiln/plan/run_plan.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace kiln::config {
+class Deck;
+}
+
+namespace kiln::plan {
+
+struct StragglerPolicy {
+    double rebalanceAt = 1.25;  // 0: never rebalance
+    std::uint32_t steps = 5;
+    double retireAt = 3.0;  // 0: never retire
+    std::uint32_t retireSteps = 10;
+};
+
+// The deck's straggler.* keys.
+StragglerPolicy stragglerPolicyFromDeck(const config::Deck& deck);
+
+struct SpeedVerdict {
+    enum class Action { None, Rebalance, Retire } action = Action::None;
+    // Rebalance: the new split (instantiation of the current pipelines, their
+    // microbatches and predicted step times with the measured slowdowns).
+    Instantiation instantiation;
+    std::vector<double> slowdown;  // per pipeline, what the new split assumes
+    int node = -1;                 // Retire: the start-up id of the node
+    double nodeSlowdown = 0.0;
+    std::string detail;  // in words, for the log and diag.h5
+    // Action None: a slow node kept (and why), said once per layout; else empty.
+    std::string note;
+};
+
+// What the monitor measured over its window, per pipeline and node.
+struct MeasuredSpeeds {
+    double ratio = 0.0;  // R: the reference rank's measured / planned compute time
+    std::vector<double> pipelineSlowdown;  // 0 for a pipeline with no microbatches
+    std::vector<std::pair<int, double>> nodeSlowdown;  // start-up node id, slowdown
+};
+
+class SpeedMonitor {
+public:
+    explicit SpeedMonitor(StragglerPolicy policy) : policy_(policy) {}
+
+    // A new layout: history forgotten; `assumed`: the slowdown per pipeline
+    // its split was made for (empty: the plan's, all 1). The step that
+    // follows is not counted (first-step allocations, a replay).
+    void reset(const std::vector<double>& assumed = {});
+
+    // After a committed step of `layout` (its ranks those of the gathered
+    // times): `compute[r]`, rank r's seconds computing. `plan` is the start-up
+    // plan (the templates; regroups from it), `liveNodes` the nodes alive,
+    // spares included, and `tolerance` what the current layout survives.
+    SpeedVerdict observe(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute,
+                         std::uint32_t liveNodes, std::uint32_t tolerance);
+
+    // The medians over the window so far (empty before any step was counted).
+    MeasuredSpeeds measured(const Layout& layout) const;
+
+private:
+    struct Sample {
+        double ratio = 0.0;      // R
+        std::vector<double> x;   // by rank of the layout; 0: not measured
+    };
+    // Each rank's median slowdown over the newest `steps` samples, then the
+    // slowest rank's of each pipeline (0: none measured) and of each node.
+    std::vector<double> pipelineSlowdown(const Layout& layout, std::size_t steps) const;
+    std::vector<std::pair<int, double>> nodeSlowdown(const Layout& layout, std::size_t steps) const;
+    std::vector<double> rankSlowdown(std::size_t steps) const;
+    StragglerPolicy policy_;
+    std::vector<double> assumed_;
+    std::deque<Sample> window_;
+    std::size_t sinceSplit_ = 0;  // samples taken since the batch was last split
+    bool skipNext_ = true;
+    bool noted_ = false;  // said once per layout why a slow node stays
+};
+
+}  // namespace kiln::plan

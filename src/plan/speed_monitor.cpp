@@ -1,0 +1,246 @@
+#include "kiln/plan/speed_monitor.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/plan/regroup.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+
+namespace kiln::plan {
+namespace {
+
+double median(std::vector<double> values) {
+    if (values.empty()) return 0.0;
+    const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+    std::nth_element(values.begin(), mid, values.end());
+    if (values.size() % 2 == 1) return *mid;
+    return 0.5 * (*mid + *std::max_element(values.begin(), mid));
+}
+
+std::string shares(const Instantiation& inst) {
+    std::vector<std::string> out;
+    for (const auto& p : inst.pipelines) out.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
+    return fmt::format("{}", fmt::join(out, "+"));
+}
+
+// The healthy reference among ranks: with an even count, the faster of the
+// two middle ones (of two ranks, one slow, the other is the reference).
+double lowerMedian(std::vector<double> values) {
+    if (values.empty()) return 0.0;
+    const auto mid = values.begin() + static_cast<std::ptrdiff_t>((values.size() - 1) / 2);
+    std::nth_element(values.begin(), mid, values.end());
+    return *mid;
+}
+
+}  // namespace
+
+StragglerPolicy stragglerPolicyFromDeck(const config::Deck& deck) {
+    StragglerPolicy p;
+    p.rebalanceAt = deck.real("straggler.rebalance_at");
+    p.steps = static_cast<std::uint32_t>(deck.integer("straggler.steps"));
+    p.retireAt = deck.real("straggler.retire_at");
+    p.retireSteps = static_cast<std::uint32_t>(deck.integer("straggler.retire_steps"));
+    if (p.retireAt > 0.0 && p.rebalanceAt > 0.0 && p.retireAt < p.rebalanceAt)
+        throw InputError(fmt::format("straggler.retire_at = {} ({}) is below straggler.rebalance_at = {} ({}): a node is "
+                                     "retired only when it is slower than what a rebalance handles; raise it, or set it to "
+                                     "0 to never retire",
+                                     p.retireAt, deck.setting("straggler.retire_at").origin, p.rebalanceAt,
+                                     deck.setting("straggler.rebalance_at").origin));
+    return p;
+}
+
+void SpeedMonitor::reset(const std::vector<double>& assumed) {
+    assumed_ = assumed;
+    window_.clear();
+    sinceSplit_ = 0;
+    skipNext_ = true;
+    noted_ = false;
+}
+
+std::vector<double> SpeedMonitor::rankSlowdown(std::size_t steps) const {
+    std::vector<double> out;
+    if (window_.empty()) return out;
+    out.assign(window_.back().x.size(), 0.0);
+    for (std::size_t r = 0; r < out.size(); ++r) {
+        std::vector<double> x;
+        for (auto it = window_.rbegin(); it != window_.rend() && x.size() < steps; ++it)
+            if (r < it->x.size() && it->x[r] > 0.0) x.push_back(it->x[r]);
+        out[r] = median(x);
+    }
+    return out;
+}
+
+std::vector<double> SpeedMonitor::pipelineSlowdown(const Layout& layout, std::size_t steps) const {
+    const auto x = rankSlowdown(steps);
+    std::vector<double> out(layout.pipelines.size(), 0.0);
+    for (std::size_t p = 0; p < out.size(); ++p)
+        for (int rank : layout.pipelines[p].ranks)
+            if (static_cast<std::size_t>(rank) < x.size()) out[p] = std::max(out[p], x[static_cast<std::size_t>(rank)]);
+    return out;
+}
+
+std::vector<std::pair<int, double>> SpeedMonitor::nodeSlowdown(const Layout& layout, std::size_t steps) const {
+    const auto x = rankSlowdown(steps);
+    std::map<int, double> nodes;
+    for (const auto& pipeline : layout.pipelines) {
+        const std::size_t perNode = pipeline.ranks.size() / pipeline.nodes;
+        for (std::size_t k = 0; k < pipeline.ranks.size(); ++k) {
+            const auto rank = static_cast<std::size_t>(pipeline.ranks[k]);
+            if (rank < x.size() && x[rank] > 0.0)
+                nodes[pipeline.nodeIds[k / perNode]] = std::max(nodes[pipeline.nodeIds[k / perNode]], x[rank]);
+        }
+    }
+    return {nodes.begin(), nodes.end()};
+}
+
+MeasuredSpeeds SpeedMonitor::measured(const Layout& layout) const {
+    MeasuredSpeeds m;
+    if (window_.empty()) return m;
+    std::vector<double> ratios;
+    for (const auto& s : window_) ratios.push_back(s.ratio);
+    m.ratio = median(ratios);
+    m.pipelineSlowdown = pipelineSlowdown(layout, window_.size());
+    m.nodeSlowdown = nodeSlowdown(layout, window_.size());
+    return m;
+}
+
+SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute,
+                                   std::uint32_t liveNodes, std::uint32_t tolerance) {
+    SpeedVerdict verdict;
+    if (skipNext_) {
+        skipNext_ = false;
+        return verdict;
+    }
+    const std::size_t P = layout.pipelines.size();
+    if (assumed_.size() != P) assumed_.assign(P, 1.0);
+
+    // Each measured rank's ratio, then relative to the median rank's.
+    Sample sample;
+    sample.x.assign(layout.roles.size(), 0.0);
+    std::vector<double> ratios;
+    for (const auto& pipeline : layout.pipelines) {
+        if (pipeline.microbatches == 0) continue;
+        const PipelineTemplate* t = plan.templates.forNodes(pipeline.nodes, pipeline.width);
+        if (!t) continue;
+        for (std::size_t k = 0; k < pipeline.ranks.size(); ++k) {
+            const auto rank = static_cast<std::size_t>(pipeline.ranks[k]);
+            const Stage& stage = t->stages.at(k / pipeline.width);
+            // Compute against compute: the ranks' times leave out their transfers.
+            const double planned = (stage.compute > 0.0 ? stage.compute : stage.time) * double(pipeline.microbatches);
+            if (rank >= compute.size() || rank >= sample.x.size() || planned <= 0.0 || compute[rank] <= 0.0) continue;
+            sample.x[rank] = compute[rank] / planned;
+            ratios.push_back(sample.x[rank]);
+        }
+    }
+    sample.ratio = lowerMedian(ratios);
+    if (sample.ratio <= 0.0) return verdict;
+    for (auto& x : sample.x) x /= sample.ratio;
+    window_.push_back(std::move(sample));
+    ++sinceSplit_;
+    while (window_.size() > std::max(policy_.steps, policy_.retireSteps)) window_.pop_front();
+    const double R = window_.back().ratio;
+
+    // The split the measured slowdowns call for, and the current split's step under them.
+    const auto measuredSplit = [&](std::size_t steps, double& currentStep) {
+        std::vector<double> slowdown = pipelineSlowdown(layout, steps);
+        for (std::size_t p = 0; p < P; ++p)
+            if (slowdown[p] <= 0.0) slowdown[p] = assumed_[p];  // never measured (no microbatches): as assumed
+        Instantiation inst;
+        currentStep = 0.0;
+        for (std::size_t p = 0; p < P; ++p) {
+            const auto& pipeline = layout.pipelines[p];
+            inst.pipelines.push_back({pipeline.nodes, pipeline.microbatches, 0.0, pipeline.width});
+            currentStep = std::max(currentStep,
+                                   stepTimeOf(plan.templates, inst.pipelines.back(), pipeline.microbatches, slowdown[p]));
+        }
+        distributeMicrobatches(plan.templates, plan.globalMicrobatches, inst, slowdown);
+        return std::make_pair(inst, slowdown);
+    };
+
+    // Retire: a node beyond retire_at over the retire window.
+    if (policy_.retireAt > 0.0 && window_.size() >= policy_.retireSteps) {
+        int slowest = -1;
+        double worst = 0.0;
+        for (const auto& [node, x] : nodeSlowdown(layout, policy_.retireSteps))
+            if (x > policy_.retireAt && x > worst) {
+                slowest = node;
+                worst = x;
+            }
+        if (slowest >= 0) {
+            const Regroup without = liveNodes > 1 ? regroup(plan, liveNodes - 1) : Regroup{};
+            double currentStep = 0.0;
+            const auto [kept, slowdown] = measuredSplit(policy_.retireSteps, currentStep);
+            std::string refused;
+            if (!without.possible) {
+                refused = fmt::format("the {} other node{} cannot form a pipeline", liveNodes - 1, liveNodes == 2 ? "" : "s");
+            } else if (without.tolerance < std::min<std::uint32_t>(tolerance, static_cast<std::uint32_t>(plan.f))) {
+                refused = fmt::format("without it the job would tolerate {} node failure{} at once, not {}",
+                                      without.tolerance, without.tolerance == 1 ? "" : "s", tolerance);
+            } else if (without.instantiation.stepTime >= kept.stepTime) {
+                refused = fmt::format("the plan predicts no shorter step without it ({} on {} nodes: {:.3g} s against "
+                                      "{:.3g} s with it, rebalanced)",
+                                      shares(without.instantiation), without.activeNodes,
+                                      without.instantiation.stepTime * R, kept.stepTime * R);
+            }
+            if (refused.empty()) {
+                verdict.action = SpeedVerdict::Action::Retire;
+                verdict.node = slowest;
+                verdict.nodeSlowdown = worst;
+                verdict.detail = fmt::format("node {} computed {:.2f}x slower than the median rank over {} steps "
+                                             "(straggler.retire_at = {}); the plan predicts a {:.3g} s step without it, "
+                                             "{:.3g} s with it, rebalanced",
+                                             slowest, worst, policy_.retireSteps, policy_.retireAt,
+                                             without.instantiation.stepTime * R, kept.stepTime * R);
+                return verdict;
+            }
+            if (!noted_) {
+                noted_ = true;
+                verdict.note = fmt::format("node {} computes {:.2f}x slower than the median rank but stays: {}", slowest,
+                                           worst, refused);
+            }
+        }
+    }
+
+    // Rebalance: a pipeline off its assumed speed over the samples since the last split.
+    if (policy_.rebalanceAt <= 0.0 || sinceSplit_ < policy_.steps) return verdict;
+    const auto now = pipelineSlowdown(layout, policy_.steps);
+    std::vector<std::string> off;
+    for (std::size_t p = 0; p < P; ++p) {
+        if (now[p] <= 0.0) continue;
+        const double relative = now[p] / assumed_[p];
+        if (relative > policy_.rebalanceAt)
+            off.push_back(fmt::format("pipeline {} {:.2f}x slower than its share assumed", p, relative));
+        else if (relative < 1.0 / policy_.rebalanceAt)
+            off.push_back(fmt::format("pipeline {} {:.2f}x faster than its share assumed", p, 1.0 / relative));
+    }
+    if (off.empty()) return verdict;
+    double currentStep = 0.0;
+    auto [inst, slowdown] = measuredSplit(policy_.steps, currentStep);
+    std::vector<std::string> current;
+    for (const auto& p : layout.pipelines) current.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
+    const std::string before = fmt::format("{}", fmt::join(current, "+"));
+    // What the split assumes is what was measured, whether it changes or not.
+    assumed_ = slowdown;
+    sinceSplit_ = 0;
+    if (shares(inst) == before || inst.stepTime >= currentStep) return verdict;
+    try {
+        checkStageMemory(plan.templates, inst, "the rebalanced layout " + shares(inst));
+    } catch (const InputError& e) {
+        verdict.note = fmt::format("{}, but {}", fmt::join(off, ", "), e.what());
+        return verdict;
+    }
+    verdict.action = SpeedVerdict::Action::Rebalance;
+    verdict.instantiation = inst;
+    verdict.slowdown = slowdown;
+    verdict.detail = fmt::format("{} over {} steps (straggler.rebalance_at = {}): the batch split again from {} to {} "
+                                 "by measured speed (slowdowns {:.2f}); predicted step {:.3g} s, {:.3g} s without",
+                                 fmt::join(off, ", "), policy_.steps, policy_.rebalanceAt, before, shares(inst),
+                                 fmt::join(slowdown, ", "), inst.stepTime * R, currentStep * R);
+    return verdict;
+}
+
+}  // namespace kiln::plan

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Stragglers: a rank made slower on every microbatch from a given step on (fault.inject RANK:STEP:slow=LAG,
+# sleep after each forward), on the tiny deck's 3 nodes of 2 ranks (pipelines 2+1). Every run is compared
+# with the same deck's failure-free run: every step's loss and gradient norm to 1e-5 relative.
+# Pass criteria, each printed as PASS:
+#  1. Rebalanced: rank 5 (the 1-node pipeline) sleeps 30 ms per microbatch from step 2; with straggler.steps
+#     = 3 the batch is split again by measured speed before step 6 at the latest (a 'rebalance' event, the
+#     slow pipeline given fewer microbatches), the median step of the rebalanced layout is under 0.6 of the
+#     slow layout's, and the losses are the failure-free run's.
+#  2. Retired: rank 3 (node 1, in the 2-node pipeline) sleeps 50 ms per microbatch from step 2; the batch
+#     is split away from it, then (straggler.retire_at = 4 over 4 steps) node 1 is retired like a failed
+#     node: a 'straggler' event naming it, its ranks leave with status 0, the two nodes left run 1+1 (still
+#     tolerating one failure), and the losses are the failure-free run's.
+#  3. No action on noise: the failure-free run (tiny deck, straggler.* defaults but for rebalance_at, see
+#     input/tiny-cpu.ini), nor one where rank 5 is 20 times slower in one step only (one long step is not a
+#     straggler: speeds are medians over straggler.steps), rebalances or retires anything.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
+
+layouts() {  # run: one line per layout, "layout measured_step_s"
+  json "$1" | python3 -c '
+import json, sys
+for l in json.load(sys.stdin)["instantiations"]: print(l["layout"], l["measured_step_s"])'
+}
+events() { json "$1" | python3 -c 'import json, sys; [print(e["step"], e["kind"], e["detail"]) for e in json.load(sys.stdin)["events"]]'; }
+
+must clean 6
+losses clean
+if grep -Eq "REBALANCE|STRAGGLER" "$work/clean.log"; then cat "$work/clean.log"; fail "the failure-free run rebalanced or retired"; fi
+
+# 1. Rebalanced.
+must rebalance 6 --set fault.inject=5:2:slow=0.03 --set straggler.steps=3 --set straggler.retire_at=0
+losses rebalance
+same_curve "$work/clean.losses" "$work/rebalance.losses" 10 || { cat "$work/rebalance.log"; fail "rebalanced losses differ"; }
+events rebalance >"$work/rebalance.events"
+step=$(awk '$2 == "rebalance" { print $1; exit }' "$work/rebalance.events")
+[ -n "$step" ] || { cat "$work/rebalance.log"; fail "no rebalance event"; }
+[ "$step" -le 6 ] || fail "rebalanced only before step $step (slow from step 2, straggler.steps = 3)"
+layouts rebalance >"$work/rebalance.layouts"
+cat "$work/rebalance.layouts"
+read -r before_layout before_s < <(sed -n 1p "$work/rebalance.layouts")
+read -r after_layout after_s < <(sed -n 2p "$work/rebalance.layouts")
+[ "$before_layout" = "2:2+1:2" ] || fail "the start-up layout was $before_layout"
+slow_share=${after_layout##*+1:}
+[ "$slow_share" -lt 2 ] || fail "the slow pipeline kept $slow_share microbatches ($after_layout)"
+awk -v b="$before_s" -v a="$after_s" 'BEGIN { exit !(a < 0.6 * b) }' ||
+  fail "the rebalanced step ($after_s s) is not under 0.6 of the slow one ($before_s s)"
+echo "PASS 1: rebalanced before step $step from $before_layout to $after_layout, median step ${before_s} s -> ${after_s} s, the failure-free losses"
+
+# 2. Retired.
+must retire 6 --set fault.inject=3:2:slow=0.05 --set straggler.steps=3 --set straggler.retire_at=4 \
+  --set straggler.retire_steps=4
+losses retire
+same_curve "$work/clean.losses" "$work/retire.losses" 10 || { cat "$work/retire.log"; fail "losses differ after the retirement"; }
+events retire >"$work/retire.events"
+grep -q " straggler .*node 1 computed .* slower.* node 1 retired" "$work/retire.events" ||
+  { cat "$work/retire.events"; fail "no straggler event for node 1"; }
+layouts retire >"$work/retire.layouts"
+last=$(tail -n 1 "$work/retire.layouts" | cut -d' ' -f1)
+[[ "$last" =~ ^1:[0-9]+\+1:[0-9]+$ ]] || { cat "$work/retire.layouts"; fail "the two nodes left run $last, not 1+1"; }
+grep -q "tolerates 1 node failure at once" <(grep "without straggler node 1" "$work/retire.log") ||
+  fail "the layout without node 1 does not tolerate a failure"
+echo "PASS 2: node 1 retired as a straggler ($(awk '$2 == "straggler" { print "before step " $1 }' "$work/retire.events")), the run went on as $last with the failure-free losses"
+
+# 3. One long step.
+must spike 6 --set fault.inject=5:5-5:slow=0.2 --set straggler.steps=3 --set straggler.retire_steps=4
+losses spike
+same_curve "$work/clean.losses" "$work/spike.losses" 10 || fail "losses differ after one slow step"
+if grep -Eq "REBALANCE|STRAGGLER" "$work/spike.log"; then cat "$work/spike.log"; fail "one long step was taken for a straggler"; fi
+spike_s=$(layouts spike | awk '{ print $2 }')
+echo "PASS 3: no rebalance and no retirement in the failure-free run, nor after one step 20 times slower (median step $spike_s s)"

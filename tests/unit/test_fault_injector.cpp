@@ -1,0 +1,43 @@
+// fault.inject items: the straggler form (RANK:STEP[-END]:slow=LAG) and its
+// errors, and the lag it adds to a microbatch.
+#include "kiln/fault/fault_injector.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace kiln::fault;
+
+TEST(FaultInjection, StragglerItemsParse) {
+    std::vector<Injection> items;
+    ASSERT_EQ(parseInjections("2:5:slow=0.05, 3:4-9:slow=2x 1:7:forward:slow 0:1:slow=.5s", items), "");
+    ASSERT_EQ(items.size(), 4u);
+    EXPECT_EQ(items[0].action, Injection::Action::Lag);
+    EXPECT_EQ(items[0].rank, 2);
+    EXPECT_EQ(items[0].step, 5u);
+    EXPECT_EQ(items[0].endStep, ~0ull);
+    EXPECT_DOUBLE_EQ(items[0].lagSeconds, 0.05);
+    EXPECT_EQ(items[1].endStep, 9u);
+    EXPECT_DOUBLE_EQ(items[1].lagFactor, 2.0);
+    EXPECT_EQ(items[2].action, Injection::Action::Slow);  // the 10 s step, not a straggler
+    EXPECT_DOUBLE_EQ(items[3].lagSeconds, 0.5);
+}
+
+TEST(FaultInjection, BadStragglerItemsSayWhatIsExpected) {
+    for (const char* bad : {"2:5:slow=", "2:5:slow=1x", "2:5:slow=0.5y", "2:9-5:slow=2x", "x:5:slow=2x", "2:5:slow=-1"}) {
+        std::vector<Injection> items;
+        const auto problem = parseInjections(bad, items);
+        EXPECT_NE(problem.find(bad), std::string::npos) << bad << ": " << problem;
+        EXPECT_TRUE(items.empty()) << bad;
+    }
+}
+
+TEST(FaultInjection, LagFollowsTheStepsAndPhases) {
+    std::vector<Injection> items;
+    ASSERT_EQ(parseInjections("1:3-4:slow=3x 1:4:slow=0.25 0:0:slow=9", items), "");
+    const FaultInjector injector(items, 1);
+    EXPECT_DOUBLE_EQ(injector.lag(2, Phase::Forward, 1.0), 0.0);
+    EXPECT_DOUBLE_EQ(injector.lag(3, Phase::Forward, 1.0), 2.0);   // twice its compute again
+    EXPECT_DOUBLE_EQ(injector.lag(3, Phase::Backward, 0.5), 1.0);
+    EXPECT_DOUBLE_EQ(injector.lag(4, Phase::Forward, 1.0), 2.25);  // both items
+    EXPECT_DOUBLE_EQ(injector.lag(4, Phase::Backward, 1.0), 2.0);  // seconds go to forwards only
+    EXPECT_DOUBLE_EQ(injector.lag(5, Phase::Forward, 1.0), 0.25);  // to the end of the run
+}

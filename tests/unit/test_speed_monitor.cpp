@@ -1,0 +1,224 @@
+// The speed monitor against synthetic compute times: a steady error of the
+// profile or noise changes nothing, a slowed rank moves microbatches away from
+// its pipeline (and back once it recovers), a very slow node is retired only
+// when the nodes left keep fault.f and the plan predicts a shorter step.
+#include "kiln/plan/speed_monitor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace kiln::plan;
+
+namespace {
+
+ModelProfile evenProfile(std::uint32_t layers) {
+    ModelProfile p;
+    p.model.blocks = layers - 2;
+    p.microBatch = 1;
+    for (std::uint32_t i = 0; i < layers; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 100'000, 1'000'000});
+    return p;
+}
+
+// `nodes` nodes of one rank, f, a global batch of `microbatches`, the planner's choice of pipelines.
+RunPlan plan(std::uint32_t nodes, std::uint32_t f, std::uint64_t microbatches) {
+    RunPlan r;
+    r.profile = evenProfile(8);
+    r.cluster.nodes = nodes;
+    r.cluster.ranksPerNode = 1;
+    r.cluster.stageWidth = 1;
+    r.cluster.memoryPerRank = 1e12;
+    r.cluster.intraBandwidth = 50e9;
+    r.cluster.interBandwidth = 5e9;
+    r.f = f;
+    r.globalMicrobatches = microbatches;
+    r.templates = planTemplates(r.profile, r.cluster, f, microbatches);
+    r.instantiation = instantiate(r.templates, nodes, f + 1, microbatches);
+    return r;
+}
+
+Layout place(const RunPlan& r, const Instantiation& inst) {
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    for (int n = 0; n < static_cast<int>(r.cluster.nodes); ++n) {
+        ids.push_back(n);
+        ranks.push_back({n});
+    }
+    return placeInstantiation(r.templates, inst, ids, ranks, 1, r.globalMicrobatches);
+}
+
+// What each rank of `layout` computes in a step: its planned compute times
+// `error` (the profile's steady error), times its own slowness, with noise.
+std::vector<double> computeTimes(const RunPlan& r, const Layout& layout, double error, const std::vector<double>& slowness,
+                                 std::mt19937* noise = nullptr) {
+    std::vector<double> out(layout.roles.size(), 0.0);
+    std::uniform_real_distribution<double> jitter(0.92, 1.08);
+    for (const auto& p : layout.pipelines) {
+        const auto* t = r.templates.forNodes(p.nodes, p.width);
+        for (std::size_t k = 0; k < p.ranks.size(); ++k) {
+            const auto rank = static_cast<std::size_t>(p.ranks[k]);
+            out[rank] = t->stages[k].compute * double(p.microbatches) * error * slowness[rank] * (noise ? jitter(*noise) : 1.0);
+        }
+    }
+    return out;
+}
+
+std::uint64_t microbatchesOf(const Layout& layout, int rank) {
+    return layout.pipelines[static_cast<std::size_t>(layout.roles[static_cast<std::size_t>(rank)].pipeline)].microbatches;
+}
+
+void apply(Layout& layout, const Instantiation& inst) {
+    std::uint64_t next = 0;
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
+        layout.pipelines[p].firstMicrobatch = next;
+        layout.pipelines[p].microbatches = inst.pipelines[p].microbatches;
+        next += inst.pipelines[p].microbatches;
+    }
+}
+
+StragglerPolicy policy(double rebalanceAt, std::uint32_t steps, double retireAt, std::uint32_t retireSteps) {
+    StragglerPolicy p;
+    p.rebalanceAt = rebalanceAt;
+    p.steps = steps;
+    p.retireAt = retireAt;
+    p.retireSteps = retireSteps;
+    return p;
+}
+
+}  // namespace
+
+TEST(SpeedMonitor, ASteadyProfileErrorAndNoiseChangeNothing) {
+    const auto r = plan(4, 1, 16);
+    const Layout layout = place(r, r.instantiation);
+    SpeedMonitor monitor(policy(1.25, 3, 3.0, 5));
+    monitor.reset();
+    std::mt19937 rng(3);
+    const std::vector<double> even(layout.roles.size(), 1.0);
+    for (int step = 0; step < 50; ++step) {
+        const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.7, even, &rng), 4, 1);
+        ASSERT_EQ(v.action, SpeedVerdict::Action::None) << "step " << step << ": " << v.detail;
+        EXPECT_TRUE(v.note.empty()) << v.note;
+    }
+    EXPECT_NEAR(monitor.measured(layout).ratio, 1.7, 0.1);
+}
+
+TEST(SpeedMonitor, OneLongStepIsNotAStraggler) {
+    const auto r = plan(4, 1, 16);
+    const Layout layout = place(r, r.instantiation);
+    SpeedMonitor monitor(policy(1.25, 3, 3.0, 5));
+    monitor.reset();
+    std::vector<double> slowness(layout.roles.size(), 1.0);
+    for (int step = 0; step < 20; ++step) {
+        slowness[1] = step == 8 ? 10.0 : 1.0;
+        const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.0, slowness), 4, 1);
+        ASSERT_EQ(v.action, SpeedVerdict::Action::None) << "step " << step << ": " << v.detail;
+    }
+}
+
+TEST(SpeedMonitor, ASlowRankMovesMicrobatchesAwayAndBackWhenItRecovers) {
+    const auto r = plan(4, 1, 16);
+    Layout layout = place(r, r.instantiation);
+    ASSERT_GE(layout.pipelines.size(), 2u);
+    const int slowRank = layout.pipelines[0].ranks[0];
+    const std::uint64_t before = microbatchesOf(layout, slowRank);
+    SpeedMonitor monitor(policy(1.25, 3, 0.0, 5));
+    monitor.reset();
+    std::vector<double> slowness(layout.roles.size(), 1.0);
+    slowness[static_cast<std::size_t>(slowRank)] = 2.0;
+    int rebalancedAt = -1;
+    for (int step = 0; step < 30; ++step) {
+        const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.3, slowness), 4, 1);
+        if (v.action == SpeedVerdict::Action::Rebalance) {
+            ASSERT_EQ(rebalancedAt, -1) << "rebalanced twice for one slowdown: " << v.detail;
+            rebalancedAt = step;
+            std::uint64_t total = 0;
+            for (const auto& p : v.instantiation.pipelines) total += p.microbatches;
+            EXPECT_EQ(total, 16u) << "the global batch is split whole";
+            EXPECT_NEAR(v.slowdown[0], 2.0, 1e-9);
+            apply(layout, v.instantiation);
+        }
+    }
+    // Skipped first step, then `steps` samples: the fourth call decides.
+    EXPECT_EQ(rebalancedAt, 3);
+    EXPECT_LT(microbatchesOf(layout, slowRank), before);
+
+    slowness[static_cast<std::size_t>(slowRank)] = 1.0;  // recovered
+    int back = -1;
+    for (int step = 0; step < 10 && back < 0; ++step) {
+        const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.3, slowness), 4, 1);
+        if (v.action == SpeedVerdict::Action::Rebalance) {
+            back = step;
+            apply(layout, v.instantiation);
+            EXPECT_NE(v.detail.find("faster"), std::string::npos) << v.detail;
+        }
+    }
+    EXPECT_EQ(back, 1);  // the median of the last three: two recovered samples
+    EXPECT_EQ(microbatchesOf(layout, slowRank), before);
+}
+
+TEST(SpeedMonitor, AVerySlowNodeIsRetiredWhenTheRestKeepF) {
+    // 5 nodes, f = 1: without one node the other four still form two pipelines.
+    const auto r = plan(5, 1, 16);
+    const Layout layout = place(r, r.instantiation);
+    const int slowRank = layout.pipelines.back().ranks.back();
+    SpeedMonitor monitor(policy(0.0, 3, 3.0, 4));
+    monitor.reset();
+    std::vector<double> slowness(layout.roles.size(), 1.0);
+    slowness[static_cast<std::size_t>(slowRank)] = 6.0;
+    SpeedVerdict v;
+    int step = 0;
+    for (; step < 10 && v.action == SpeedVerdict::Action::None; ++step)
+        v = monitor.observe(layout, r, computeTimes(r, layout, 1.0, slowness), 5, 1);
+    ASSERT_EQ(v.action, SpeedVerdict::Action::Retire) << v.note;
+    EXPECT_EQ(step, 5);  // the skipped step, then the retire window
+    EXPECT_EQ(v.node, slowRank);  // one rank per node: node ids are ranks here
+    EXPECT_NEAR(v.nodeSlowdown, 6.0, 1e-9);
+}
+
+TEST(SpeedMonitor, ANodeWhoseRetirementWouldLowerFStays) {
+    // Two nodes, f = 1: one pipeline each; without either, no redundancy.
+    const auto r = plan(2, 1, 8);
+    Layout layout = place(r, r.instantiation);
+    SpeedMonitor monitor(policy(1.25, 3, 3.0, 4));
+    monitor.reset();
+    std::vector<double> slowness(layout.roles.size(), 1.0);
+    slowness[1] = 6.0;
+    int notes = 0, rebalances = 0;
+    for (int step = 0; step < 12; ++step) {
+        const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.0, slowness), 2, 1);
+        ASSERT_NE(v.action, SpeedVerdict::Action::Retire) << v.detail;
+        if (!v.note.empty()) {
+            ++notes;
+            EXPECT_NE(v.note.find("tolerate"), std::string::npos) << v.note;
+        }
+        if (v.action == SpeedVerdict::Action::Rebalance) {
+            ++rebalances;
+            apply(layout, v.instantiation);
+        }
+    }
+    EXPECT_EQ(notes, 1) << "why it stays is said once";
+    EXPECT_EQ(rebalances, 1);
+    EXPECT_LT(microbatchesOf(layout, 1), microbatchesOf(layout, 0));
+}
+
+TEST(Distribution, MeasuredSlowdownsShiftMicrobatches) {
+    const auto r = plan(2, 1, 16);
+    Instantiation inst = r.instantiation;
+    ASSERT_EQ(inst.pipelines.size(), 2u);
+    distributeMicrobatches(r.templates, 16, inst, {1.0, 1.0});
+    const auto even = inst.pipelines;
+    distributeMicrobatches(r.templates, 16, inst, {1.0, 3.0});
+    EXPECT_GT(inst.pipelines[0].microbatches, even[0].microbatches);
+    EXPECT_EQ(inst.pipelines[0].microbatches + inst.pipelines[1].microbatches, 16u);
+    // Exact: no single microbatch moved elsewhere shortens the slowest pipeline.
+    const double best = inst.stepTime;
+    for (int from = 0; from < 2; ++from) {
+        auto moved = inst;
+        if (moved.pipelines[static_cast<std::size_t>(from)].microbatches == 0) continue;
+        --moved.pipelines[static_cast<std::size_t>(from)].microbatches;
+        ++moved.pipelines[static_cast<std::size_t>(1 - from)].microbatches;
+        const double t = std::max(stepTimeOf(r.templates, moved.pipelines[0], moved.pipelines[0].microbatches, 1.0),
+                                  stepTimeOf(r.templates, moved.pipelines[1], moved.pipelines[1].microbatches, 3.0));
+        EXPECT_GE(t, best);
+    }
+}

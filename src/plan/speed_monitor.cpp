@@ -173,18 +173,21 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
         if (slowest >= 0) {
             const Regroup without = liveNodes > 1 ? regroup(plan, liveNodes - 1) : Regroup{};
             double currentStep = 0.0;
-            const auto [kept, slowdown] = measuredSplit(policy_.retireSteps, currentStep);
+            const auto [rebalanced, slowdown] = measuredSplit(policy_.retireSteps, currentStep);
+            // With it: rebalanced, or as it is when rebalancing is off.
+            const double withIt = policy_.rebalanceAt > 0.0 ? rebalanced.stepTime : currentStep;
+            const char* how = policy_.rebalanceAt > 0.0 ? "rebalanced" : "as split now";
             std::string refused;
             if (!without.possible) {
                 refused = fmt::format("the {} other node{} cannot form a pipeline", liveNodes - 1, liveNodes == 2 ? "" : "s");
             } else if (without.tolerance < std::min<std::uint32_t>(tolerance, static_cast<std::uint32_t>(plan.f))) {
                 refused = fmt::format("without it the job would tolerate {} node failure{} at once, not {}",
                                       without.tolerance, without.tolerance == 1 ? "" : "s", tolerance);
-            } else if (without.instantiation.stepTime >= kept.stepTime) {
+            } else if (without.instantiation.stepTime >= withIt) {
                 refused = fmt::format("the plan predicts no shorter step without it ({} on {} nodes: {:.3g} s against "
-                                      "{:.3g} s with it, rebalanced)",
+                                      "{:.3g} s with it, {})",
                                       shares(without.instantiation), without.activeNodes,
-                                      without.instantiation.stepTime * R, kept.stepTime * R);
+                                      without.instantiation.stepTime * R, withIt * R, how);
             }
             if (refused.empty()) {
                 verdict.action = SpeedVerdict::Action::Retire;
@@ -192,9 +195,9 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
                 verdict.nodeSlowdown = worst;
                 verdict.detail = fmt::format("node {} computed {:.2f}x slower than the median rank over {} steps "
                                              "(straggler.retire_at = {}); the plan predicts a {:.3g} s step without it, "
-                                             "{:.3g} s with it, rebalanced",
+                                             "{:.3g} s with it, {}",
                                              slowest, worst, policy_.retireSteps, policy_.retireAt,
-                                             without.instantiation.stepTime * R, kept.stepTime * R);
+                                             without.instantiation.stepTime * R, withIt * R, how);
                 return verdict;
             }
             if (!noted_) {

@@ -3,6 +3,9 @@
 #include "cli_options.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/batch_planner.hpp"
+#include "kiln/model/compute_threads.hpp"
+#include "kiln/model/device.hpp"
+#include "kiln/model/profiler.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "kiln/plan/regroup.hpp"
@@ -13,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 namespace kiln::apps {
 
@@ -42,7 +46,26 @@ int planMain(int argc, char** argv) {
     const auto model = model::modelConfigFromDeck(deck, tokenizerVocab);
     const auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
     if (cluster.nodes == 0) throw InputError(fmt::format("{}: kiln plan needs plan.nodes > 0 (the nodes to plan for)", deck.name()));
-    const auto p = plan::planRun(deck, model, cluster);
+    // No profile in the deck and no speed to plan for: this machine's device, measured now.
+    std::optional<plan::ModelProfile> measured;
+    if (plan::profileMeasuredAtStartUp(deck)) {
+        torch::Device device(torch::kCPU);
+        try {
+            device = model::chooseDevice(deck.text("train.device"), deck.setting("train.device").origin, 0);
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}\n  kiln plan measures the deck's device when the deck gives no profile "
+                                         "(plan.device_tflops = 0); to plan for a device this machine lacks, set "
+                                         "plan.device_tflops (e.g. --set plan.device_tflops=400) or plan.profile",
+                                         e.what()));
+        }
+        model::useComputeThreads(static_cast<int>(deck.integer("train.threads")), static_cast<int>(cluster.ranksPerNode));
+        measured = model::profileModel(model, static_cast<std::uint64_t>(deck.integer("train.micro_batch")), 3, -1, device,
+                                       deck.text("train.precision") == "bf16", /*eachKindOnce=*/true);
+        measured->device = fmt::format("measured on this machine ({}, {} rank{} per node)", device.is_cuda() ? "cuda" : "cpu",
+                                       cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s");
+    }
+    const auto p = plan::planRun(deck, model, cluster, plan::LowerF::Never,
+                                 measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
                p.profileSource);

@@ -150,10 +150,14 @@ const std::vector<KeySpec>& deckSchema() {
          "node, and gradient sums across pipelines.",
          realInRange(1e-6, 1e6)},
         {"plan.profile", KeyType::Text, "",
-         "A layer profile from kiln profile. Empty: a synthetic profile from the model's FLOPs and plan.device_tflops.", {}},
-        {"plan.device_tflops", KeyType::Real, "100",
-         "With a synthetic profile: the sustained speed of one rank, TFLOP/s (backward counted as 2x forward).",
-         realInRange(1e-9, 1e6)},
+         "A layer profile from kiln profile. Empty: measured at start-up, or synthetic at plan.device_tflops.", {}},
+        {"plan.device_tflops", KeyType::Real, "0",
+         "With no plan.profile: the sustained speed of one rank, TFLOP/s, for a synthetic profile from the model's "
+         "FLOPs (backward counted as 2x forward), to plan for a machine ahead of time. 0 = measure the device the "
+         "run computes on: kiln run times the embedding, one block and the head on every rank at start-up (the "
+         "median over the ranks, kept in RUN_DIR/startup-profile.h5 for the processes admitted later), kiln plan on "
+         "this machine.",
+         realInRange(0.0, 1e6)},
 
         // [data]
         {"data.dir", KeyType::Text, "data", "Directory holding one prepared source per sub-directory (see kiln prep).", {}},

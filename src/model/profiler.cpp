@@ -21,12 +21,20 @@ double median(std::vector<double> v) {
 }  // namespace
 
 plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads,
-                                torch::Device device, bool bf16) {
-    useComputeThreads(threads, 1);
+                                torch::Device device, bool bf16, bool eachKindOnce) {
+    if (threads >= 0) useComputeThreads(threads, 1);
     plan::ModelProfile profile{config, microBatch, device.is_cuda() ? "cuda" : "cpu", {}};
     const auto B = static_cast<std::int64_t>(microBatch), T = static_cast<std::int64_t>(config.seqLen);
     const auto on = torch::TensorOptions().device(device);
-    for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+    const std::uint32_t L = config.numLayers();
+    for (std::uint32_t i = 0; i < L; ++i) {
+        if (eachKindOnce && i > 1 && i + 1 < L) {
+            auto block = profile.layers[1];
+            block.activationBytes = plan::activationBytesEstimate(config, i, microBatch);
+            block.paramBytes = config.parametersOf(i) * 4;
+            profile.layers.push_back(block);
+            continue;
+        }
         Layer layer = buildLayer(config, i);
         layer->to(device);
         torch::Tensor input = i == 0 ? torch::randint(0, config.vocabSize, {B, T}, on.dtype(torch::kInt64))

@@ -64,10 +64,22 @@ void planFor(RunPlan& plan, const config::Deck& deck, std::uint32_t nodes, std::
 
 }  // namespace
 
-RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster, LowerF lower) {
+bool profileMeasuredAtStartUp(const config::Deck& deck) {
+    return deck.text("plan.profile").empty() && deck.real("plan.device_tflops") == 0.0;
+}
+
+RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster, LowerF lower,
+                const GivenProfile& given) {
     RunPlan plan;
     plan.cluster = cluster;
-    plan.profile = profileFromDeck(deck, model, plan.profileSource);
+    if (given.profile) {
+        plan.profile = *given.profile;
+        plan.profileSource = given.source;
+    } else if (profileMeasuredAtStartUp(deck)) {
+        throw Error("plan.device_tflops = 0 asks for a profile measured at start-up, and none was given", ErrorScope::AllRanks);
+    } else {
+        plan.profile = profileFromDeck(deck, model, plan.profileSource);
+    }
     const auto wantedF = static_cast<std::uint32_t>(deck.integer("fault.f"));
     plan.f = wantedF;
     plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));

@@ -20,6 +20,7 @@
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/parallel_state.hpp"
+#include "kiln/train/startup_profile.hpp"
 #include "kiln/train/train_config.hpp"
 
 #include <fmt/format.h>
@@ -89,7 +90,17 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
     s.startupNodes = cluster.nodes;
-    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF);
+    std::optional<plan::ModelProfile> measured;
+    if (plan::profileMeasuredAtStartUp(deck)) {
+        measured = measureStartupProfile(s.modelConfig, s.config.microBatch, s.device, s.config.precision == "bf16",
+                                         world.control());
+        if (world.rank() == 0) {
+            std::filesystem::create_directories(s.runDir);
+            plan::writeProfile(startupProfilePath(s.runDir).string(), *measured);
+        }
+    }
+    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
+                           measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
     s.f = s.plan.f;
     s.tolerance = plan::toleranceOf(s.plan.instantiation);
     s.spares = s.plan.spares;

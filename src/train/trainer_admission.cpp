@@ -3,6 +3,8 @@
 // take layers at once when the job runs on fewer nodes than it started with.
 #include "trainer_state.hpp"
 
+#include "kiln/train/startup_profile.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/packing.hpp"
@@ -14,8 +16,12 @@
 #include "kiln/io/fence.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/regroup.hpp"
+#include "kiln/train/startup_profile.hpp"
 
 #include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
 #include <fmt/ranges.h>
 
 namespace kiln::train {
@@ -76,7 +82,18 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, s.startupNodes);
     cluster.nodes = s.startupNodes;
     cluster.ranksPerNode = in.get<std::uint32_t>();
-    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF);
+    // A profile the job measured at start-up is the job's, not this process's to measure again.
+    std::optional<plan::ModelProfile> measured;
+    if (plan::profileMeasuredAtStartUp(deck)) {
+        const auto path = startupProfilePath(s.runDir);
+        if (!std::filesystem::exists(path))
+            throw InputError(fmt::format("{} is missing: the job measured its profile at start-up (plan.device_tflops = 0) "
+                                         "and an admitted process plans with the same one",
+                                         path.string()));
+        measured = plan::readProfile(path.string());
+    }
+    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
+                           measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
     s.f = s.plan.f;
     if (const auto jobF = in.get<std::uint64_t>(); jobF != s.f)
         throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "

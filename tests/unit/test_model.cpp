@@ -95,6 +95,26 @@ TEST(Model, ParameterCountMatchesTheLayers) {
     EXPECT_EQ(logits.sizes().vec(), (std::vector<std::int64_t>{3, 6, 50}));
 }
 
+TEST(Model, QuickProfileMeasuresEachKindOnce) {
+    auto config = smallConfig();
+    config.blocks = 5;
+    const auto full = profileModel(config, 2, 1, 1);
+    const auto quick = profileModel(config, 2, 1, 1, torch::Device(torch::kCPU), false, /*eachKindOnce=*/true);
+    ASSERT_EQ(quick.layers.size(), config.numLayers());
+    for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+        EXPECT_EQ(quick.layers[i].kind, full.layers[i].kind) << i;
+        EXPECT_EQ(quick.layers[i].paramBytes, full.layers[i].paramBytes) << i;
+        EXPECT_EQ(quick.layers[i].outputBytes, full.layers[i].outputBytes) << i;
+        EXPECT_EQ(quick.layers[i].activationBytes, full.layers[i].activationBytes) << i;
+        EXPECT_GT(quick.layers[i].forwardSeconds, 0.0) << i;
+        // Blocks after the first take its times: one measurement stands for all.
+        if (i > 1 && i + 1 < config.numLayers()) {
+            EXPECT_EQ(quick.layers[i].forwardSeconds, quick.layers[1].forwardSeconds) << i;
+            EXPECT_EQ(quick.layers[i].backwardSeconds, quick.layers[1].backwardSeconds) << i;
+        }
+    }
+}
+
 TEST(Model, ProfileMeasuresEveryLayerAndRoundTrips) {
     const auto config = smallConfig();
     const auto profile = profileModel(config, 2, 2, 1);

@@ -31,8 +31,20 @@ struct RunPlan {
     double templateSeconds = 0.0, instantiationSeconds = 0.0;
 };
 
-// The profile plan.profile names (checked against `model`), or a synthetic one.
+// The profile plan.profile names (checked against `model`), or a synthetic
+// one at plan.device_tflops.
 ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source);
+
+// Whether the deck leaves the profile to a measurement of the device it runs
+// on (no plan.profile, plan.device_tflops = 0): kiln run measures a quick
+// one at start-up (train/startup_profile.hpp), kiln plan on this machine.
+bool profileMeasuredAtStartUp(const config::Deck& deck);
+
+// A profile measured for this run, and where it came from (for the log).
+struct GivenProfile {
+    const ModelProfile* profile = nullptr;
+    std::string source;
+};
 
 // What planRun may do when the nodes cannot hold fault.f + 1 pipelines: refuse
 // (kiln plan, which answers what-ifs) or lower f down to fault.min_f (kiln
@@ -43,7 +55,7 @@ enum class LowerF { Never, DownToMinF };
 // spare nodes, batch, memory, bandwidths and plan.pipelines: the pipelines run
 // on cluster.nodes less the spares. Throws InputError naming keys.
 RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster,
-                LowerF lower = LowerF::Never);
+                LowerF lower = LowerF::Never, const GivenProfile& given = {});
 
 // The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.
 std::string describeTemplates(const RunPlan& plan, bool all);

@@ -1,0 +1,40 @@
+#include "kiln/train/startup_profile.hpp"
+
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/model/profiler.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::train {
+
+plan::ModelProfile measureStartupProfile(const model::ModelConfig& config, std::uint64_t microBatch,
+                                         torch::Device device, bool bf16, MPI_Comm comm) {
+    // Three timed runs after a warm-up; the process's thread settings as they are.
+    plan::ModelProfile profile = model::profileModel(config, microBatch, 3, -1, device, bf16, /*eachKindOnce=*/true);
+    std::vector<double> mine;
+    for (const auto& layer : profile.layers) {
+        mine.push_back(layer.forwardSeconds);
+        mine.push_back(layer.backwardSeconds);
+    }
+    int ranks = 0;
+    KILN_MPI(MPI_Comm_size(comm, &ranks));
+    std::vector<double> all(mine.size() * static_cast<std::size_t>(ranks));
+    KILN_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                           static_cast<int>(mine.size()), MPI_DOUBLE, comm));
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+        std::vector<double> column;
+        for (int r = 0; r < ranks; ++r) column.push_back(all[static_cast<std::size_t>(r) * mine.size() + k]);
+        std::nth_element(column.begin(), column.begin() + static_cast<std::ptrdiff_t>(column.size() / 2), column.end());
+        (k % 2 == 0 ? profile.layers[k / 2].forwardSeconds : profile.layers[k / 2].backwardSeconds) =
+            column[column.size() / 2];
+    }
+    profile.device = fmt::format("measured at start-up: {} {}, median of {} rank{}", device.is_cuda() ? "cuda" : "cpu",
+                                 bf16 ? "bf16" : "fp32", ranks, ranks == 1 ? "" : "s");
+    return profile;
+}
+
+std::filesystem::path startupProfilePath(const std::filesystem::path& runDir) { return runDir / "startup-profile.h5"; }
+
+}  // namespace kiln::train

@@ -13,7 +13,7 @@ namespace kiln::plan {
 double stepTimeOf(const TemplateSet& templates, const PipelineShare& share, std::uint64_t microbatches,
                   double slowdown) {
     const PipelineTemplate& t = *share.templateIn(templates);
-    return microbatches == 0 ? 0.0 : slowdown * t.pipelineTime(microbatches) + t.sync();
+    return microbatches == 0 ? 0.0 : slowdown * t.pipelineTime(microbatches) + t.perStep();
 }
 
 void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst,
@@ -45,7 +45,7 @@ namespace {
 // Microbatches an n-node pipeline finishes within `tau` seconds (tau is one
 // of the T_n(m) values, so compare with those, not with a rounded quotient).
 std::uint64_t capacity(const PipelineTemplate& t, double tau) {
-    const double room = tau - t.latency() - t.sync();
+    const double room = tau - t.latency() - t.perStep();
     if (room < 0.0) return 0;
     auto m = static_cast<std::uint64_t>(std::floor(room / t.bottleneck())) + 1;
     while (m > 0 && t.stepTime(m) > tau) --m;

@@ -20,6 +20,7 @@ struct Row {
     char kind[16];
     double forward, backward;
     std::uint64_t paramBytes, outputBytes, activationBytes;
+    double optimizer;  // absent from format 1 files: read as 0
 };
 
 h5::Handle rowType() {
@@ -29,6 +30,7 @@ h5::Handle rowType() {
     KILN_H5(H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE), "profile");
     KILN_H5(H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE), "profile");
     KILN_H5(H5Tinsert(t, "param_bytes", HOFFSET(Row, paramBytes), H5T_NATIVE_UINT64), "profile");
+    KILN_H5(H5Tinsert(t, "optimizer_s", HOFFSET(Row, optimizer), H5T_NATIVE_DOUBLE), "profile");
     KILN_H5(H5Tinsert(t, "output_bytes", HOFFSET(Row, outputBytes), H5T_NATIVE_UINT64), "profile");
     KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(Row, activationBytes), H5T_NATIVE_UINT64), "profile");
     return t;
@@ -103,6 +105,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
             r.paramBytes = l.paramBytes;
             r.outputBytes = l.outputBytes;
             r.activationBytes = l.activationBytes;
+            r.optimizer = l.optimizerSeconds;
             rows.push_back(r);
         }
         h5::writeRecords(file, "layers", rowType(), rows, path);
@@ -121,7 +124,7 @@ ModelProfile readProfile(const std::string& path) {
     for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))
         p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
-                            r.outputBytes, r.activationBytes});
+                            r.outputBytes, r.activationBytes, r.optimizer});
     if (p.layers.size() != p.model.numLayers())
         throw InputError(fmt::format("{}: {} layer records for a model of {} layers", path, p.layers.size(), p.model.numLayers()));
     return p;

@@ -153,7 +153,7 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
             t.referenceMicrobatches = row.referenceMicrobatches;
             for (const auto& s : stages)
                 if (s.templateNodes == row.nodes && s.templateWidth == row.width)
-                    t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes, 0.0});
+                    t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes, 0.0, 0.0});
         }
         // One row per node count (the best), then the pinned other widths.
         if (set.templates.size() + set.minNodes <= row.nodes) {

@@ -38,6 +38,7 @@ public:
     CostModel(const ModelProfile& p, const ClusterSpec& c, std::uint32_t width)
         : cluster_(c), layers_(p.layers.size()), width_(width) {
         compute_.assign(layers_ + 1, 0.0);
+        optimizer_.assign(layers_ + 1, 0.0);
         params_.assign(layers_ + 1, 0.0);
         rankParams_.assign(layers_ + 1, 0.0);
         activations_.assign(layers_ + 1, 0.0);
@@ -53,6 +54,7 @@ public:
             const double tensorSums = sums * 2.0 * (w - 1.0) / w * sumBytes / c.intraBandwidth;
             compute_[i + 1] = compute_[i] + (layer.forwardSeconds + layer.backwardSeconds) / w + tensorSums;
             params_[i + 1] = params_[i] + double(layer.paramBytes);
+            optimizer_[i + 1] = optimizer_[i] + layer.optimizerSeconds / w;
             const double paramShare = known && width > 1 ? double(model::parametersPerRank(p.model, index, width)) /
                                                                double(p.model.parametersOf(index))
                                                          : 1.0;
@@ -85,14 +87,14 @@ public:
     }
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
         return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
-                activations_[b] - activations_[a], stageTime(a, b, Link::None)};
+                activations_[b] - activations_[a], stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a]};
     }
 
 private:
     ClusterSpec cluster_;
     std::size_t layers_;
     std::uint32_t width_;
-    std::vector<double> compute_, params_, rankParams_, activations_, output_;
+    std::vector<double> compute_, optimizer_, params_, rankParams_, activations_, output_;
 };
 
 // Suffix dynamic programme over layer boundaries for a pipeline of S stages:
@@ -215,8 +217,16 @@ double PipelineTemplate::sync() const {
     return sync_;
 }
 
+double PipelineTemplate::optimizer() const {
+    if (optimizer_ < 0) {
+        optimizer_ = 0.0;
+        for (const auto& s : stages) optimizer_ = std::max(optimizer_, s.optimizer);
+    }
+    return optimizer_;
+}
+
 double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
-    return microbatches == 0 ? 0.0 : pipelineTime(microbatches) + sync();
+    return microbatches == 0 ? 0.0 : pipelineTime(microbatches) + perStep();
 }
 
 const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n, std::uint32_t width) const {

@@ -3,6 +3,7 @@
 // are optimal, and every set of up to f failed nodes leaves survivors that
 // regroup into pipelines from the same templates with every layer surviving.
 #include "kiln/base/error.hpp"
+#include "kiln/io/hdf5.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/layout.hpp"
 #include "kiln/plan/layout_packing.hpp"
@@ -342,6 +343,50 @@ TEST(PlannerErrors, SayWhatWouldFit) {
     const std::string mismatch = errorOf([&] { requireSameModel(profile, other, "p.h5"); });
     EXPECT_NE(mismatch.find("p.h5 profiles another model"), std::string::npos) << mismatch;
     EXPECT_NE(mismatch.find("model.blocks is 4 in the profile but 9 in the deck"), std::string::npos) << mismatch;
+}
+
+TEST(ProfileFile, OneWrittenBeforeTheOptimizerColumnReads) {
+    // The layout of kiln profile's rows before optimizer_s was added.
+    struct OldRow {
+        char kind[16];
+        double forward, backward;
+        std::uint64_t paramBytes, outputBytes, activationBytes;
+    };
+    kiln::model::ModelConfig config;
+    config.blocks = 1;
+    config.vocabSize = 10;
+    const std::string path = "/tmp/kiln-old-profile-" + std::to_string(::getpid()) + ".h5";
+    {
+        kiln::io::h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+        kiln::io::h5::writeAttribute(file, "format", std::string("kiln-layer-profile"));
+        kiln::io::h5::writeAttribute(file, "format_version", std::int64_t{1});
+        kiln::io::h5::writeAttribute(file, "device", std::string("cpu"));
+        kiln::io::h5::writeAttribute(file, "micro_batch", std::uint64_t{2});
+        for (const char* key : {"model_blocks", "model_d_model", "model_heads", "model_mlp_ratio", "model_vocab", "model_seq_len"}) {
+            const std::string k = key;
+            const std::uint64_t value = k == "model_blocks" ? config.blocks : k == "model_d_model" ? config.dModel
+                                      : k == "model_heads" ? config.heads : k == "model_mlp_ratio" ? config.mlpRatio
+                                      : k == "model_vocab" ? config.vocabSize : config.seqLen;
+            kiln::io::h5::writeAttribute(file, key, value);
+        }
+        kiln::io::h5::Handle type(H5Tcreate(H5T_COMPOUND, sizeof(OldRow)));
+        const auto kind = kiln::io::h5::fixedString(16, "test");
+        H5Tinsert(type, "kind", HOFFSET(OldRow, kind), kind);
+        H5Tinsert(type, "forward_s", HOFFSET(OldRow, forward), H5T_NATIVE_DOUBLE);
+        H5Tinsert(type, "backward_s", HOFFSET(OldRow, backward), H5T_NATIVE_DOUBLE);
+        H5Tinsert(type, "param_bytes", HOFFSET(OldRow, paramBytes), H5T_NATIVE_UINT64);
+        H5Tinsert(type, "output_bytes", HOFFSET(OldRow, outputBytes), H5T_NATIVE_UINT64);
+        H5Tinsert(type, "activation_bytes", HOFFSET(OldRow, activationBytes), H5T_NATIVE_UINT64);
+        std::vector<OldRow> rows = {{"embedding", 1e-3, 2e-3, 40, 8, 8}, {"block", 3e-3, 6e-3, 400, 8, 80},
+                                    {"output", 2e-3, 4e-3, 40, 20, 20}};
+        kiln::io::h5::writeRecords(file, "layers", type, rows, path);
+    }
+    const auto profile = readProfile(path);
+    ::unlink(path.c_str());
+    ASSERT_EQ(profile.layers.size(), 3u);
+    EXPECT_EQ(profile.layers[1].forwardSeconds, 3e-3);
+    EXPECT_EQ(profile.layers[1].activationBytes, 80u);
+    for (const auto& layer : profile.layers) EXPECT_EQ(layer.optimizerSeconds, 0.0) << layer.kind;
 }
 
 TEST(PlanFile, RoundTrips) {

@@ -23,6 +23,7 @@ struct LayerProfile {
     std::uint64_t paramBytes = 0;  // parameters; optimizer state and gradients are multiples of it
     std::uint64_t outputBytes = 0;      // what the layer hands to the next stage, per microbatch
     std::uint64_t activationBytes = 0;  // kept for backward, per microbatch in flight
+    double optimizerSeconds = 0.0;      // its parameters' AdamW update, once per step (0: not measured)
 };
 
 struct ModelProfile {

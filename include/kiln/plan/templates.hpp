@@ -14,11 +14,12 @@
 // the intra-node bandwidth when stage s + 1 is on the same node, the
 // inter-node one when it is not, nothing after the last stage). With m
 // microbatches, 1F1B takes
-//     T(m) = sum_s t_s + (m - 1) * max_s t_s + sync,
+//     T(m) = sum_s t_s + (m - 1) * max_s t_s + sync + update,
 // sync = max over the pipeline's nodes of 2 * (parameter bytes of the node's
 // stages) / B_inter: every stage sums its gradients with the other replicas
 // by a ring all-reduce, which moves about twice its bytes through the node's
-// link, and the node's stages share that link. Stage s holds the activations
+// link, and the node's stages share that link; update = max over stages of
+// their layers' AdamW update time (measured profiles; 0 in synthetic ones). Stage s holds the activations
 // of min(S - s, m) microbatches in flight; each of its ranks must fit
 //     4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s <= memory per rank,
 // both counted per rank: the split parameters and activations divided by w,
@@ -46,6 +47,7 @@ struct Stage {
     double memory = 0.0;         // bytes on its rank with the reference microbatches in flight
     double paramBytes = 0.0, activationBytes = 0.0;  // activations per microbatch in flight
     double compute = 0.0;  // of `time`: the layers' own work, no transfer (0 in plan files: use `time`)
+    double optimizer = 0.0;  // seconds per step of its AdamW update
 
     // Bytes on its rank with `inFlight` microbatches' activations kept.
     double memoryWith(std::uint64_t inFlight) const { return 4.0 * paramBytes + double(inFlight) * activationBytes; }
@@ -65,12 +67,15 @@ struct PipelineTemplate {
     // sum t + (m - 1) max t: what the template minimises.
     double pipelineTime(std::uint64_t microbatches) const;
     double sync() const;  // max over nodes of the sum of its stages' sync
-    // T(m): seconds for one step of m microbatches, gradient sums included.
+    double optimizer() const;  // max over stages of their optimizer update
+    // Once per step, whatever the microbatches: the gradient sums, then the update.
+    double perStep() const { return sync() + optimizer(); }
+    // T(m): seconds for one step of m microbatches, gradient sums and update included.
     double stepTime(std::uint64_t microbatches) const;
 
 private:
     // Computed once: the instantiation asks for them millions of times.
-    mutable double bottleneck_ = -1.0, latency_ = -1.0, sync_ = -1.0;
+    mutable double bottleneck_ = -1.0, latency_ = -1.0, sync_ = -1.0, optimizer_ = -1.0;
 };
 
 struct TemplateSet {

@@ -1,4 +1,5 @@
 // kiln: one executable, a table of subcommands.
+#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/base/heap.hpp"
 #include "report_error.hpp"
@@ -40,6 +41,7 @@ void printUsage(std::FILE* out) {
 
 int main(int argc, char** argv) {
     kiln::base::keepHeapForTraining();
+    kiln::model::countCpuAllocations();
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
         printUsage(stdout);
         return argc < 2 ? 2 : 0;

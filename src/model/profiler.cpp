@@ -2,6 +2,7 @@
 
 #include "kiln/model/autocast_scope.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/device.hpp"
 #include "kiln/model/gpt.hpp"
 
@@ -27,6 +28,7 @@ double median(std::vector<double> v) {
 struct InStep {
     std::vector<double> forward;  // embedding, one block (the mean of the chain's), head
     double loss = 0.0, backward = 0.0, updatePerByte = 0.0;
+    std::int64_t lossBytes = 0;   // what the loss keeps for backward (host memory, counted)
     std::uint32_t blocks = 1;     // in the chain
 };
 
@@ -48,6 +50,7 @@ InStep measureInStep(const ModelConfig& config, std::uint64_t microBatch, int re
     const std::uint32_t layers = chain.numLayers();
     std::vector<std::vector<double>> forward(3);
     std::vector<double> loss, backward, update;
+    std::int64_t lossBytes = 0;
     for (int r = 0; r <= repeat; ++r) {
         std::vector<double> f;
         torch::Tensor x = inputs, total;
@@ -63,9 +66,11 @@ InStep measureInStep(const ModelConfig& config, std::uint64_t microBatch, int re
                 f[k == 0 ? 0 : k + 1 == layers ? 2 : 1] += k == 0 || k + 1 == layers ? seconds : seconds / (layers - 2);
             }
             const auto t0 = Clock::now();
+            const auto before = cpuAllocatedBytes();
             total = chain.lossSum(x, targets);
             waitForDevice(device);
             f.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+            lossBytes = std::max(lossBytes, cpuAllocatedBytes() - before);
         }
         const auto t1 = Clock::now();
         (total / double(B * T)).backward();
@@ -99,6 +104,7 @@ InStep measureInStep(const ModelConfig& config, std::uint64_t microBatch, int re
     out.loss = median(loss);
     out.backward = median(backward);
     out.blocks = layers - 2;
+    out.lossBytes = lossBytes;
     out.updatePerByte = median(update) / std::max(bytes, 1.0);
     return out;
 }
@@ -114,8 +120,7 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
     const std::uint32_t L = config.numLayers();
     for (std::uint32_t i = 0; i < L; ++i) {
         if (eachKindOnce && i > 1 && i + 1 < L) {
-            auto block = profile.layers[1];
-            block.activationBytes = plan::activationBytesEstimate(config, i, microBatch);
+            auto block = profile.layers[1];  // its bytes too: blocks are alike
             block.paramBytes = config.parametersOf(i) * 4;
             profile.layers.push_back(block);
             continue;
@@ -126,16 +131,19 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
                                      : torch::randn({B, T, static_cast<std::int64_t>(config.dModel)}, on);
         std::vector<double> forward, backward;
         torch::Tensor output;
+        std::int64_t kept = 0;  // host bytes the forward left for the backward (its output included)
         for (int r = 0; r <= repeat; ++r) {
             auto x = i == 0 ? input : input.clone().requires_grad_(true);
             waitForDevice(device);
             const auto t0 = Clock::now();
+            const auto before = cpuAllocatedBytes();
             {
                 AutocastScope autocast(bf16, device);
                 output = layer->forward(x);
             }
             waitForDevice(device);
             const auto t1 = Clock::now();
+            kept = std::max(kept, cpuAllocatedBytes() - before);
             output.backward(torch::ones_like(output));
             waitForDevice(device);
             const auto t2 = Clock::now();
@@ -144,9 +152,12 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
             forward.push_back(std::chrono::duration<double>(t1 - t0).count());
             backward.push_back(std::chrono::duration<double>(t2 - t1).count());
         }
+        // On the CPU, what the forward kept, counted; on a GPU the estimate (its allocator is not counted).
+        const bool counted = !device.is_cuda() && kept > 0;
         profile.layers.push_back({layer->kind(), median(forward), median(backward), config.parametersOf(i) * 4,
                                   static_cast<std::uint64_t>(output.numel()) * 4,
-                                  plan::activationBytesEstimate(config, i, microBatch)});
+                                  counted ? static_cast<std::uint64_t>(kept)
+                                          : plan::activationBytesEstimate(config, i, microBatch)});
     }
     // Alone, a layer runs faster than in a step (warm caches, no loss, no
     // graph of the layers around it): its times are scaled to the chain's,
@@ -164,6 +175,7 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
         layer.optimizerSeconds = step.updatePerByte * double(layer.paramBytes);
     }
     profile.layers.back().forwardSeconds += step.loss;
+    if (!device.is_cuda() && step.lossBytes > 0) profile.layers.back().activationBytes += static_cast<std::uint64_t>(step.lossBytes);
     return profile;
 }
 

@@ -10,6 +10,20 @@
 
 namespace kiln::plan {
 
+std::uint64_t microbatchesThatFit(const PipelineTemplate& t, double memoryPerRank) {
+    // In flight on stage s: min(S - s, m); beyond S microbatches nothing grows.
+    const auto S = static_cast<std::uint64_t>(t.stages.size());
+    const auto fits = [&](std::uint64_t m) {
+        for (std::uint64_t s = 0; s < S; ++s)
+            if (t.stages[s].memoryWith(std::min(S - s, m)) > memoryPerRank) return false;
+        return true;
+    };
+    if (memoryPerRank <= 0.0 || fits(S)) return ~0ull;
+    std::uint64_t m = 0;
+    while (m + 1 < S && fits(m + 1)) ++m;
+    return m;
+}
+
 double stepTimeOf(const TemplateSet& templates, const PipelineShare& share, std::uint64_t microbatches,
                   double slowdown) {
     const PipelineTemplate& t = *share.templateIn(templates);
@@ -21,16 +35,22 @@ void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMi
     const auto factor = [&](std::size_t p) { return slowdown.empty() ? 1.0 : slowdown[p]; };
     using Entry = std::pair<double, std::size_t>;  // end time with one more microbatch, pipeline
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> next;
+    std::vector<std::uint64_t> cap;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
         inst.pipelines[p].microbatches = 0;
-        next.push({stepTimeOf(templates, inst.pipelines[p], 1, factor(p)), p});
+        cap.push_back(microbatchesThatFit(*inst.pipelines[p].templateIn(templates), templates.memoryPerRank));
+        if (cap.back() > 0) next.push({stepTimeOf(templates, inst.pipelines[p], 1, factor(p)), p});
     }
     for (std::uint64_t k = 0; k < globalMicrobatches; ++k) {
+        if (next.empty())
+            throw InputError(fmt::format("the pipelines cannot hold {} microbatches in plan.memory_gb: they fit {} "
+                                         "(activations in flight); more nodes, more memory, or a smaller micro-batch",
+                                         globalMicrobatches, k));
         const auto [time, p] = next.top();
         next.pop();
         auto& share = inst.pipelines[p];
         ++share.microbatches;
-        next.push({stepTimeOf(templates, share, share.microbatches + 1, factor(p)), p});
+        if (share.microbatches < cap[p]) next.push({stepTimeOf(templates, share, share.microbatches + 1, factor(p)), p});
     }
     inst.stepTime = 0.0;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
@@ -44,13 +64,13 @@ namespace {
 
 // Microbatches an n-node pipeline finishes within `tau` seconds (tau is one
 // of the T_n(m) values, so compare with those, not with a rounded quotient).
-std::uint64_t capacity(const PipelineTemplate& t, double tau) {
+std::uint64_t capacity(const PipelineTemplate& t, double tau, std::uint64_t fit) {
     const double room = tau - t.latency() - t.perStep();
     if (room < 0.0) return 0;
     auto m = static_cast<std::uint64_t>(std::floor(room / t.bottleneck())) + 1;
     while (m > 0 && t.stepTime(m) > tau) --m;
     while (t.stepTime(m + 1) <= tau) ++m;
-    return m;
+    return std::min(m, fit);
 }
 
 struct Choice {
@@ -69,7 +89,8 @@ Choice mostCapacity(const TemplateSet& templates, std::uint32_t nodes, std::uint
     for (std::uint32_t c = 0; c <= nodes; ++c) best[c][0] = 0;
     std::vector<std::int64_t> capacityOf(templates.maxNodes + 1, -1);
     for (std::uint32_t n = templates.minNodes; n <= templates.maxNodes; ++n)
-        if (const auto* t = templates.forNodes(n)) capacityOf[n] = static_cast<std::int64_t>(capacity(*t, tau));
+        if (const auto* t = templates.forNodes(n))
+            capacityOf[n] = static_cast<std::int64_t>(capacity(*t, tau, microbatchesThatFit(*t, templates.memoryPerRank)));
     for (std::uint32_t c = 1; c <= nodes; ++c) {
         for (std::uint32_t k = 1; k <= K; ++k) {
             for (std::uint32_t n = templates.minNodes; n <= std::min(templates.maxNodes, c); ++n) {
@@ -124,7 +145,8 @@ Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std
             for (std::uint64_t m = 1; m <= globalMicrobatches; ++m) candidates.push_back(t->stepTime(m));
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    std::size_t lo = 0, hi = candidates.size() - 1;  // the largest always suffices: K smallest pipelines
+    // The largest suffices unless memory bounds the pipelines (said below).
+    std::size_t lo = 0, hi = candidates.size() - 1;
     while (lo < hi) {
         const std::size_t mid = (lo + hi) / 2;
         if (mostCapacity(templates, nodes, K, candidates[mid]).capacity >= globalMicrobatches) {
@@ -134,6 +156,11 @@ Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std
         }
     }
     const Choice choice = mostCapacity(templates, nodes, K, candidates[hi]);
+    if (choice.capacity < globalMicrobatches)
+        throw InputError(fmt::format("{} pipeline{} on {} nodes cannot hold the {} microbatches of a global batch in "
+                                     "plan.memory_gb (activations in flight; at most {} fit): more nodes, more memory "
+                                     "per rank, or a smaller micro-batch",
+                                     K, K == 1 ? "" : "s", nodes, globalMicrobatches, choice.capacity));
     Instantiation inst;
     for (auto n : choice.pipelines) {
         inst.pipelines.push_back({n, 0, 0.0, 0});

@@ -77,17 +77,21 @@ public:
     // (a ring all-reduce moves about twice the bytes through the node's link;
     // a stage's ranks each sum their share, together the stage's bytes).
     double sync(std::uint32_t a, std::uint32_t b) const { return 2.0 * (params_[b] - params_[a]) / cluster_.interBandwidth; }
-    // Bytes on one of the stage's ranks with `inFlight` microbatches' activations kept:
-    // weights, gradients, both AdamW moments, activations.
+    // Per microbatch in flight: what the layers keep for backward and, after
+    // the first stage, the activation received (whole on every rank).
+    double inFlightBytes(std::uint32_t a, std::uint32_t b) const {
+        return activations_[b] - activations_[a] + (a > 0 ? output_[a - 1] : 0.0);
+    }
+    // Bytes on one of the stage's ranks with `inFlight` microbatches' activations kept.
     double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return 4.0 * (rankParams_[b] - rankParams_[a]) + double(inFlight) * (activations_[b] - activations_[a]);
+        return Stage{a, b, 0.0, 0.0, 0.0, rankParams_[b] - rankParams_[a], inFlightBytes(a, b)}.memoryWith(inFlight);
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
         return memory(a, b, inFlight) <= cluster_.memoryPerRank;
     }
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
         return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
-                activations_[b] - activations_[a], stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a]};
+                inFlightBytes(a, b), stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a]};
     }
 
 private:

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/resident_memory.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
@@ -15,6 +16,7 @@
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/device.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
@@ -123,6 +125,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         fmt::print("{}", plan::describeInstantiation(s.plan.templates, s.plan.instantiation, s.plan.microBatch));
         std::fflush(stdout);
     }
+    s.residentAtStart = base::residentBytes();
+    s.allocatedAtStart = model::cpuAllocatedBytes();
+    model::resetCpuPeak();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();
 
@@ -507,6 +512,12 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         }
     }
     if (stepsDone > 0) {
+        // Before the final checkpoint, whose staging is not a step's memory.
+        try {
+            s.reportMemory(s.loader->cursor().step);
+        } catch (const ProcFailedError& e) {
+            log::detail("a rank failed during the memory report: {}", e.what());
+        }
         const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step, false);
         if (outcome != State::Recovery::Continue) return stopWith(outcome);
     }

@@ -124,8 +124,10 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
             const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));
             if (!next.possible)
-                return stop(fmt::format("{} node{} left, and a pipeline needs at least {}", report.nodesLeft,
-                                        report.nodesLeft == 1 ? "" : "s", plan.templates.minNodes));
+                return stop(next.why.empty() ? fmt::format("{} node{} left, and a pipeline needs at least {}",
+                                                           report.nodesLeft, report.nodesLeft == 1 ? "" : "s",
+                                                           plan.templates.minNodes)
+                                             : next.why);
             Regrouped done;
             if (regroupSurvivors(step, next, done) == Recovery::Leave) return Recovery::Leave;
             record.instantiate = done.chooseSeconds;

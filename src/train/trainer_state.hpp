@@ -145,6 +145,13 @@ struct Trainer::State {
     // Straggler node `node` (start-up id) leaves the run as a failed node
     // would, its layers handed on first; `why` in words. Throws ProcFailedError.
     Recovery retireStraggler(std::uint64_t step, int node, const std::string& why);
+    // Resident memory when the model was about to be built: what the
+    // memory report measures growth from.
+    std::uint64_t residentAtStart = 0;
+    std::int64_t allocatedAtStart = 0;  // libtorch's counted host bytes then (model/cpu_allocations.hpp)
+    // Collective: every rank's peak resident growth since then against the
+    // planner's bytes for its stage, in the log and diag.h5 (event 'memory').
+    void reportMemory(std::uint64_t step);
     // Beyond f: some layer lost every holder, or the surviving nodes cannot
     // form one pipeline. A checkpoint of the last committed step, written by
     // surviving holders (the live ranks of retired nodes too), when every

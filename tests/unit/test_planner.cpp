@@ -8,6 +8,7 @@
 #include "kiln/plan/layout.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/plan_file.hpp"
+#include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "../support/error_text.hpp"
 
@@ -100,7 +101,7 @@ TEST(Templates, OptimalAgainstExhaustiveSearch) {
 TEST(Templates, StageCostsFollowTheLinks) {
     ModelProfile p;
     p.model.blocks = 2;
-    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 500'000, 100});
+    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 500'000, 1'000'000});
     ClusterSpec c = cluster(2, 1e12, 2);
     c.intraBandwidth = 1e9;  // 1 ms for the 2 x 0.5 MB of an activation and its gradient
     c.interBandwidth = 1e8;  // 10 ms
@@ -115,9 +116,13 @@ TEST(Templates, StageCostsFollowTheLinks) {
     EXPECT_NEAR(t->stages[3].time, 3e-3, 1e-12);
     // Each stage's 1 MB summed across replicas: 2 MB through the node link each, 2 stages per node.
     EXPECT_NEAR(t->sync(), 2 * 2e6 / 1e8, 1e-12);
-    // Memory is not divided among a node's ranks: each holds its own stage whole.
-    EXPECT_NEAR(t->stages[3].memory, 4.0 * 1e6 + 1 * 100, 1e-6);
-    EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 100, 1e-6);
+    // Memory is not divided among a node's ranks: each holds its own stage whole. The last stage keeps one
+    // microbatch in flight: its layer's 1 MB and the 0.5 MB it received; the first keeps four of its own.
+    EXPECT_NEAR(t->stages[3].memory, 4.0 * 1e6 + 1 * (1e6 + 5e5), 1e-6);
+    EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 1e6, 1e-6);
+    // With little in flight, the update's temporary copy of the weights is the larger.
+    Stage small{0, 1, 0.0, 0.0, 0.0, 1e6, 1e3};
+    EXPECT_NEAR(small.memoryWith(2), 5.0 * 1e6, 1e-6);
 }
 
 // With the width free, each template is the best of the exhaustive searches
@@ -345,6 +350,36 @@ TEST(PlannerErrors, SayWhatWouldFit) {
     EXPECT_NE(mismatch.find("model.blocks is 4 in the profile but 9 in the deck"), std::string::npos) << mismatch;
 }
 
+// Memory bounds the distribution: 4 one-layer stages fit 2 microbatches in
+// flight (4000 bytes of weights, gradients and moments + 2 x 1000), not 3.
+TEST(Instantiation, NoPipelineTakesMoreMicrobatchesThanFit) {
+    ModelProfile p;
+    p.model.blocks = 2;
+    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 0, 1000});
+    const auto set = planTemplates(p, cluster(8, 6000, 1), 1, 4);
+    ASSERT_EQ(set.minNodes, 4u);
+    EXPECT_EQ(microbatchesThatFit(*set.forNodes(4), set.memoryPerRank), 2u);
+    const auto inst = instantiate(set, 8, 2, 4);
+    for (const auto& share : inst.pipelines) EXPECT_LE(share.microbatches, 2u);
+    // However slow one pipeline is measured, the other cannot take more than fits.
+    auto skewed = inst;
+    distributeMicrobatches(set, 4, skewed, {1.0, 10.0});
+    EXPECT_EQ(skewed.pipelines[0].microbatches, 2u);
+    EXPECT_EQ(skewed.pipelines[1].microbatches, 2u);
+    const auto tooMany = errorOf([&] { instantiate(set, 8, 2, 6); });
+    EXPECT_NE(tooMany.find("cannot hold the 6 microbatches"), std::string::npos) << "[" << tooMany << "]";
+    // After a failure, 7 nodes hold one such pipeline: not the 4 microbatches. No layout that would not fit.
+    RunPlan plan;
+    plan.templates = set;
+    plan.cluster = cluster(8, 6000, 1);
+    plan.f = 1;
+    plan.globalMicrobatches = 4;
+    plan.instantiation = inst;
+    const auto after = regroup(plan, 7);
+    EXPECT_FALSE(after.possible);
+    EXPECT_NE(after.why.find("cannot hold the 4 microbatches"), std::string::npos) << after.why;
+}
+
 TEST(ProfileFile, OneWrittenBeforeTheOptimizerColumnReads) {
     // The layout of kiln profile's rows before optimizer_s was added.
     struct OldRow {
@@ -523,10 +558,11 @@ TEST(Layout, PinnedLayoutsThatCannotRunAreRefusedByName) {
     // Memory: a tight limit that the templates met with their reference microbatches,
     // but not with every microbatch on one pipeline in flight.
     // On 8 nodes, 4 one-layer stages fit with the 2 microbatches each of 2 such
-    // pipelines (4000 + 2 x 1000 bytes on stage 0), not with all 4 on one.
+    // pipelines (4000 + 2 x 1000 bytes on stage 0), not with all 4 on one
+    // (outputs of 0 bytes: no received activation adds to the later stages).
     ModelProfile p;
     p.model.blocks = 2;
-    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 0, 1000});
     const auto tight = planTemplates(p, cluster(8, 6000, 1), 0, 4);
     ASSERT_EQ(tight.minNodes, 4u);
     const auto memory = errorOf([&] { pinnedInstantiation(tight, "4:4", 8, 1, 4, "deck.ini:9"); });

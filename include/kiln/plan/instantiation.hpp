@@ -10,7 +10,10 @@
 // Ties go to the choice with fewer idle nodes.
 // Distribution: microbatches one at a time to the pipeline whose step would
 // end first with one more, which minimises max_p T_p(m_p) exactly because
-// every T_p grows with m_p. No solver: integers throughout.
+// every T_p grows with m_p. No solver: integers throughout. Memory bounds
+// both: a pipeline never takes more microbatches than its stages can hold in
+// flight (the templates fit their reference microbatches; a regroup or a
+// rebalance may give a pipeline more), so no layout chosen can run out.
 #pragma once
 
 #include "kiln/plan/templates.hpp"
@@ -43,6 +46,10 @@ Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std
 // template says (measured during the run); its gradient sums take as long.
 void distributeMicrobatches(const TemplateSet& templates, std::uint64_t globalMicrobatches, Instantiation& inst,
                             const std::vector<double>& slowdown = {});
+
+// The most microbatches `t` can take within `memoryPerRank` (their
+// activations in flight on every stage); ~0 when any number fits.
+std::uint64_t microbatchesThatFit(const PipelineTemplate& t, double memoryPerRank);
 
 // T_p(m) of `share` computing slowdown times as slowly as its template.
 double stepTimeOf(const TemplateSet& templates, const PipelineShare& share, std::uint64_t microbatches,

@@ -6,7 +6,9 @@
 // at once. Spare nodes (cluster.spare_nodes) take failed nodes' places first:
 // while spares are left, the survivors run the start-up instantiation itself.
 // Only when the nodes cannot form f + 1 pipelines does the tolerance drop, to
-// as many pipelines as they can form, minus one.
+// as many pipelines as they can form, minus one; or when f + 1 pipelines
+// could not hold the batch's activations in memory (instantiation.hpp),
+// fewer pipelines being the only layout that fits.
 #pragma once
 
 #include "kiln/plan/run_plan.hpp"
@@ -23,6 +25,7 @@ struct Regroup {
     std::uint32_t spares = 0;       // surviving nodes kept in reserve
     std::uint32_t tolerance = 0;    // simultaneous node failures the new layout survives
     std::string degraded;           // why the tolerance is below f; empty when it is not
+    std::string why;                // not possible although nodes are left: why (memory)
 };
 
 // The regroup of `liveNodes` surviving nodes under `plan` (planned at start-up).

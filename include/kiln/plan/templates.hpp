@@ -20,8 +20,11 @@
 // by a ring all-reduce, which moves about twice its bytes through the node's
 // link, and the node's stages share that link; update = max over stages of
 // their layers' AdamW update time (measured profiles; 0 in synthetic ones). Stage s holds the activations
-// of min(S - s, m) microbatches in flight; each of its ranks must fit
-//     4 * param_bytes_s (weights, gradients, 2 AdamW moments) + in_flight * act_s <= memory per rank,
+// of min(S - s, m) microbatches in flight (act_s: what its layers keep for
+// backward, measured on the CPU by kiln profile, plus the activation it
+// received); each of its ranks must fit
+//     4 * param_bytes_s (weights, gradients, 2 AdamW moments)
+//       + max(in_flight * act_s, param_bytes_s (the update's temporary)) <= memory per rank,
 // both counted per rank: the split parameters and activations divided by w,
 // the whole ones (norms, some biases, the positions, residuals) not.
 // A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly
@@ -34,6 +37,7 @@
 #include "kiln/plan/cluster.hpp"
 #include "kiln/plan/layer_profile.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -49,8 +53,13 @@ struct Stage {
     double compute = 0.0;  // of `time`: the layers' own work, no transfer (0 in plan files: use `time`)
     double optimizer = 0.0;  // seconds per step of its AdamW update
 
-    // Bytes on its rank with `inFlight` microbatches' activations kept.
-    double memoryWith(std::uint64_t inFlight) const { return 4.0 * paramBytes + double(inFlight) * activationBytes; }
+    // Bytes on its rank with `inFlight` microbatches' activations kept:
+    // weights, gradients and both AdamW moments, then the larger of the
+    // activations and the update's temporary (one more copy of the weights,
+    // made after the activations are freed).
+    double memoryWith(std::uint64_t inFlight) const {
+        return 4.0 * paramBytes + std::max(double(inFlight) * activationBytes, paramBytes);
+    }
 };
 
 struct PipelineTemplate {

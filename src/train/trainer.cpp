@@ -56,6 +56,7 @@ model::ComputeThreads Trainer::State::prepare() {
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
     checkpointing = std::make_unique<CheckpointManager>(*checkpoints, config.checkpointParallel);
+    speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
     return threads;
 }
 
@@ -210,7 +211,6 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (world.rank() == 0) io::fence().publish();
     if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
     if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
-    s.speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     s.armInjector();
     log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} "

@@ -8,12 +8,14 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/packing.hpp"
+#include "kiln/base/resident_memory.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/spawn.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/cursor.hpp"
 #include "kiln/io/fence.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/train/startup_profile.hpp"
@@ -111,6 +113,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.diagHolder = in.get<int>();
     const bool nccl = in.get<int>() != 0;
     io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());
+    s.residentAtStart = base::residentBytes();
+    s.allocatedAtStart = model::cpuAllocatedBytes();
+    model::resetCpuPeak();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
                                                  nccl, optimizerSteps);
     s.layoutMembers = world.members();

@@ -8,7 +8,7 @@
 #   rebalance   the straggler, rebalanced (rebalance_at 1.5 over 3 steps), no retirement
 #   retire      the straggler, retired (retire_at 1.5 over 4 steps; the spare takes its place), no rebalance
 # Per run one JSON line: the median step of the layout it ended with (kiln diag), against the clean one,
-# the layouts in order, and for rebalance the step the plan predicted for the rebalanced split (the
+# the layouts in order, and for rebalance the step the plan predicted for the last rebalanced split (the
 # REBALANCE line: the measured slowdowns on the plan's per-stage times, scaled by the median rank's
 # measured/planned ratio) against the measured one.
 #
@@ -39,9 +39,9 @@ events = [e["kind"] for e in d["events"]]
 row["rebalances"] = events.count("rebalance")
 row["retired"] = events.count("straggler")
 log = open(f"{work}/{name}.log").read()
-m = re.search(r"REBALANCE .*predicted step ([0-9.e+-]+) s", log)
-if m:
-    row["predicted_step_s"] = float(m.group(1))
+found = re.findall(r"REBALANCE .*predicted step ([0-9.e+-]+) s", log)
+if found:  # the last split's prediction, against the layout it made
+    row["predicted_step_s"] = float(found[-1])
     row["measured_vs_predicted"] = round(row["median_step_s"] / row["predicted_step_s"], 3)
 print(json.dumps(row))
 PY

@@ -513,6 +513,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     }
     if (stepsDone > 0) {
         // Before the final checkpoint, whose staging is not a step's memory.
+        s.reportSpeeds(s.loader->cursor().step);
         try {
             s.reportMemory(s.loader->cursor().step);
         } catch (const ProcFailedError& e) {

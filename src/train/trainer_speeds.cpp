@@ -10,6 +10,7 @@
 #include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace kiln::train {
 
@@ -46,6 +47,23 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
             }
     }
     return Recovery::Continue;
+}
+
+void Trainer::State::reportSpeeds(std::uint64_t step) {
+    const plan::MeasuredSpeeds m = speeds->measured(parallel->layout());
+    if (m.ratio <= 0.0 || !diag) return;
+    std::vector<std::string> pipelines;
+    for (std::size_t p = 0; p < m.pipelineSlowdown.size(); ++p)
+        pipelines.push_back(m.pipelineSlowdown[p] > 0.0 ? fmt::format("{:.2f}", m.pipelineSlowdown[p]) : "-");
+    std::pair<int, double> slowest{-1, 0.0};
+    for (const auto& node : m.nodeSlowdown)
+        if (node.second > slowest.second) slowest = node;
+    const std::string detail = fmt::format(
+        "compute {:.2f}x the plan's stage times (median rank, last steps of layout {}); pipelines' slowdowns against "
+        "the median rank {}; slowest node {} at {:.2f}x",
+        m.ratio, parallel->layout().describe(), fmt::join(pipelines, ", "), slowest.first, slowest.second);
+    log::info("  speeds     {}", detail);
+    diag->event(step, "speeds", detail);
 }
 
 void Trainer::State::reportMemory(std::uint64_t step) {

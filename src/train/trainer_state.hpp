@@ -152,6 +152,10 @@ struct Trainer::State {
     // Collective: every rank's peak resident growth since then against the
     // planner's bytes for its stage, in the log and diag.h5 (event 'memory').
     void reportMemory(std::uint64_t step);
+    // What the speed monitor measured over its window (log line and diag.h5
+    // event 'speeds'): compute against the plan, each pipeline's and the
+    // slowest node's slowdown. Local: every rank holds the same.
+    void reportSpeeds(std::uint64_t step);
     // Beyond f: some layer lost every holder, or the surviving nodes cannot
     // form one pipeline. A checkpoint of the last committed step, written by
     // surviving holders (the live ranks of retired nodes too), when every

@@ -93,21 +93,21 @@ const std::vector<KeySpec>& deckSchema() {
         // [straggler]
         {"straggler.rebalance_at", KeyType::Real, "1.25",
          "Rebalance when a pipeline computes this many times slower than the share of the batch it was given assumes "
-         "(or as many times faster: a slow node that recovered) for straggler.steps committed steps in a row, "
-         "measured against the median rank (so a profile that is off for every rank changes nothing). The batch is "
+         "(or as many times faster: a slow node that recovered), its median over the last straggler.steps committed "
+         "steps, measured against the median rank (so a profile that is off for every rank changes nothing). The batch is "
          "split again over the same pipelines by their measured speeds, at a step boundary; the maths of the step, "
          "and so the losses, stay the same. 0 = never.",
          realInRange(0.0, 1e6)},
-        {"straggler.steps", KeyType::Integer, "5", "Steps in a row a pipeline must be off its share before the batch is split again.",
+        {"straggler.steps", KeyType::Integer, "5", "Steps over which speeds are taken (medians) before the batch is split again.",
          atLeast(1)},
         {"straggler.retire_at", KeyType::Real, "3",
-         "Retire a node that computes this many times slower than the median rank for straggler.retire_steps steps "
-         "in a row: it leaves the run as a failed node would (its layers held elsewhere, the survivors regrouped "
+         "Retire a node that computes this many times slower than the median rank over straggler.retire_steps "
+         "steps (their median): it leaves the run as a failed node would (its layers held elsewhere, the survivors regrouped "
          "from the templates, a spare taking its place if there is one), recorded as a 'straggler' event. Only when "
          "the nodes left still tolerate fault.f failures and the plan predicts a shorter step without it; else it "
          "stays, with a smaller share. 0 = never.",
          realInRange(0.0, 1e6)},
-        {"straggler.retire_steps", KeyType::Integer, "10", "Steps in a row a node must be beyond straggler.retire_at before it is retired.",
+        {"straggler.retire_steps", KeyType::Integer, "10", "Steps over which a node must be beyond straggler.retire_at (its median) before it is retired.",
          atLeast(1)},
 
         // [plan]

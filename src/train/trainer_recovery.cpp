@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 namespace kiln::train {
@@ -142,13 +143,10 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
                 step, what, parallel->layout().describe(), 1e3 * done.chooseSeconds, done.bytesMigrated / 1e6,
                 1e3 * done.migrateSeconds, 1e3 * since(t0));
-            log::info("  FAILURE {}", detail);
-            if (diag) diag->event(step, "failure", detail);
-            reportTolerance(step, next, done.lowered);
-            announceLayout(step, false,
-                           next.activeNodes == plan.cluster.nodes && plan.spares > 0
-                               ? fmt::format("a spare took the failed node's place after step {} failed", step)
-                               : fmt::format("regrouped from the templates after step {} failed", step));
+            announceRegroup(step, "failure", detail, next, done,
+                            next.activeNodes == plan.cluster.nodes && plan.spares > 0
+                                ? fmt::format("a spare took the failed node's place after step {} failed", step)
+                                : fmt::format("regrouped from the templates after step {} failed", step));
             // What a dead writer or an abandoned checkpoint left (no rank writes one now).
             if (world.rank() == 0)
                 if (const auto stale = checkpoints->removeStaleTemporaries())
@@ -186,6 +184,16 @@ Trainer::State::Recovery Trainer::State::regroupSurvivors(std::uint64_t step, co
     return Recovery::Continue;
 }
 
+void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
+                                     const plan::Regroup& next, const Regrouped& done, const std::string& why) {
+    std::string label = kind;
+    for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    log::info("  {} {}", label, detail);
+    if (diag) diag->event(step, kind, detail);
+    reportTolerance(step, next, done.lowered);
+    announceLayout(step, false, why);
+}
+
 void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered) {
     if (!lowered) return;
     const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}", tolerance,
@@ -216,13 +224,10 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
                                            "in {:.1f} ms; {:.1f} ms in all",
                                            step, why, node, parallel->layout().describe(), done.bytesMigrated / 1e6,
                                            1e3 * done.migrateSeconds, 1e3 * since(t0));
-    log::info("  STRAGGLER {}", detail);
-    if (diag) diag->event(step, "straggler", detail);
-    reportTolerance(step, next, done.lowered);
-    announceLayout(step, false,
-                   next.activeNodes == plan.cluster.nodes && plan.spares > 0
-                       ? fmt::format("a spare took straggler node {}'s place before step {}", node, step)
-                       : fmt::format("regrouped from the templates without straggler node {} before step {}", node, step));
+    announceRegroup(step, "straggler", detail, next, done,
+                    next.activeNodes == plan.cluster.nodes && plan.spares > 0
+                        ? fmt::format("a spare took straggler node {}'s place before step {}", node, step)
+                        : fmt::format("regrouped from the templates without straggler node {} before step {}", node, step));
     return Recovery::Continue;
 }
 

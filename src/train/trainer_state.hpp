@@ -135,6 +135,10 @@ struct Trainer::State {
     // Throws ProcFailedError when a rank fails meanwhile.
     Recovery regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
     void reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered);
+    // After a regroup: `detail` in the log (KIND in capitals) and as a diag.h5
+    // event `kind`, a lowered tolerance said, the new layout announced (`why`).
+    void announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
+                         const plan::Regroup& next, const Regrouped& done, const std::string& why);
 
     // At the boundary before `step`, after the committed step's compute
     // times were gathered (`compute`, by rank of the control communicator):

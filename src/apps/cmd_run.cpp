@@ -1,5 +1,6 @@
 // kiln run DECK: start the MPI world, check the deck against it, report.
 #include "cli_options.hpp"
+#include "kiln/base/startup_clock.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
@@ -156,10 +157,13 @@ int runMain(int argc, char** argv) {
         return 0;
 
     // The deck first: what it says about failure detection must be set before MPI starts.
+    base::startupPhase("load");  // the process and its libraries (libtorch, MPI, HDF5)
     auto deck = config::Deck::fromFile(deckPath, overrides);
     const double hangTimeout = deck.real("fault.hang_timeout_s");
     watchStopSignal();  // before MPI starts: a signal during start-up is kept for the first step
+    base::startupPhase("deck");
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
+    base::startupPhase("mpi_init");
     if (comm::spawnedIntoJob()) return joinRunningJob(deck, deckPath, overrides);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
     const std::string lowered = fitFaultTolerance(world, deck, deckPath, overrides);
@@ -172,6 +176,7 @@ int runMain(int argc, char** argv) {
     log::info("  world      control communicator answers: {} ranks, sum of ranks {} (expected {})", check.ranks,
               check.sumOfRanks, check.expectedSum);
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
+    base::startupPhase("world");
     train::Trainer trainer(deck, world);
     if (!lowered.empty()) trainer.record("fault_f", lowered);
     // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).

@@ -23,18 +23,23 @@ void release(void* context) {
     delete block;
 }
 
+c10::DataPtr counted(std::size_t bytes) {
+    void* data = c10::alloc_cpu(bytes);
+    const auto now =
+        live.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed) + static_cast<std::int64_t>(bytes);
+    for (auto seen = peak.load(std::memory_order_relaxed);
+         now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed);) {
+    }
+    return {data, new Block{data, bytes}, &release, c10::Device(c10::DeviceType::CPU)};
+}
+
+// libtorch 1.13 (Debian's) declares allocate() const, libtorch 2 (the CUDA
+// build's) not, and adds copy_data(): all are here, each overriding where
+// the base declares it (hence no `override`).
 class CountingAllocator final : public c10::Allocator {
 public:
-    c10::DataPtr allocate(std::size_t bytes) const override {
-        void* data = c10::alloc_cpu(bytes);
-        const auto now = live.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed) +
-                         static_cast<std::int64_t>(bytes);
-        for (auto seen = peak.load(std::memory_order_relaxed);
-             now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed);) {
-        }
-        return {data, new Block{data, bytes}, &release, c10::Device(c10::DeviceType::CPU)};
-    }
-    // Required by newer libtorch (2.x), a plain member in 1.13.
+    c10::DataPtr allocate(std::size_t bytes) const { return counted(bytes); }
+    c10::DataPtr allocate(std::size_t bytes) { return counted(bytes); }
     void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
 };
 

@@ -5,6 +5,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/resident_memory.hpp"
+#include "kiln/base/startup_clock.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
@@ -78,6 +79,7 @@ void Trainer::State::armInjector() {
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
     const auto threads = s.prepare();
+    base::startupPhase("data_sources");  // the deck's sources opened, their shards checked
 
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
     std::vector<int> ids;
@@ -101,6 +103,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
             std::filesystem::create_directories(s.runDir);
             plan::writeProfile(startupProfilePath(s.runDir).string(), *measured);
         }
+        base::startupPhase("profile");
     }
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
@@ -126,11 +129,13 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         fmt::print("{}", plan::describeInstantiation(s.plan.templates, s.plan.instantiation, s.plan.microBatch));
         std::fflush(stdout);
     }
+    base::startupPhase("plan");
     s.residentAtStart = base::residentBytes();
     s.allocatedAtStart = model::cpuAllocatedBytes();
     model::resetCpuPeak();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();
+    base::startupPhase("model_and_communicators");
 
     if (world.rank() == 0)
         if (const auto stale = s.checkpoints->removeStaleTemporaries())
@@ -197,8 +202,11 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                       savedHorizon);
         }
     }
+    base::startupPhase(resumed ? "resume" : "start_state");
     s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
     s.sliceLoader();
+    base::startupPhase("loader");
+    s.startupToReport = true;
     if (world.rank() == 0)
         s.openDiag(resumed, resumed ? "resume" : "start",
                    resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
@@ -454,7 +462,14 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         const double loss = a.lossSum / targetsPerStep, stepTime = since(t0);
         slowestStep = std::max(slowestStep, stepTime);
         comm::setTrainingThreadLimit(stepLimit());
-        if (stepsDone == 0) summary.firstLoss = loss;
+        if (stepsDone == 0) {
+            summary.firstLoss = loss;
+            if (s.startupToReport) {
+                s.startupToReport = false;
+                base::startupPhase("first_step");
+                s.reportStartup(step + 1);
+            }
+        }
         summary.lastLoss = loss;
         ++stepsDone;
 

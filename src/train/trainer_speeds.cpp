@@ -5,6 +5,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/resident_memory.hpp"
+#include "kiln/base/startup_clock.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/model/cpu_allocations.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -64,6 +65,33 @@ void Trainer::State::reportSpeeds(std::uint64_t step) {
         m.ratio, parallel->layout().describe(), fmt::join(pipelines, ", "), slowest.first, slowest.second);
     log::info("  speeds     {}", detail);
     diag->event(step, "speeds", detail);
+}
+
+void Trainer::State::reportStartup(std::uint64_t step) {
+    const auto phases = base::startupPhases();
+    std::vector<double> seconds;
+    for (const auto& [name, s] : phases) seconds.push_back(s);
+    try {
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, MPI_MAX,
+                               world.control()));
+    } catch (const ProcFailedError& e) {
+        log::detail("a rank failed during the start-up report: {}", e.what());
+        comm::revoke(world.control());  // every survivor meets it in the next step and recovers
+        parallel->interrupt();
+        return;
+    }
+    if (!diag) return;
+    std::vector<std::string> parts;
+    double total = 0.0;
+    for (std::size_t k = 0; k < phases.size(); ++k) {
+        parts.push_back(fmt::format("{} {:.2f}", phases[k].first, seconds[k]));
+        total += seconds[k];
+    }
+    const std::string detail = fmt::format("{} ranks, seconds on the slowest rank per phase: {}; {:.2f} s in all (the "
+                                           "phases' maxima added)",
+                                           world.size(), fmt::join(parts, ", "), total);
+    log::info("  start-up   {}", detail);
+    diag->event(step, "startup", detail);
 }
 
 void Trainer::State::reportMemory(std::uint64_t step) {

@@ -160,6 +160,13 @@ struct Trainer::State {
     // event 'speeds'): compute against the plan, each pipeline's and the
     // slowest node's slowdown. Local: every rank holds the same.
     void reportSpeeds(std::uint64_t step);
+    // After the first committed step of this start: each start-up phase's
+    // seconds on the slowest rank (log line and diag.h5 event 'startup').
+    // Collective; a failure meanwhile interrupts the next step instead.
+    void reportStartup(std::uint64_t step);
+    // Set by the start-up constructor: the job's own ranks report their
+    // start-up together after the first step; processes admitted later do not.
+    bool startupToReport = false;
     // Beyond f: some layer lost every holder, or the surviving nodes cannot
     // form one pipeline. A checkpoint of the last committed step, written by
     // surviving holders (the live ranks of retired nodes too), when every

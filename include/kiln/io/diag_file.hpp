@@ -21,7 +21,9 @@
 //                   control communicator), instantiate (choosing the layout), migrate (layers and
 //                   moments, until all agree), rebuild (pipeline and gradient communicators),
 //                   replay (the replayed step); bytes_migrated (all ranks), layout ("2:2+1:2")
-//   /events         time, step, kind, detail (start, resume, checkpoint, failure, recovery, end)
+//   /events         time, step, kind, detail (start, resume, startup (its phases' seconds),
+//                   checkpoint, failure, tolerance, rebalance, straggler, speed (a slow node
+//                   kept), speeds and memory (measured against the plan, at the end), end)
 #pragma once
 
 #include "kiln/io/hdf5.hpp"

@@ -13,14 +13,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <set>
+
 namespace kiln::train {
 
 Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const std::vector<double>& compute) {
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks, retiredNodes);
+    // Every step: the live nodes counted in one pass over the members.
+    std::set<int> live;
+    for (int r : world.members())
+        if (const int node = world.nodeOfOriginal(r); !retiredNodes.count(node)) live.insert(node);
     const plan::SpeedVerdict verdict =
-        speeds->observe(parallel->layout(), plan, compute, static_cast<std::uint32_t>(ids.size()), tolerance);
+        speeds->observe(parallel->layout(), plan, compute, static_cast<std::uint32_t>(live.size()), tolerance);
     if (!verdict.note.empty()) {
         log::info("  SPEED      {}", verdict.note);
         if (diag) diag->event(step, "speed", verdict.note);

@@ -157,7 +157,13 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
             currentStep = std::max(currentStep,
                                    stepTimeOf(plan.templates, inst.pipelines.back(), pipeline.microbatches, slowdown[p]));
         }
-        distributeMicrobatches(plan.templates, plan.globalMicrobatches, inst, slowdown);
+        try {
+            distributeMicrobatches(plan.templates, plan.globalMicrobatches, inst, slowdown);
+        } catch (const InputError&) {
+            // No split of the batch fits these pipelines' memory but the one running: keep it.
+            for (std::size_t p = 0; p < P; ++p) inst.pipelines[p].microbatches = layout.pipelines[p].microbatches;
+            inst.stepTime = currentStep;
+        }
         return std::make_pair(inst, slowdown);
     };
 

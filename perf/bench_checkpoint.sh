@@ -59,6 +59,7 @@ print(json.dumps({"bench": "checkpoint", "model": model, "ranks": ranks, "mode":
                   "writers": int(writers.group(1)) if writers else 1, "state_gb": round(gb, 2),
                   "stall_s": stall, "write_s": write, "write_gb_per_s": round(gb / write, 3) if write > 0 else None}))
 PY
+  rm -rf "$work/runs/$name"   # 2-5 GB of checkpoints per case: measured, not kept
 }
 for model in small medium; do
   for layout in "1 1 0" "2 1+1 1" "4 2+2 1"; do

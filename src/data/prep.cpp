@@ -126,7 +126,8 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
             tokens.clear();
             tokenizer.encode(record.text, tokens);
             if (!writer)
-                writer = std::make_unique<ShardWriter>(staging / fmt::format("r{:05}-{:05}.h5", rank, result.shards.size()), header);
+                writer = std::make_unique<ShardWriter>(staging / fmt::format("r{:05}-{:05}.h5", rank, result.shards.size()), header,
+                                                       tokenChunkFor(o.shardTokens));
             writer->addDocument(tokens);
             result.documents += 1;
             result.tokens += tokens.size();
@@ -185,7 +186,7 @@ void publish(const std::vector<RankResult>& results, const PrepOptions& o, const
     SourceManifest manifest{o.source, tokenizer, tokenBits, {}};
     for (const auto& result : results) {
         for (auto shard : result.shards) {
-            const std::string name = fmt::format("shard-{:05}.h5", manifest.shards.size());
+            const std::string name = shardFileName(manifest.shards.size());
             fs::rename(staging / shard.file, staging / name);
             shard.file = name;
             manifest.shards.push_back(shard);
@@ -203,6 +204,16 @@ void publish(const std::vector<RankResult>& results, const PrepOptions& o, const
 }
 
 }  // namespace
+
+std::string smallShardWarning(std::uint64_t shardTokens) {
+    if (shardTokens >= kSmallShardTokens) return "";
+    return fmt::format(
+        "warning: --shard-tokens {} makes small shards. Every shard is a file with about 8 KB of HDF5 metadata, and "
+        "each rank whose stream reaches it opens it (about 0.1 ms on a local disk, far more on a parallel file system): "
+        "below about {} Mi tokens a shard these costs show in loader speed, start-up and disk use (perf/RESULTS.md, "
+        "\"Shard counts\"). The default, 64 Mi tokens, suits any corpus larger than a few G tokens.",
+        shardTokens, kSmallShardTokens >> 20);
+}
 
 std::string describeSkipped(const std::map<std::string, SkipCount>& skipped) {
     std::string text;
@@ -247,6 +258,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     const fs::path target = fs::path(o.outDir) / o.source;
     const fs::path staging = fs::path(o.outDir) / fmt::format(".{}.staging", o.source);
     checkOptions(o, target);
+    if (const auto warning = smallShardWarning(o.shardTokens); !warning.empty()) log::info("kiln prep: {}", warning);
     const auto units = planWorkUnits(o.inputs, o.format, o.splitBytes);
 
     // The tokenizer is checked before anything is written (unless it is to be trained).

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
+
 namespace kiln::data {
 
 namespace h5 = io::h5;
@@ -48,14 +50,14 @@ void append1d(hid_t dataset, hid_t memType, const void* data, std::uint64_t at, 
 
 }  // namespace
 
-ShardWriter::ShardWriter(std::filesystem::path path, ShardHeader header)
+ShardWriter::ShardWriter(std::filesystem::path path, ShardHeader header, std::uint64_t chunkTokens)
     : path_(std::move(path)), partial_(path_.string() + ".partial"), header_(std::move(header)) {
     h5::quietErrors();
     header_.numTokens = header_.numDocs = 0;
     header_.tokensCrc = header_.offsetsCrc = 0;
     const std::string context = partial_.string();
     file_ = h5::Handle(KILN_H5(H5Fcreate(context.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), context));
-    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? H5T_STD_U16LE : H5T_STD_U32LE, kTokenChunk, context);
+    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? H5T_STD_U16LE : H5T_STD_U32LE, chunkTokens, context);
 }
 
 ShardWriter::~ShardWriter() {
@@ -103,7 +105,9 @@ void ShardWriter::flushTokens() {
 ShardSummary ShardWriter::finish() {
     const std::string context = partial_.string();
     flushTokens();
-    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, kOffsetChunk, context);
+    // Written once, whole: chunks no larger than the offsets themselves.
+    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, std::min<std::uint64_t>(kOffsetChunk, offsets_.size()),
+                                   context);
     append1d(offsets, H5T_NATIVE_UINT64, offsets_.data(), 0, offsets_.size(), context);
     header_.offsetsCrc = crcUpdate(0, offsets_.data(), offsets_.size() * sizeof(std::uint64_t));
     writeShardHeader(file_, header_);

@@ -16,6 +16,10 @@ namespace h5 = io::h5;
 constexpr std::uint64_t kOffsetBlock = 512;
 
 struct SourceReader::OpenShard {
+    // A small shard is held whole (inMemory, its file closed); a large one is read through HDF5.
+    bool inMemory = false;
+    std::vector<std::uint32_t> tokenData;
+    std::vector<std::uint64_t> offsetData;
     h5::Handle file, tokens, offsets;
     h5::Handle tokenSpace, offsetSpace, memSpace;  // reused: creating them costs more than the read
     std::vector<std::uint64_t> offsetBlock;
@@ -33,6 +37,14 @@ h5::Handle openCached(hid_t file, const char* name, std::size_t cacheBytes, cons
     return h5::Handle(KILN_H5(H5Dopen2(file, name, access), context));
 }
 
+// The chunk length of a 1-D dataset (what errors name chunks by); `otherwise` when not chunked.
+std::uint64_t chunkLength(hid_t dataset, std::uint64_t otherwise, const std::string& context) {
+    h5::Handle create(KILN_H5(H5Dget_create_plist(dataset), context));
+    hsize_t dims[1] = {0};
+    if (H5Pget_layout(create) != H5D_CHUNKED || H5Pget_chunk(create, 1, dims) != 1 || dims[0] == 0) return otherwise;
+    return dims[0];
+}
+
 void readRange(hid_t dataset, hid_t fileSpace, hid_t memSpace, hid_t memType, std::uint64_t at, std::uint64_t count,
                void* out, const std::string& context) {
     if (count == 0) return;
@@ -45,26 +57,28 @@ void readRange(hid_t dataset, hid_t fileSpace, hid_t memSpace, hid_t memType, st
 }  // namespace
 
 SourceReader::SourceReader(std::filesystem::path sourceDir, ReaderOptions options)
-    : dir_(std::move(sourceDir)), options_(options), manifest_(readManifest(dir_)) {
+    : SourceReader(sourceDir, readManifest(sourceDir), options) {}
+
+SourceReader::SourceReader(std::filesystem::path sourceDir, SourceManifest manifest, ReaderOptions options)
+    : dir_(std::move(sourceDir)), options_(options), manifest_(std::move(manifest)) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
-    docStart_.push_back(0);
-    for (const auto& s : manifest_.shards) docStart_.push_back(docStart_.back() + s.numDocs);
     shards_.resize(manifest_.shards.size());
     if (!options_.checkShardsAtOpen) return;
-    for (std::size_t i = 0; i < shards_.size(); ++i) {
-        // Every rank opening the source meets the same problem: an error of all ranks.
-        try {
-            open(i);
-        } catch (const InputError& e) {
-            throw InputError(e.what(), ErrorScope::AllRanks);
-        }
-        // Keep at most a few open after the check: the stream opens what it needs.
-        if (openOrder_.size() > 4) {
-            shards_[openOrder_.front()].reset();
-            openOrder_.pop_front();
-        }
+    // Every rank opening the source meets the same problem: an error of all ranks.
+    try {
+        checkShards(0, shards_.size());
+    } catch (const InputError& e) {
+        throw InputError(e.what(), ErrorScope::AllRanks);
     }
+    markAllChecked();
+}
+
+void SourceReader::checkShards(std::size_t begin, std::size_t end) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    // Metadata only: nothing is kept open and no tokens are read (the stream opens what it needs).
+    for (std::size_t i = begin; i < std::min(end, shards_.size()); ++i)
+        if (!shards_[i]) openFile(i, /*whole=*/false);
 }
 
 SourceReader::~SourceReader() {
@@ -72,46 +86,91 @@ SourceReader::~SourceReader() {
     shards_.clear();
 }
 
-SourceReader::OpenShard& SourceReader::open(std::size_t index) {
-    if (shards_[index]) return *shards_[index];
-    if (openOrder_.size() >= options_.maxOpenShards) {
-        shards_[openOrder_.front()].reset();
-        openOrder_.pop_front();
-    }
-    const auto& entry = manifest_.shards[index];
+std::unique_ptr<SourceReader::OpenShard> SourceReader::openFile(std::size_t index, bool whole) {
     const std::string context = shardPath(index).string();
-    if (!std::filesystem::exists(shardPath(index)))
-        throw InputError(fmt::format("{}: shard listed in the manifest is missing", context), ErrorScope::ThisRank);
     auto shard = std::make_unique<OpenShard>();
     shard->file = h5::Handle(H5Fopen(context.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-    if (!shard->file.valid())
+    if (!shard->file.valid()) {
+        if (!std::filesystem::exists(shardPath(index)))
+            throw InputError(fmt::format("{}: shard listed in the manifest is missing", context), ErrorScope::ThisRank);
         throw InputError(fmt::format("{}: cannot open the shard: the file is truncated or is not HDF5 ({} bytes on disk)",
                                      context, std::filesystem::file_size(shardPath(index))),
                          ErrorScope::ThisRank);
-    const ShardHeader header = readShardHeader(shard->file, context);
-    if (header.formatVersion < 2) checksummed_ = false;
+    }
+    ++openings_;
+    const ShardSummary entry = manifest_.shards[index];
     const auto mismatch = [&](const char* what, auto inFile, auto inManifest) {
         return InputError(fmt::format("{}: {} is {} in the shard but {} in {}; the source is inconsistent, prepare it again",
                                       context, what, inFile, inManifest, (dir_ / kManifestName).string()),
                           ErrorScope::ThisRank);
     };
-    if (header.numDocs != entry.numDocs) throw mismatch("n_docs", header.numDocs, entry.numDocs);
-    if (header.numTokens != entry.numTokens) throw mismatch("n_tokens", header.numTokens, entry.numTokens);
-    if (header.tokensCrc != entry.tokensCrc) throw mismatch("tokens_crc32", header.tokensCrc, entry.tokensCrc);
-    if (header.tokenizer.id != manifest_.tokenizer.id) throw mismatch("tokenizer_id", header.tokenizer.id, manifest_.tokenizer.id);
-    if (header.tokenBits != manifest_.tokenBits) throw mismatch("token_bits", header.tokenBits, manifest_.tokenBits);
-    shard->tokens = openCached(shard->file, "tokens", options_.tokenCacheBytes, context);
-    shard->offsets = openCached(shard->file, "doc_offsets", options_.offsetCacheBytes, context);
+    // The header once per job (the checks at start-up); later openings rely on
+    // the dataset lengths below and on the chunks' checksums.
+    if (!allChecked_) {
+        const ShardHeader header = readShardHeader(shard->file, context);
+        if (header.formatVersion < 2) checksummed_ = false;
+        if (header.numDocs != entry.numDocs) throw mismatch("n_docs", header.numDocs, entry.numDocs);
+        if (header.numTokens != entry.numTokens) throw mismatch("n_tokens", header.numTokens, entry.numTokens);
+        if (header.tokensCrc != entry.tokensCrc) throw mismatch("tokens_crc32", header.tokensCrc, entry.tokensCrc);
+        if (header.tokenizer.id != manifest_.tokenizer.id)
+            throw mismatch("tokenizer_id", header.tokenizer.id, manifest_.tokenizer.id);
+        if (header.tokenBits != manifest_.tokenBits) throw mismatch("token_bits", header.tokenBits, manifest_.tokenBits);
+    }
+    // Read whole: no chunk cache is needed.
+    shard->tokens = openCached(shard->file, "tokens", whole ? 0 : options_.tokenCacheBytes, context);
+    shard->offsets = openCached(shard->file, "doc_offsets", whole ? 0 : options_.offsetCacheBytes, context);
     shard->tokenSpace = h5::Handle(KILN_H5(H5Dget_space(shard->tokens), context));
     shard->offsetSpace = h5::Handle(KILN_H5(H5Dget_space(shard->offsets), context));
+    hsize_t extent[1] = {0};
+    KILN_H5(H5Sget_simple_extent_dims(shard->tokenSpace, extent, nullptr), context);
+    if (extent[0] != entry.numTokens) throw mismatch("the length of /tokens", extent[0], entry.numTokens);
+    KILN_H5(H5Sget_simple_extent_dims(shard->offsetSpace, extent, nullptr), context);
+    if (extent[0] != entry.numDocs + 1) throw mismatch("the length of /doc_offsets", extent[0], entry.numDocs + 1);
     hsize_t one[1] = {1};
     shard->memSpace = h5::Handle(KILN_H5(H5Screate_simple(1, one, nullptr), context));
-    if (h5::extent1d(shard->tokens, context) != entry.numTokens)
-        throw mismatch("the length of /tokens", h5::extent1d(shard->tokens, context), entry.numTokens);
-    if (h5::extent1d(shard->offsets, context) != entry.numDocs + 1)
-        throw mismatch("the length of /doc_offsets", h5::extent1d(shard->offsets, context), entry.numDocs + 1);
+    return shard;
+}
+
+std::uint64_t SourceReader::wholeBytes(std::size_t index) const {
+    return manifest_.shards.numTokens(index) * sizeof(std::uint32_t) +
+           (manifest_.shards.numDocs(index) + 1) * sizeof(std::uint64_t);
+}
+
+SourceReader::OpenShard& SourceReader::open(std::size_t index) {
+    if (shards_[index]) return *shards_[index];
+    const std::uint64_t bytes = wholeBytes(index);
+    const bool whole = bytes <= options_.wholeShardBytes && manifest_.shards.numDocs(index) <= options_.wholeShardDocs;
+    auto shard = openFile(index, whole);
+    if (whole) {
+        // Small: read whole (every chunk's checksum verified once), the file closed
+        // at once. A shuffle window touches hundreds of small shards; holding them
+        // costs memory in proportion to their tokens, not a file handle each.
+        shard->tokenData.resize(manifest_.shards.numTokens(index));
+        shard->offsetData.resize(manifest_.shards.numDocs(index) + 1);
+        readFromFile(index, *shard, /*tokens=*/true, 0, shard->tokenData.size(), shard->tokenData.data());
+        readFromFile(index, *shard, /*tokens=*/false, 0, shard->offsetData.size(), shard->offsetData.data());
+        shard->inMemory = true;
+        shard->memSpace.reset();  // the file closed: nothing of it is needed any more
+        shard->tokenSpace.reset();
+        shard->offsetSpace.reset();
+        shard->tokens.reset();
+        shard->offsets.reset();
+        shard->file.reset();
+        while (!memoryOrder_.empty() && memoryBytes_ + bytes > options_.shardMemoryBytes) {
+            memoryBytes_ -= wholeBytes(memoryOrder_.front());
+            shards_[memoryOrder_.front()].reset();
+            memoryOrder_.pop_front();
+        }
+        memoryOrder_.push_back(index);
+        memoryBytes_ += bytes;
+    } else {
+        if (openOrder_.size() >= options_.maxOpenShards) {
+            shards_[openOrder_.front()].reset();
+            openOrder_.pop_front();
+        }
+        openOrder_.push_back(index);
+    }
     shards_[index] = std::move(shard);
-    openOrder_.push_back(index);
     return *shards_[index];
 }
 
@@ -119,19 +178,19 @@ DocumentSpan SourceReader::locate(std::uint64_t doc) {
     h5::LibraryLock lock(h5::libraryMutex());
     if (doc >= numDocuments())
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
-    const std::size_t shard =
-        static_cast<std::size_t>(std::upper_bound(docStart_.begin(), docStart_.end(), doc) - docStart_.begin() - 1);
+    const std::size_t shard = manifest_.shards.shardOf(doc);
+    const std::uint64_t first = manifest_.shards.docStarts()[shard];
     OpenShard& s = open(shard);
-    const std::uint64_t local = doc - docStart_[shard];
+    const std::uint64_t local = doc - first;
     if (local < s.offsetBlockStart || local + 1 >= s.offsetBlockStart + s.offsetBlock.size()) {
         s.offsetBlockStart = local - local % kOffsetBlock;
-        s.offsetBlock.resize(std::min(kOffsetBlock + 1, manifest_.shards[shard].numDocs + 1 - s.offsetBlockStart));
+        s.offsetBlock.resize(std::min(kOffsetBlock + 1, manifest_.shards.numDocs(shard) + 1 - s.offsetBlockStart));
         readShardOffsets(shard, s.offsetBlockStart, s.offsetBlock.size(), s.offsetBlock.data());
     }
     const std::uint64_t bounds[2] = {s.offsetBlock[local - s.offsetBlockStart], s.offsetBlock[local + 1 - s.offsetBlockStart]};
-    if (bounds[1] < bounds[0] || bounds[1] > manifest_.shards[shard].numTokens)
+    if (bounds[1] < bounds[0] || bounds[1] > manifest_.shards.numTokens(shard))
         throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})", shardPath(shard).string(),
-                                     doc - docStart_[shard], bounds[0], bounds[1]),
+                                     local, bounds[0], bounds[1]),
                          ErrorScope::ThisRank);
     return {shard, bounds[0], bounds[1]};
 }
@@ -149,7 +208,7 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
             throw InputError(fmt::format("source {}: {}: document {} (number {} of the shard), token {} is id {}, outside "
                                          "the vocabulary of {}; the shard is corrupt.\n  Check it with kiln inspect {} "
                                          "and prepare the source again.",
-                                         manifest_.source, shardPath(span.shard).string(), doc, doc - docStart_[span.shard],
+                                         manifest_.source, shardPath(span.shard).string(), doc, doc - manifest_.shards.docStarts()[span.shard],
                                          begin + i, out[i], vocab, dir_.string(), dir_.string()),
                              ErrorScope::ThisRank);
 }
@@ -192,7 +251,41 @@ std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
 void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
+    if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/true, at, count, out);
+    if (at + count > s.tokenData.size())
+        throw std::out_of_range(fmt::format("tokens [{}, {}) of shard {} of {}", at, at + count, shard, s.tokenData.size()));
+    std::copy_n(s.tokenData.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+}
+
+void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    OpenShard& s = open(shard);
+    if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/false, at, count, out);
+    if (at + count > s.offsetData.size())
+        throw std::out_of_range(fmt::format("offsets [{}, {}) of shard {} of {}", at, at + count, shard, s.offsetData.size()));
+    std::copy_n(s.offsetData.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+}
+
+void SourceReader::readFromFile(std::size_t shard, OpenShard& s, bool tokens, std::uint64_t at, std::uint64_t count,
+                                void* into) {
     const std::string context = shardPath(shard).string();
+    if (!tokens) {
+        auto* out = static_cast<std::uint64_t*>(into);
+        try {
+            readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, at, count, out, context);
+        } catch (const LibraryError& e) {
+            const std::uint64_t total = manifest_.shards.numDocs(shard) + 1,
+                                chunk = chunkLength(s.offsets, kOffsetChunk, context);
+            std::vector<std::uint64_t> one(chunk);
+            corruptRead(manifest_.source, dir_, context, "document offsets", at, count, chunk, e.what(),
+                        [&](std::uint64_t k) {
+                            const std::uint64_t from = k * chunk, n = std::min(chunk, total - from);
+                            readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, from, n, one.data(), context);
+                        });
+        }
+        return;
+    }
+    auto* out = static_cast<std::uint32_t*>(into);
     try {
         if (manifest_.tokenBits == 32) {
             readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT32, at, count, out, context);
@@ -202,31 +295,14 @@ void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uin
         narrow_.resize(count);
         readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT16, at, count, narrow_.data(), context);
     } catch (const LibraryError& e) {
-        const std::uint64_t total = manifest_.shards[shard].numTokens;
-        std::vector<std::uint32_t> one(kTokenChunk);
-        corruptRead(manifest_.source, dir_, context, "tokens", at, count, kTokenChunk, e.what(), [&](std::uint64_t k) {
-            const std::uint64_t from = k * kTokenChunk, n = std::min(kTokenChunk, total - from);
+        const std::uint64_t total = manifest_.shards.numTokens(shard), chunk = chunkLength(s.tokens, kTokenChunk, context);
+        std::vector<std::uint32_t> one(chunk);
+        corruptRead(manifest_.source, dir_, context, "tokens", at, count, chunk, e.what(), [&](std::uint64_t k) {
+            const std::uint64_t from = k * chunk, n = std::min(chunk, total - from);
             readRange(s.tokens, s.tokenSpace, s.memSpace, H5T_NATIVE_UINT32, from, n, one.data(), context);
         });
     }
     std::copy(narrow_.begin(), narrow_.end(), out);
-}
-
-void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
-    h5::LibraryLock lock(h5::libraryMutex());
-    OpenShard& s = open(shard);
-    const std::string context = shardPath(shard).string();
-    try {
-        readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, at, count, out, context);
-    } catch (const LibraryError& e) {
-        const std::uint64_t total = manifest_.shards[shard].numDocs + 1;
-        std::vector<std::uint64_t> one(kOffsetChunk);
-        corruptRead(manifest_.source, dir_, context, "document offsets", at, count, kOffsetChunk, e.what(),
-                    [&](std::uint64_t k) {
-                        const std::uint64_t from = k * kOffsetChunk, n = std::min(kOffsetChunk, total - from);
-                        readRange(s.offsets, s.offsetSpace, s.memSpace, H5T_NATIVE_UINT64, from, n, one.data(), context);
-                    });
-    }
 }
 
 void SourceReader::requireTokenizer(const TokenizerInfo& expected) const {

@@ -7,6 +7,8 @@
 #include "kiln/data/source_reader.hpp"
 #include "kiln/data/source_verify.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "../support/error_text.hpp"
 
 #include <gtest/gtest.h>
@@ -29,8 +31,10 @@ struct Corpus {
     SourceManifest manifest;
 };
 
-// Writes `numDocs` random documents into shards of about `shardTokens` tokens.
-Corpus writeCorpus(const std::string& name, std::uint32_t vocab, std::size_t numDocs, std::uint64_t shardTokens) {
+// Writes `numDocs` random documents into shards of about `shardTokens` tokens,
+// named as kiln prep names them (`legacyNames`: as hand-made sources might).
+Corpus writeCorpus(const std::string& name, std::uint32_t vocab, std::size_t numDocs, std::uint64_t shardTokens,
+                   bool legacyNames = false) {
     Corpus c;
     c.dir = fs::temp_directory_path() / ("kiln-shards-" + std::to_string(::getpid())) / name;
     fs::remove_all(c.dir);
@@ -43,8 +47,10 @@ Corpus writeCorpus(const std::string& name, std::uint32_t vocab, std::size_t num
         std::vector<std::uint32_t> doc(rng() % 300);  // includes empty documents
         for (auto& t : doc) t = static_cast<std::uint32_t>(rng() % vocab);
         if (!writer)
-            writer = std::make_unique<ShardWriter>(c.dir / ("shard-" + std::to_string(c.manifest.shards.size()) + ".h5"),
-                                                   ShardHeader{name, tokenizer, tokenBitsFor(vocab)});
+            writer = std::make_unique<ShardWriter>(
+                c.dir / (legacyNames ? "shard-" + std::to_string(c.manifest.shards.size()) + ".h5"
+                                     : shardFileName(c.manifest.shards.size())),
+                ShardHeader{name, tokenizer, tokenBitsFor(vocab)});
         writer->addDocument(doc);
         c.docs.push_back(doc);
         if (writer->numTokens() >= shardTokens) {
@@ -142,6 +148,13 @@ ReaderOptions lazily() {
     return o;
 }
 
+// Every shard read through HDF5 chunk by chunk, none held whole in memory.
+ReaderOptions throughFiles() {
+    ReaderOptions o;
+    o.wholeShardBytes = 0;
+    return o;
+}
+
 // Flips one bit of the bytes stored on disk for chunk `chunk` of /tokens, as a
 // failing disk would (not through HDF5, which would update the checksum).
 void flipStoredBit(const fs::path& shard, hsize_t chunk) {
@@ -175,7 +188,7 @@ TEST(Shards, BitFlippedOnDiskIsCaughtOnEveryRead) {
     ASSERT_EQ(c.manifest.shards.size(), 1u);
     ASSERT_GT(c.manifest.shards[0].numTokens, 2 * kTokenChunk);
     flipStoredBit(c.dir / c.manifest.shards[0].file, 1);
-    SourceReader reader(c.dir);
+    SourceReader reader(c.dir, throughFiles());
     EXPECT_TRUE(reader.checksummed());
     std::vector<std::uint32_t> token(1);
     EXPECT_NO_THROW(reader.readShardTokens(0, 5, 1, token.data())) << "chunk 0 is intact";
@@ -188,6 +201,13 @@ TEST(Shards, BitFlippedOnDiskIsCaughtOnEveryRead) {
     const auto report = verifySource(again);
     ASSERT_FALSE(report.ok());
     EXPECT_NE(report.problems[0].find("chunk 1"), std::string::npos) << report.problems[0];
+    // Held whole in memory: the first read of any part of it meets the damage.
+    ReaderOptions wholly;
+    wholly.wholeShardDocs = 1u << 20;
+    SourceReader whole(c.dir, wholly);
+    const std::string first = errorOf([&] { whole.readShardTokens(0, 5, 1, token.data()); });
+    EXPECT_NE(first.find("in chunk 1"), std::string::npos) << first;
+    EXPECT_EQ(whole.shardsInMemory(), 0u);
 }
 
 // Pass criterion: a token id outside the vocabulary (checksums intact: it was
@@ -203,7 +223,9 @@ TEST(Shards, IdOutsideTheVocabularyIsRefused) {
     const std::vector<std::uint32_t> good{1, 2, 3}, bad{4, 5, 40000, 6};
     writer.addDocument(good);
     writer.addDocument(bad);
-    writeManifest(dir, SourceManifest{"badid", tokenizer, 16, {writer.finish()}});
+    SourceManifest manifest{"badid", tokenizer, 16, {}};
+    manifest.shards.push_back(writer.finish());
+    writeManifest(dir, manifest);
     SourceReader reader(dir);
     EXPECT_EQ(reader.readDocument(0).size(), 3u);
     std::vector<std::uint32_t> out(4);
@@ -232,7 +254,7 @@ TEST(Shards, TruncatedShardIsNamed) {
 
 TEST(Shards, MissingShardAndMissingManifestAreNamed) {
     const auto c = writeCorpus("missing", 1000, 50, 2000);
-    fs::remove(c.dir / c.manifest.shards.back().file);
+    fs::remove(c.dir / c.manifest.shards[c.manifest.shards.size() - 1].file);
     EXPECT_NE(errorOf([&] { SourceReader reader(c.dir); }).find("shard listed in the manifest is missing"),
               std::string::npos);
     SourceReader reader(c.dir, lazily());
@@ -246,7 +268,9 @@ TEST(Shards, MissingShardAndMissingManifestAreNamed) {
 
 TEST(Shards, ManifestThatDisagreesWithAShardIsNamed) {
     auto c = writeCorpus("disagree", 1000, 50, 2000);
-    c.manifest.shards[0].numTokens += 1;
+    ShardSummary first = c.manifest.shards[0];
+    first.numTokens += 1;
+    c.manifest.shards.set(0, first);
     writeManifest(c.dir, c.manifest);
     const std::string error = errorOf([&] { SourceReader reader(c.dir); });
     EXPECT_NE(error.find("n_tokens is"), std::string::npos) << error;
@@ -281,4 +305,143 @@ TEST(ShardWriter, RejectsIdsOutsideTheVocabulary) {
     const std::vector<std::uint32_t> doc{1, 2, 100};
     const std::string error = errorOf([&] { writer.addDocument(doc); });
     EXPECT_NE(error.find("token id 100 is not below the vocabulary size 100"), std::string::npos) << error;
+}
+
+namespace {
+
+void expectSameShards(const ShardTable& a, const ShardTable& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].file, b[i].file) << i;
+        EXPECT_EQ(a[i].numDocs, b[i].numDocs) << i;
+        EXPECT_EQ(a[i].numTokens, b[i].numTokens) << i;
+        EXPECT_EQ(a[i].tokensCrc, b[i].tokensCrc) << i;
+        EXPECT_EQ(a[i].offsetsCrc, b[i].offsetsCrc) << i;
+    }
+}
+
+nlohmann::json jsonOf(const fs::path& file) {
+    std::ifstream in(file);
+    return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+// Pass criterion: prep's sources keep their shards in index.h5 (columns, read
+// back equal) and manifest.json holds only what a person reads, so its size
+// does not grow with the shard count.
+TEST(SourceIndex, ShardsLiveInTheIndexAndTheJsonHoldsTotals) {
+    const auto c = writeCorpus("indexed", 1000, 300, 2000);
+    ASSERT_GT(c.manifest.shards.size(), 20u);
+    EXPECT_TRUE(fs::exists(c.dir / kIndexName));
+    const auto j = jsonOf(c.dir / kManifestName);
+    EXPECT_FALSE(j.contains("shards"));
+    EXPECT_EQ(j.at("index"), kIndexName);
+    EXPECT_EQ(j.at("n_shards"), c.manifest.shards.size());
+    EXPECT_LT(fs::file_size(c.dir / kManifestName), 600u);
+    expectSameShards(readManifest(c.dir).shards, c.manifest.shards);
+    expectAllDocuments(c);
+}
+
+// Pass criterion: a source of manifest version 1 (shards listed in the JSON,
+// no index) reads as before.
+TEST(SourceIndex, ManifestVersionOneStaysReadable) {
+    const auto c = writeCorpus("version-one", 1000, 120, 2000);
+    auto j = jsonOf(c.dir / kManifestName);
+    j["format_version"] = 1;
+    j.erase("index");
+    j.erase("n_shards");
+    j["shards"] = nlohmann::json::parse(shardsToJson([&] {
+        std::vector<ShardSummary> v;
+        for (std::size_t i = 0; i < c.manifest.shards.size(); ++i) v.push_back(c.manifest.shards[i]);
+        return v;
+    }()));
+    fs::remove(c.dir / kIndexName);
+    std::ofstream(c.dir / kManifestName) << j.dump(2);
+    expectSameShards(readManifest(c.dir).shards, c.manifest.shards);
+    expectAllDocuments(c);
+    // Shards under other names than prep's are listed in the JSON still.
+    const auto legacy = writeCorpus("legacy-names", 1000, 60, 2000, /*legacyNames=*/true);
+    EXPECT_FALSE(fs::exists(legacy.dir / kIndexName));
+    EXPECT_TRUE(jsonOf(legacy.dir / kManifestName).contains("shards"));
+    expectAllDocuments(legacy);
+}
+
+// Pass criterion: what one rank sends the others is the manifest it read.
+TEST(SourceIndex, PackedManifestRoundTrips) {
+    for (const bool legacy : {false, true}) {
+        const auto c = writeCorpus(legacy ? "pack-named" : "pack", 70000, 90, 2000, legacy);
+        const SourceManifest back = unpackManifest(packManifest(c.manifest));
+        EXPECT_EQ(back.source, c.manifest.source);
+        EXPECT_EQ(back.tokenizer.id, c.manifest.tokenizer.id);
+        EXPECT_EQ(back.tokenizer.vocabSize, c.manifest.tokenizer.vocabSize);
+        EXPECT_EQ(back.tokenBits, 32);
+        EXPECT_EQ(back.shards.namesImplied(), !legacy);
+        expectSameShards(back.shards, c.manifest.shards);
+    }
+    EXPECT_THROW(unpackManifest("short"), std::runtime_error);
+}
+
+// Pass criterion: a damaged index is named, with what to do.
+TEST(SourceIndex, TruncatedIndexIsNamed) {
+    const auto c = writeCorpus("bad-index", 1000, 50, 2000);
+    fs::resize_file(c.dir / kIndexName, fs::file_size(c.dir / kIndexName) / 3);
+    const std::string error = errorOf([&] { SourceReader reader(c.dir); });
+    EXPECT_NE(error.find((c.dir / kIndexName).string()), std::string::npos) << error;
+    EXPECT_NE(error.find("prepare the source again"), std::string::npos) << error;
+}
+
+// Pass criterion: a shard much smaller than the default chunk is stored in
+// chunks sized to it (an eighth of the shard), not padded to 64 Ki tokens, and
+// a corrupt chunk is still named by its index and token range.
+TEST(ShardWriter, SmallShardsGetSmallChunks) {
+    const fs::path dir = fs::temp_directory_path() / ("kiln-chunks-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const ShardHeader header{"s", {"t", 1000, 999}, 16};
+    std::vector<std::uint32_t> doc(2000);
+    for (std::size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<std::uint32_t>(i % 1000);
+    EXPECT_EQ(tokenChunkFor(2048), 256u);
+    EXPECT_EQ(tokenChunkFor(1u << 26), kTokenChunk);
+    ShardWriter sized(dir / shardFileName(0), header, tokenChunkFor(2048));
+    sized.addDocument(doc);
+    SourceManifest manifest{"s", header.tokenizer, 16, {}};
+    manifest.shards.push_back(sized.finish());
+    ShardWriter padded(dir / "padded.h5", header);
+    padded.addDocument(doc);
+    padded.finish();
+    const auto small = fs::file_size(dir / shardFileName(0)), big = fs::file_size(dir / "padded.h5");
+    EXPECT_LT(small, 16u * 1024) << small;
+    EXPECT_GT(big, 2 * kTokenChunk) << big;
+    writeManifest(dir, manifest);
+    flipStoredBit(dir / shardFileName(0), 3);
+    SourceReader reader(dir, throughFiles());
+    std::vector<std::uint32_t> tokens(256);
+    EXPECT_NO_THROW(reader.readShardTokens(0, 512, 256, tokens.data())) << "chunk 2 is intact";
+    const std::string error = errorOf([&] { reader.readDocument(0); });
+    EXPECT_NE(error.find("in chunk 3 (tokens [768, 1024))"), std::string::npos) << error;
+}
+
+// Pass criterion: small shards are read whole once and served from memory
+// (their files closed), within the memory budget; large ones stay open files
+// within the handle budget; either way the documents read are the ones written.
+TEST(Shards, SmallShardsAreHeldWholeWithinTheBudgets) {
+    const auto c = writeCorpus("budgets", 1000, 400, 3000);  // 16-bit shards of about 3000 tokens
+    ASSERT_GT(c.manifest.shards.size(), 20u);
+    ReaderOptions tight = lazily();
+    tight.shardMemoryBytes = 5 * (3300 * 4 + 30 * 8);  // about five shards
+    SourceReader reader(c.dir, tight);
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t d = 0; d < c.docs.size(); ++d) ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
+    EXPECT_EQ(reader.openShards(), 0u);
+    EXPECT_GE(reader.shardsInMemory(), 3u);
+    EXPECT_LE(reader.shardsInMemory(), 6u);
+    EXPECT_EQ(reader.shardOpenings(), 2 * c.manifest.shards.size()) << "each shard opened once per pass";
+
+    ReaderOptions files = throughFiles();
+    files.checkShardsAtOpen = false;
+    files.maxOpenShards = 3;
+    SourceReader small(c.dir, files);
+    for (std::size_t d = 0; d < c.docs.size(); ++d) ASSERT_EQ(small.readDocument(d), c.docs[d]) << d;
+    EXPECT_EQ(small.openShards(), 3u);
+    EXPECT_EQ(small.shardsInMemory(), 0u);
 }

@@ -49,6 +49,12 @@ struct PrepSummary {
     std::string tokenizerId;
 };
 
+// Below this many tokens a shard, the per-file costs show (see smallShardWarning).
+inline constexpr std::uint64_t kSmallShardTokens = 1u << 20;
+
+// Empty, or why shards of `shardTokens` tokens are too small to be a good idea.
+std::string smallShardWarning(std::uint64_t shardTokens);
+
 // One line per skip reason with its count and first locations.
 std::string describeSkipped(const std::map<std::string, SkipCount>& skipped);
 

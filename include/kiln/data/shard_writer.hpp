@@ -24,7 +24,8 @@ struct ShardSummary {
 class ShardWriter {
 public:
     // `header` gives source, tokenizer and token width; counts are filled in.
-    ShardWriter(std::filesystem::path path, ShardHeader header);
+    // `chunkTokens`: the /tokens chunk (tokenChunkFor the shard size prep aims at).
+    ShardWriter(std::filesystem::path path, ShardHeader header, std::uint64_t chunkTokens = kTokenChunk);
     ~ShardWriter();  // without finish(): removes the partial file
     ShardWriter(const ShardWriter&) = delete;
     ShardWriter& operator=(const ShardWriter&) = delete;

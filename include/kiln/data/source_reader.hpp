@@ -15,13 +15,29 @@
 
 namespace kiln::data {
 
+// Open shard files a reader keeps (data.open_shards): twice the blocks of a
+// shuffle window (each block may straddle two shards), so that large shards
+// are opened about once per window.
+inline constexpr std::size_t kDefaultOpenShards = 128;
+
 struct ReaderOptions {
     std::size_t tokenCacheBytes = 4u << 20;   // per open shard
     std::size_t offsetCacheBytes = 1u << 20;  // per open shard
-    std::size_t maxOpenShards = 64;
+    std::size_t maxOpenShards = kDefaultOpenShards;  // shards read through HDF5, each an open file
+    // Shards of at most wholeShardDocs documents and wholeShardBytes (as 32-bit
+    // tokens and offsets) are read whole when the stream first reaches them and
+    // held in memory, their file closed, up to shardMemoryBytes per reader:
+    // small shards cost neither a handle each nor an opening per document. A
+    // shuffle window takes about one block from each shard it touches, so a
+    // shard of more than two blocks (2 x data.shuffle_block documents) is read
+    // by the chunk instead: reading it whole would read what this window skips.
+    std::uint64_t wholeShardDocs = 128;
+    std::uint64_t wholeShardBytes = 1u << 20;
+    std::uint64_t shardMemoryBytes = 64u << 20;
     // Open every shard's metadata at construction (existence, counts, tokenizer
     // against the manifest), so that a missing or mismatched shard is found at
     // start-up, not when the stream first reaches it. No tokens are read.
+    // Ranks that open a source together divide this work instead (Corpus).
     bool checkShardsAtOpen = true;
 };
 
@@ -36,13 +52,15 @@ struct DocumentSpan {
 class SourceReader {
 public:
     explicit SourceReader(std::filesystem::path sourceDir, ReaderOptions options = {});
+    // With the manifest already read (by another rank, which sent it).
+    SourceReader(std::filesystem::path sourceDir, SourceManifest manifest, ReaderOptions options);
     ~SourceReader();
     SourceReader(const SourceReader&) = delete;
     SourceReader& operator=(const SourceReader&) = delete;
 
     const SourceManifest& manifest() const { return manifest_; }
     const std::filesystem::path& directory() const { return dir_; }
-    std::uint64_t numDocuments() const { return docStart_.back(); }
+    std::uint64_t numDocuments() const { return manifest_.numDocs(); }
     std::uint64_t numTokens() const { return manifest_.numTokens(); }
 
     DocumentSpan locate(std::uint64_t doc);
@@ -54,7 +72,19 @@ public:
     // Raw access for verification: `count` tokens / offsets of shard `shard` from `at`.
     void readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out);
     void readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out);
-    std::filesystem::path shardPath(std::size_t shard) const { return dir_ / manifest_.shards[shard].file; }
+    std::filesystem::path shardPath(std::size_t shard) const { return dir_ / manifest_.shards.file(shard); }
+
+    // Opens shards [begin, end) and checks their metadata against the manifest
+    // (InputError naming the shard, of this rank), keeping few of them open.
+    void checkShards(std::size_t begin, std::size_t end);
+    // Every shard's metadata has been checked (by the ranks together): later
+    // openings check only what they read (dataset lengths, chunk checksums).
+    void markAllChecked() { allChecked_ = true; }
+    // Shard files opened so far (checks and reopenings after eviction included),
+    // files open now, and shards held whole in memory now.
+    std::uint64_t shardOpenings() const { return openings_; }
+    std::size_t openShards() const { return openOrder_.size(); }
+    std::size_t shardsInMemory() const { return memoryOrder_.size(); }
 
     // Throws InputError naming both tokenizers unless the source was prepared with `expected`.
     void requireTokenizer(const TokenizerInfo& expected) const;
@@ -64,15 +94,23 @@ public:
 private:
     struct OpenShard;
     OpenShard& open(std::size_t shard);
+    // The shard's file opened and its metadata checked against the manifest.
+    // `whole`: about to be read whole (no chunk cache).
+    std::unique_ptr<OpenShard> openFile(std::size_t shard, bool whole);
+    void readFromFile(std::size_t shard, OpenShard& s, bool tokens, std::uint64_t at, std::uint64_t count, void* out);
+    std::uint64_t wholeBytes(std::size_t shard) const;
 
     std::filesystem::path dir_;
     ReaderOptions options_;
     SourceManifest manifest_;
-    std::vector<std::uint64_t> docStart_;  // first global document of each shard; back() = total
     std::vector<std::unique_ptr<OpenShard>> shards_;
-    std::deque<std::size_t> openOrder_;
+    std::deque<std::size_t> openOrder_;    // shards read through HDF5, oldest first
+    std::deque<std::size_t> memoryOrder_;  // shards held whole, oldest first
+    std::uint64_t memoryBytes_ = 0;
     std::vector<std::uint16_t> narrow_;  // read buffer for 16-bit shards
     bool checksummed_ = true;
+    bool allChecked_ = false;
+    std::uint64_t openings_ = 0;
 };
 
 }  // namespace kiln::data

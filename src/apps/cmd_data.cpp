@@ -90,14 +90,15 @@ int dataMain(int argc, char** argv) {
     const data::LoaderSpec spec = data::loaderSpecFromDeck(deck);
 
     const auto startUp = std::chrono::steady_clock::now();
-    data::Corpus probe(spec);  // checks the sources before anything else; gives the tokenizer
-    const auto context = data::cursorContext(spec, probe.tokenizer().id, probe.tokenizer().legacyId);
+    // Checks the sources before anything else (the ranks share the work); gives the tokenizer.
+    const auto corpus = std::make_shared<data::Corpus>(spec, data::CorpusSharing{world.control()});
+    const auto context = data::cursorContext(spec, corpus->tokenizer().id, corpus->tokenizer().legacyId);
     data::Cursor start;
     {
-        data::BatchPlanner planner(spec, probe);
+        data::BatchPlanner planner(spec, *corpus);
         start = cursorIn.empty() ? planner.initial() : planner.resume(data::loadCursorFile(world.control(), cursorIn, context));
     }
-    data::DataLoader loader(spec, start);
+    data::DataLoader loader(spec, corpus, start);
     const std::uint64_t G = spec.globalBatch, n = static_cast<std::uint64_t>(world.size());
     const std::uint64_t first = G * world.rank() / n, last = G * (world.rank() + 1) / n;
     loader.setSlice(first, last - first);
@@ -148,6 +149,15 @@ int dataMain(int argc, char** argv) {
         log::info("  {:<12} {:>7.2f}% {:>8.2f}% {:>9} {:>12} {:>10} {:>7} {:>9}", a.name, 100 * a.targetShare,
                   100 * a.realisedShare, a.samples, a.tokens, a.documents, a.epochs, a.tokensDropped);
     log::info("  data wait {:.3f} s in total", loader.waitSeconds());
+    std::uint64_t openings = 0;
+    std::size_t openNow = 0;
+    for (std::size_t i = 0; i < corpus->size(); ++i) {
+        openings += corpus->reader(i).shardOpenings();
+        openNow += corpus->reader(i).openShards();
+    }
+    log::info("  shards: {} of {} checked by this rank at start-up, {} openings in all, {} open now (data.open_shards = {} "
+              "per source)",
+              corpus->shardsChecked(), corpus->shardsInAll(), openings, openNow, spec.openShards);
     if (!cursorOut.empty()) {
         const auto t0 = std::chrono::steady_clock::now();
         data::saveCursorFile(world.control(), cursorOut, loader.cursor(), context);

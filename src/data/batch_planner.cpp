@@ -1,9 +1,5 @@
 #include "kiln/data/batch_planner.hpp"
 
-#include "kiln/base/log.hpp"
-
-#include <set>
-
 #include "kiln/base/error.hpp"
 #include "kiln/data/keyed_permutation.hpp"
 
@@ -21,32 +17,6 @@ std::vector<double> weightsOf(const LoaderSpec& spec) {
 }
 
 }  // namespace
-
-Corpus::Corpus(const LoaderSpec& spec) {
-    for (const auto& source : spec.sources) {
-        if (!std::filesystem::is_directory(source.dir))
-            throw InputError(fmt::format("data.mix names source '{}', but {} does not exist; prepare it with kiln prep "
-                                         "--source {} --out {}",
-                                         source.name, source.dir.string(), source.name, source.dir.parent_path().string()));
-        readers_.push_back(std::make_unique<SourceReader>(source.dir));
-        auto& reader = *readers_.back();
-        static std::set<std::string> noted;  // once per source and process
-        if (!reader.checksummed() && noted.insert(source.dir.string()).second)
-            log::info("  note: source {} has shards of format version 1, without per-chunk checksums: its reads are not "
-                      "verified (token ids still are). Prepare it again with this kiln to have them verified.",
-                      source.dir.string());
-        if (reader.numTokens() + reader.numDocuments() < spec.seqLen + 1)
-            throw InputError(fmt::format("source {} holds {} tokens (with EOS), fewer than one sample of data.seq_len + 1 = {}",
-                                         source.dir.string(), reader.numTokens() + reader.numDocuments(), spec.seqLen + 1));
-    }
-    if (readers_.empty()) throw InputError("data.mix names no source");
-    if (!spec.tokenizer.empty()) {
-        tokenizer_ = openTokenizer(spec.tokenizer)->info();
-    } else {
-        tokenizer_ = readers_.front()->manifest().tokenizer;
-    }
-    for (const auto& reader : readers_) reader->requireTokenizer(tokenizer_);
-}
 
 BatchPlanner::BatchPlanner(LoaderSpec spec, Corpus& corpus)
     : spec_(std::move(spec)), corpus_(corpus), schedule_(weightsOf(spec_)), orders_(spec_.sources.size()) {}

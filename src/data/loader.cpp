@@ -7,10 +7,13 @@
 
 namespace kiln::data {
 
-DataLoader::DataLoader(LoaderSpec spec, const Cursor& start)
-    : corpus_(spec), planner_(std::move(spec), corpus_), cursor_(start), count_(planner_.spec().globalBatch) {
+DataLoader::DataLoader(LoaderSpec spec, std::shared_ptr<Corpus> corpus, const Cursor& start)
+    : corpus_(std::move(corpus)), planner_(std::move(spec), *corpus_), cursor_(start), count_(planner_.spec().globalBatch) {
     startThread();
 }
+
+DataLoader::DataLoader(LoaderSpec spec, const Cursor& start)
+    : DataLoader(spec, std::make_shared<Corpus>(spec), start) {}
 
 DataLoader::~DataLoader() { stopThread(); }
 

@@ -28,6 +28,8 @@ LoaderSpec loaderSpecFromDeck(const config::Deck& deck) {
     spec.blockDocs = static_cast<std::uint64_t>(deck.integer("data.shuffle_block"));
     spec.windowBlocks = static_cast<std::uint64_t>(deck.integer("data.shuffle_window"));
     spec.prefetchSteps = static_cast<std::uint64_t>(deck.integer("data.prefetch_steps"));
+    spec.openShards = static_cast<std::size_t>(deck.integer("data.open_shards"));
+    spec.shardMemoryBytes = static_cast<std::uint64_t>(deck.integer("data.shard_memory_mb")) << 20;
     spec.tokenizer = deck.text("data.tokenizer");
     return spec;
 }

@@ -46,13 +46,15 @@ std::string duration(double seconds) {
 
 }  // namespace
 
-model::ComputeThreads Trainer::State::prepare() {
+model::ComputeThreads Trainer::State::prepare(bool joining) {
     config = trainConfigFromDeck(deck);
     const auto threads = model::useComputeThreads(config.threads, world.ranksOnHost());
     spec = data::loaderSpecFromDeck(deck);
-    probe = std::make_unique<data::Corpus>(spec);
-    context = data::cursorContext(spec, probe->tokenizer().id, probe->tokenizer().legacyId);
-    modelConfig = model::modelConfigFromDeck(deck, probe->tokenizer().vocabSize);
+    // The job's ranks open the sources together; a process joining later reads
+    // the manifests itself and trusts the job's check of the shards.
+    corpus = std::make_shared<data::Corpus>(spec, data::CorpusSharing{joining ? MPI_COMM_NULL : world.control(), !joining});
+    context = data::cursorContext(spec, corpus->tokenizer().id, corpus->tokenizer().legacyId);
+    modelConfig = model::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
@@ -78,7 +80,7 @@ void Trainer::State::armInjector() {
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
-    const auto threads = s.prepare();
+    const auto threads = s.prepare(/*joining=*/false);
     base::startupPhase("data_sources");  // the deck's sources opened, their shards checked
 
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
@@ -140,7 +142,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (world.rank() == 0)
         if (const auto stale = s.checkpoints->removeStaleTemporaries())
             log::info("  removed {} unfinished checkpoint file{} a killed run left", stale, stale == 1 ? "" : "s");
-    data::Cursor cursor = data::BatchPlanner(s.spec, *s.probe).initial();
+    data::Cursor cursor = data::BatchPlanner(s.spec, *s.corpus).initial();
     std::optional<std::filesystem::path> latest;
     if (!s.config.resumeFrom.empty()) {
         latest = s.config.resumeFrom;
@@ -188,7 +190,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
             s.notes += "# " + fallback + "\n";
             latest = tries[k + 1];
         }
-        cursor = data::BatchPlanner(s.spec, *s.probe).resume(saved);
+        cursor = data::BatchPlanner(s.spec, *s.corpus).resume(saved);
         resumed = true;
         log::info("  resumed from {} at step {}", latest->string(), cursor.step);
         if (!horizonFromDeck && savedHorizon > 0 && savedHorizon != s.config.decaySteps) {
@@ -203,7 +205,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         }
     }
     base::startupPhase(resumed ? "resume" : "start_state");
-    s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
+    s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.sliceLoader();
     base::startupPhase("loader");
     s.startupToReport = true;

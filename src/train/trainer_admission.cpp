@@ -77,7 +77,7 @@ std::vector<std::int64_t> Trainer::State::joinRow() const {
 Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& join)
     : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
-    s.prepare();
+    s.prepare(/*joining=*/true);
     RowReader in(join.row);
     s.startupNodes = in.get<std::uint32_t>();
     // The job's plan, made again from the same deck for the same nodes.
@@ -119,7 +119,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
                                                  nccl, optimizerSteps);
     s.layoutMembers = world.members();
-    s.loader = std::make_unique<data::DataLoader>(s.spec, cursor);
+    s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.armInjector();
     s.settleAdmission(cursor.step);
 }

@@ -42,7 +42,7 @@ struct Trainer::State {
     comm::World& world;
     TrainConfig config;
     data::LoaderSpec spec;
-    std::unique_ptr<data::Corpus> probe;
+    std::shared_ptr<data::Corpus> corpus;  // opened once, shared with the loader
     model::ModelConfig modelConfig;
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
@@ -81,7 +81,7 @@ struct Trainer::State {
 
     // What every process reads from the deck alone: configuration, data
     // sources, model, device, the run's directory. Not collective.
-    model::ComputeThreads prepare();
+    model::ComputeThreads prepare(bool joining);
     // The deck's fault.inject for this process (none in a requeued attempt).
     void armInjector();
 

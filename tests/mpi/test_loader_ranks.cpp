@@ -2,9 +2,12 @@
 // the one a single rank reads whole; the cursor saved by 5 ranks in one
 // collective write restores on 1, 2, 3 and 5 ranks and continues with the
 // same batches; rows that disagree and cursors of another deck are refused.
+// Ranks opening a corpus together share the work: one reads each manifest,
+// each checks its share of the shards, a bad shard stops all with its name.
 #include "kiln/base/error.hpp"
 #include "kiln/data/batch_fingerprint.hpp"
 #include "kiln/data/cursor_io.hpp"
+#include "kiln/data/corpus.hpp"
 #include "kiln/data/loader.hpp"
 #include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_manifest.hpp"
@@ -42,19 +45,22 @@ fs::path sharedDir() {
     return dir;
 }
 
-void makeSource(const std::string& name, std::size_t docs, unsigned seed) {
+// `docs` random documents in shards of `docsPerShard` (prep's names: an index.h5).
+void makeSource(const std::string& name, std::size_t docs, unsigned seed, std::size_t docsPerShard = 1000000) {
     const fs::path dir = sharedDir() / name;
     fs::create_directories(dir);
     const TokenizerInfo tokenizer{"bytes-v1", 257, 256};
     SourceManifest manifest{name, tokenizer, 16, {}};
-    ShardWriter writer(dir / "shard-00000.h5", ShardHeader{name, tokenizer, 16});
     std::mt19937 rng(seed);
-    for (std::size_t d = 0; d < docs; ++d) {
-        std::vector<std::uint32_t> doc(1 + rng() % 90);
-        for (auto& t : doc) t = rng() % 256;
-        writer.addDocument(doc);
+    for (std::size_t first = 0; first < docs; first += docsPerShard) {
+        ShardWriter writer(dir / shardFileName(manifest.shards.size()), ShardHeader{name, tokenizer, 16}, 256);
+        for (std::size_t d = first; d < std::min(docs, first + docsPerShard); ++d) {
+            std::vector<std::uint32_t> doc(1 + rng() % 90);
+            for (auto& t : doc) t = rng() % 256;
+            writer.addDocument(doc);
+        }
+        manifest.shards.push_back(writer.finish());
     }
-    manifest.shards.push_back(writer.finish());
     writeManifest(dir, manifest);
 }
 
@@ -98,6 +104,7 @@ protected:
             fs::remove_all(sharedDir());
             makeSource("x", 300, 1);
             makeSource("y", 120, 2);
+            makeSource("many", 230, 3, 10);  // 23 shards
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -164,4 +171,58 @@ TEST_F(LoaderRanks, DisagreeingRowsAndOtherDecksAreRefused) {
     EXPECT_NE(e2.find("saved with the tokenizer = bytes-v1"), std::string::npos) << e2;
     const std::string e3 = errorOf([&] { loadCursorFile(MPI_COMM_WORLD, (sharedDir() / "none.h5").string(), context); });
     EXPECT_NE(e3.find("none.h5: no such file"), std::string::npos) << e3;
+}
+
+// Pass criterion: five ranks opening a corpus together each check a fifth of
+// its shards (23 shards: 4 or 5 each, all checked once), and the batches read
+// through the shared corpus are the ones a rank opening it alone reads.
+TEST_F(LoaderRanks, RanksDivideTheShardChecks) {
+    LoaderSpec spec = testSpec();
+    spec.sources = {{"x", sharedDir() / "x", 1.0}, {"many", sharedDir() / "many", 2.0}};
+    const auto together = std::make_shared<Corpus>(spec, CorpusSharing{MPI_COMM_WORLD});
+    EXPECT_EQ(together->shardsInAll(), 24u);
+    EXPECT_GE(together->shardsChecked(), 4u);
+    EXPECT_LE(together->shardsChecked(), 5u);
+    std::uint64_t mine = together->shardsChecked(), all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(all, 24u);
+    EXPECT_EQ(together->reader(1).numDocuments(), 230u);
+    const Corpus alone(spec);
+    EXPECT_EQ(alone.shardsChecked(), 24u);
+
+    DataLoader shared(spec, together, BatchPlanner(spec, *together).initial());
+    DataLoader own(spec, BatchPlanner(spec, *together).initial());
+    for (int step = 0; step < 5; ++step) {
+        EXPECT_EQ(sliceFingerprint(shared.current()), sliceFingerprint(own.current())) << "step " << step;
+        EXPECT_EQ(shared.current().tokens, own.current().tokens);
+        shared.commit();
+        own.commit();
+    }
+    // Lazily opened, through the bounded cache: never more open than data.open_shards.
+    EXPECT_LE(together->reader(1).openShards(), spec.openShards);
+}
+
+// Pass criterion: a truncated shard is found by the one rank that checks it,
+// and every rank stops before the first step with the same message naming it.
+TEST_F(LoaderRanks, ABadShardFoundByOneRankStopsAll) {
+    const fs::path bad = sharedDir() / "many-bad";
+    if (rankOf(MPI_COMM_WORLD) == 0) {
+        fs::remove_all(bad);
+        fs::copy(sharedDir() / "many", bad);
+        const fs::path shard = bad / shardFileName(17);
+        fs::resize_file(shard, fs::file_size(shard) / 2);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    LoaderSpec spec = testSpec();
+    spec.sources = {{"many-bad", bad, 1.0}};
+    const std::string error = errorOf([&] { Corpus corpus(spec, CorpusSharing{MPI_COMM_WORLD}); });
+    EXPECT_NE(error.find((bad / shardFileName(17)).string()), std::string::npos) << error;
+    EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+    // The same text on every rank: compare with rank 0's.
+    int length = static_cast<int>(error.size());
+    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::string first = error;
+    first.resize(static_cast<std::size_t>(length));
+    MPI_Bcast(first.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(error, first);
 }

@@ -11,6 +11,7 @@
 // starts, with a new order.
 #pragma once
 
+#include "kiln/data/corpus.hpp"
 #include "kiln/data/cursor.hpp"
 #include "kiln/data/epoch_order.hpp"
 #include "kiln/data/loader_spec.hpp"
@@ -22,20 +23,6 @@
 #include <vector>
 
 namespace kiln::data {
-
-// The opened sources of a spec, checked: they exist, share one tokenizer
-// (the deck's, when it names one), and each holds at least one sample.
-class Corpus {
-public:
-    explicit Corpus(const LoaderSpec& spec);
-    std::size_t size() const { return readers_.size(); }
-    SourceReader& reader(std::size_t source) { return *readers_[source]; }
-    const TokenizerInfo& tokenizer() const { return tokenizer_; }
-
-private:
-    std::vector<std::unique_ptr<SourceReader>> readers_;
-    TokenizerInfo tokenizer_;
-};
 
 struct SampleStart {
     std::uint32_t source = 0;  // index in the spec's sources

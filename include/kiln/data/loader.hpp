@@ -34,7 +34,10 @@ struct SourceAccount {
 
 class DataLoader {
 public:
-    // `start`: a cursor of this spec (initial() or resume()).
+    // `start`: a cursor of this spec (initial() or resume()). The corpus is
+    // shared with whoever opened it (planning the first cursor, the trainer).
+    DataLoader(LoaderSpec spec, std::shared_ptr<Corpus> corpus, const Cursor& start);
+    // Opens the spec's sources in this process alone.
     DataLoader(LoaderSpec spec, const Cursor& start);
     ~DataLoader();
     DataLoader(const DataLoader&) = delete;
@@ -49,7 +52,7 @@ public:
 
     const Cursor& cursor() const { return cursor_; }
     const LoaderSpec& spec() const { return planner_.spec(); }
-    const TokenizerInfo& tokenizer() const { return corpus_.tokenizer(); }
+    const TokenizerInfo& tokenizer() const { return corpus_->tokenizer(); }
     // Seconds current() has waited for data, in total and in the last call.
     double waitSeconds() const { return waitTotal_; }
     double lastWaitSeconds() const { return waitLast_; }
@@ -64,7 +67,7 @@ private:
     void stopThread();
     void run(Cursor from, std::uint64_t first, std::uint64_t count);
 
-    Corpus corpus_;
+    std::shared_ptr<Corpus> corpus_;
     BatchPlanner planner_;
     Cursor cursor_;
     std::uint64_t first_ = 0, count_ = 0;

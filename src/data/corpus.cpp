@@ -1,0 +1,127 @@
+#include "kiln/data/corpus.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/base/open_files.hpp"
+#include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/mpi_check.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace kiln::data {
+namespace {
+
+// What went wrong in `work`, as a message (empty: nothing).
+template <typename Work>
+std::string problemOf(Work&& work) {
+    try {
+        work();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// Every rank has the message of the first rank that met a problem, or none.
+void agree(MPI_Comm comm, const std::string& mine) {
+    const std::string message = comm == MPI_COMM_NULL ? mine : comm::firstError(comm, mine);
+    if (!message.empty()) throw InputError(message, ErrorScope::AllRanks);
+}
+
+// The manifest of `source`, read by rank 0 of `comm` and sent to the others.
+SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
+    int rank = 0;
+    if (comm != MPI_COMM_NULL) KILN_MPI(MPI_Comm_rank(comm, &rank));
+    std::string bytes;
+    std::string problem;
+    if (rank == 0) {
+        problem = problemOf([&] {
+            if (!std::filesystem::is_directory(source.dir))
+                throw InputError(fmt::format("data.mix names source '{}', but {} does not exist; prepare it with kiln prep "
+                                             "--source {} --out {}",
+                                             source.name, source.dir.string(), source.name,
+                                             source.dir.parent_path().string()));
+            bytes = packManifest(readManifest(source.dir));
+        });
+    }
+    agree(comm, problem);
+    if (comm == MPI_COMM_NULL) return unpackManifest(bytes);
+    std::uint64_t size = bytes.size();
+    KILN_MPI(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm));
+    bytes.resize(size);
+    // In pieces below 2 GiB: MPI counts are ints.
+    for (std::uint64_t at = 0; at < size; at += 1u << 30)
+        KILN_MPI(MPI_Bcast(bytes.data() + at, static_cast<int>(std::min<std::uint64_t>(1u << 30, size - at)), MPI_BYTE, 0, comm));
+    return unpackManifest(bytes);
+}
+
+}  // namespace
+
+Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
+    int rank = 0, ranks = 1;
+    if (sharing.comm != MPI_COMM_NULL) {
+        KILN_MPI(MPI_Comm_rank(sharing.comm, &rank));
+        KILN_MPI(MPI_Comm_size(sharing.comm, &ranks));
+    }
+    // Open shard files per source, MPI's and HDF5's own, the logs: room for all.
+    const std::size_t files = spec.sources.size() * spec.openShards + 256;
+    if (const std::size_t limit = base::ensureOpenFiles(files); limit < files)
+        throw InputError(fmt::format("data.open_shards = {} for {} sources needs about {} open files, but this process may "
+                                     "open only {} (ulimit -n; the hard limit is the most it can raise itself to): lower "
+                                     "data.open_shards or raise the limit",
+                                     spec.openShards, spec.sources.size(), files, limit));
+    ReaderOptions options;
+    options.maxOpenShards = spec.openShards;
+    options.shardMemoryBytes = spec.shardMemoryBytes;
+    options.wholeShardDocs = 2 * spec.blockDocs;
+    options.checkShardsAtOpen = false;  // below, divided among the ranks
+    for (const auto& source : spec.sources)
+        readers_.push_back(std::make_unique<SourceReader>(source.dir, sharedManifest(source, sharing.comm), options));
+    if (readers_.empty()) throw InputError("data.mix names no source");
+
+    // The shards of all sources as one list, cut into `ranks` contiguous shares.
+    for (const auto& reader : readers_) total_ += reader->manifest().shards.size();
+    std::string problem = problemOf([&] {
+        if (!sharing.checkShards) return;
+        const std::uint64_t begin = total_ * rank / ranks, end = total_ * (rank + 1) / ranks;
+        std::uint64_t first = 0;
+        for (const auto& reader : readers_) {
+            const std::uint64_t n = reader->manifest().shards.size();
+            if (begin < first + n && end > first)
+                reader->checkShards(std::max(begin, first) - first, std::min(end, first + n) - first);
+            first += n;
+        }
+        checked_ = end - begin;
+    });
+    agree(sharing.comm, problem);
+    for (auto& reader : readers_) reader->markAllChecked();
+    // Which sources have shards of format 1: known to the ranks that opened them.
+    std::vector<int> checksummed;
+    for (const auto& reader : readers_) checksummed.push_back(reader->checksummed() ? 1 : 0);
+    if (sharing.comm != MPI_COMM_NULL)
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, checksummed.data(), static_cast<int>(checksummed.size()), MPI_INT, MPI_MIN,
+                               sharing.comm));
+
+    for (std::size_t i = 0; i < readers_.size(); ++i) {
+        auto& reader = *readers_[i];
+        static std::set<std::string> noted;  // once per source and process
+        if (!checksummed[i] && noted.insert(reader.directory().string()).second)
+            log::info("  note: source {} has shards of format version 1, without per-chunk checksums: its reads are not "
+                      "verified (token ids still are). Prepare it again with this kiln to have them verified.",
+                      reader.directory().string());
+        if (reader.numTokens() + reader.numDocuments() < spec.seqLen + 1)
+            throw InputError(fmt::format("source {} holds {} tokens (with EOS), fewer than one sample of data.seq_len + 1 = {}",
+                                         reader.directory().string(), reader.numTokens() + reader.numDocuments(),
+                                         spec.seqLen + 1));
+    }
+    if (!spec.tokenizer.empty()) {
+        tokenizer_ = openTokenizer(spec.tokenizer)->info();
+    } else {
+        tokenizer_ = readers_.front()->manifest().tokenizer;
+    }
+    for (const auto& reader : readers_) reader->requireTokenizer(tokenizer_);
+}
+
+}  // namespace kiln::data

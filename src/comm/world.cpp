@@ -26,14 +26,20 @@ std::string hostName() {
     return name;
 }
 
+// Every rank's host (or Slurm node) name, on every rank. The names travel as
+// wide as the longest one, not in fixed 256-byte slots: host names are a few
+// dozen bytes, so 4096 ranks gather some 100 KB instead of 1 MiB. Every rank
+// must know every rank's node (templates, regroups), so some O(ranks) gather
+// is inherent; it happens once at start-up and once per admission.
 std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int size) {
-    constexpr int kWidth = 256;
-    std::vector<char> mine(kWidth, '\0');
-    host.copy(mine.data(), kWidth - 1);
-    std::vector<char> all(static_cast<std::size_t>(kWidth) * size);
-    KILN_MPI(MPI_Allgather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, comm));
+    int width = static_cast<int>(host.size()) + 1;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT, MPI_MAX, comm));
+    std::vector<char> mine(static_cast<std::size_t>(width), '\0');
+    host.copy(mine.data(), mine.size() - 1);
+    std::vector<char> all(static_cast<std::size_t>(width) * size);
+    KILN_MPI(MPI_Allgather(mine.data(), width, MPI_CHAR, all.data(), width, MPI_CHAR, comm));
     std::vector<std::string> hosts;
-    for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * kWidth]);
+    for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * width]);
     return hosts;
 }
 

@@ -12,8 +12,19 @@
 //     length, shuffle the documents, build and shuffle the sample index.
 //   bench_loader cursor-save [--repeat N]             (under mpirun -n k)
 //     seconds per collective cursor save.
+//   bench_loader shards SRC [--steps N] [--open-shards K]   (under mpirun -n k)
+//     one source as the job opens it (ranks share the manifest and divide
+//     the shard checks): seconds to open, then tokens/s of N steps (seq_len
+//     2048, global batch 64, each rank its slice), shard openings per rank and
+//     a checksum of every delivered token (equal for the same corpus in any
+//     number of shards).
+//   bench_loader manifest SHARDS DIR
+//     a synthetic source of SHARDS shards (no shard files): seconds and peak
+//     memory to write and read its manifest as JSON (version 1, every shard
+//     listed) and as manifest.json + index.h5, and the bytes a rank broadcasts.
 #include "kiln/data/cursor_io.hpp"
 #include "kiln/data/loader.hpp"
+#include "kiln/data/source_manifest.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -67,8 +78,8 @@ int throughput(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int steps = std::stoi(option(argc, argv, "--steps", "60"));
     const auto spec = specFor({{argv[2], 0.7}, {argv[3], 0.3}}, 2048, 64);
-    Corpus probe(spec);
-    DataLoader loader(spec, BatchPlanner(spec, probe).initial());
+    const auto corpus = std::make_shared<Corpus>(spec);
+    DataLoader loader(spec, corpus, BatchPlanner(spec, *corpus).initial());
     const std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
     loader.setSlice(first, last - first);
     loader.current();  // start-up is measured elsewhere
@@ -140,18 +151,94 @@ int startup(int argc, char** argv) {
         tokens = reader.numTokens();
         indexSamples = buildFullIndex(reader, spec.seqLen);
     } else {
-        Corpus probe(spec);
-        tokens = probe.reader(0).numTokens();
-        BatchPlanner planner(spec, probe);
+        const auto corpus = std::make_shared<Corpus>(spec);
+        tokens = corpus->reader(0).numTokens();
+        BatchPlanner planner(spec, *corpus);
         Cursor cursor = planner.initial();
-        cursor.sources[0].docPos = probe.reader(0).numDocuments() / 2;  // restore into the middle of the epoch
-        DataLoader loader(spec, cursor);
+        cursor.sources[0].docPos = corpus->reader(0).numDocuments() / 2;  // restore into the middle of the epoch
+        DataLoader loader(spec, corpus, cursor);
         loader.current();
     }
     const double seconds = since(t0);
     fmt::print("{{\"bench\":\"loader-startup\",\"impl\":\"{}\",\"corpus_tokens\":{},\"seconds_to_first_batch\":{:.4f},"
                "\"peak_rss_mb\":{:.1f},\"index_samples\":{}}}\n",
                baseline ? "full-shuffle-index" : "kiln", tokens, seconds, peakRssMb(), indexSamples);
+    return 0;
+}
+
+int shards(int argc, char** argv) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int steps = std::stoi(option(argc, argv, "--steps", "40"));
+    auto spec = specFor({{argv[2], 1.0}}, 2048, 64);
+    spec.openShards = std::stoul(option(argc, argv, "--open-shards", std::to_string(spec.openShards)));
+    // --alone: every rank reads the manifest and checks every shard itself (kiln before issue 23).
+    const bool alone = flag(argc, argv, "--alone");
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    const auto corpus = std::make_shared<Corpus>(spec, CorpusSharing{alone ? MPI_COMM_NULL : MPI_COMM_WORLD});
+    const double openSeconds = since(t0);
+    const std::uint64_t openedAtStart = corpus->reader(0).shardOpenings();
+    DataLoader loader(spec, corpus, BatchPlanner(spec, *corpus).initial());
+    const std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
+    loader.setSlice(first, last - first);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::uint64_t tokens = 0, checksum = 0;
+    const auto t1 = Clock::now();
+    for (int step = 0; step < steps; ++step) {
+        const Batch& b = loader.current();
+        tokens += b.tokens.size();
+        for (std::size_t i = 0; i < b.tokens.size(); ++i) checksum += b.tokens[i] * (b.first * b.sampleLength + i + 1);
+        loader.commit();
+    }
+    const double seconds = since(t1);
+    std::uint64_t all = 0;
+    MPI_Reduce(&checksum, &all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    const auto& reader = corpus->reader(0);
+    fmt::print("{{\"bench\":\"loader-shards\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
+               "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},"
+               "\"openings_while_streaming\":{},\"open_shards_limit\":{},\"peak_rss_mb\":{:.1f},\"checksum\":{}}}\n",
+               alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
+               corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0, reader.shardOpenings() - openedAtStart, spec.openShards, peakRssMb(),
+               rank == 0 ? all : 0);
+    return 0;
+}
+
+int manifest(int argc, char** argv) {
+    const std::size_t n = std::stoul(argv[2]);
+    const std::filesystem::path dir = argv[3];
+    std::mt19937_64 rng(1);
+    SourceManifest m{"synthetic", {"bytes-v1", 257, 256}, 16, {}};
+    for (std::size_t i = 0; i < n; ++i)
+        m.shards.push_back({shardFileName(i), 20000 + rng() % 2000, (1u << 26) + rng() % 100000,
+                            static_cast<std::uint32_t>(rng()), static_cast<std::uint32_t>(rng())});
+    for (const bool json : {false, true}) {  // the index first: peak memory only grows
+        const auto where = dir / (json ? "json" : "index");
+        std::filesystem::remove_all(where);
+        std::filesystem::create_directories(where);
+        SourceManifest written = m;
+        if (json) {  // version 1: the names stored, so the shards go into the JSON
+            written.shards = ShardTable();
+            for (std::size_t i = 0; i < n; ++i) {
+                ShardSummary s = m.shards[i];
+                s.file = "s" + s.file;
+                written.shards.push_back(s);
+            }
+        }
+        const auto t0 = Clock::now();
+        writeManifest(where, written);
+        const double writeSeconds = since(t0);
+        const auto t1 = Clock::now();
+        const SourceManifest back = readManifest(where);
+        const double readSeconds = since(t1);
+        std::uint64_t bytes = 0;
+        for (const auto& f : std::filesystem::directory_iterator(where)) bytes += std::filesystem::file_size(f);
+        fmt::print("{{\"bench\":\"manifest\",\"form\":\"{}\",\"shards\":{},\"write_s\":{:.3f},\"read_s\":{:.3f},"
+                   "\"bytes_on_disk\":{},\"broadcast_bytes\":{},\"peak_rss_mb\":{:.1f},\"docs\":{}}}\n",
+                   json ? "json-v1" : "json+index.h5", n, writeSeconds, readSeconds, bytes, packManifest(back).size(),
+                   peakRssMb(), back.numDocs());
+    }
     return 0;
 }
 
@@ -189,7 +276,9 @@ int main(int argc, char** argv) {
     if (mode == "throughput" && argc > 3) status = throughput(argc, argv);
     else if (mode == "startup" && argc > 2) status = startup(argc, argv);
     else if (mode == "cursor-save") status = cursorSave(argc, argv);
-    else std::fprintf(stderr, "usage: bench_loader throughput SRC1 SRC2 | startup SRC [--baseline] | cursor-save\n");
+    else if (mode == "shards" && argc > 2) status = shards(argc, argv);
+    else if (mode == "manifest" && argc > 3) status = manifest(argc, argv);
+    else std::fprintf(stderr, "usage: bench_loader throughput SRC1 SRC2 | startup SRC [--baseline] | cursor-save | shards SRC | manifest N DIR\n");
     MPI_Finalize();
     return status;
 }

@@ -2,11 +2,12 @@
 """Generates a synthetic text corpus of a given size for benchmarks.
 
 Documents of Zipf-distributed pseudo-words, log-normally distributed lengths
-(median ~400 words), written as JSON Lines ({"text": ...}) or as several
+(median 403 words unless --median-words), written as JSON Lines ({"text": ...}) or as several
 files of blank-line separated blocks. Deterministic for a given seed.
 """
 import argparse
 import json
+import math
 import os
 import random
 
@@ -23,14 +24,16 @@ def main():
     p.add_argument("--out", required=True, help="output .jsonl file")
     p.add_argument("--mb", type=float, default=200.0, help="size in MB")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--median-words", type=float, default=None, help="median document length in words (default e^6, 403)")
     a = p.parse_args()
     rng = random.Random(a.seed)
     vocab, weights = words(rng, 20000)
     target = int(a.mb * 1e6)
+    mu = 6.0 if a.median_words is None else math.log(a.median_words)
     written = 0
     with open(a.out + ".tmp", "w") as out:
         while written < target:
-            n = max(5, int(rng.lognormvariate(6.0, 1.0)))
+            n = max(5, int(rng.lognormvariate(mu, 1.0)))
             ws = rng.choices(vocab, weights, k=n)
             for i in range(12, n, 12):
                 ws[i] = ws[i] + (".\n" if i % 60 == 0 else ",")

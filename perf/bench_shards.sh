@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Shard-count benchmark (issue 23). Two corpora, each prepared several ways
+# under the same source name, so that every layout delivers the same token
+# stream (the benchmark checks the checksums agree):
+#   same-corpus   1.5 G byte tokens (ten copies of 150 MB of short documents, median 60 words) as about
+#                 1 k, 10 k and 100 k shards (1.5 M, 150 k, 15 k tokens each)
+#   tiny-shards   150 M tokens as about 1 k shards and as 78 k shards of
+#                 --shard-tokens 1024 (the per-file cost, which kiln prep warns of)
+# Per layout, on 1 and 2 ranks, five rounds (medians): seconds to open the source
+# (manifest read by one rank and broadcast, shard checks divided among the
+# ranks; against every rank reading and checking everything itself, as kiln
+# did before), loader tokens/s over 300 steps of 64 x 2049 tokens (40 M
+# tokens), shard files opened while streaming, disk use. Then the manifest alone at 10 k, 100 k and 1.5 M shards
+# (1.5 M: a 100 T-token corpus in prep's default 64 Mi-token shards): JSON
+# listing every shard (manifest version 1) against manifest.json + index.h5.
+#
+#   ./bootstrap.sh build && perf/bench_shards.sh     (about 20 minutes; 13 GB in build/perf-shards)
+set -euo pipefail
+. "$(dirname "$0")/bench_env.sh"
+work=$build/perf-shards
+bench=$build/perf/bench_loader
+mkdir -p "$work"
+: >"$work/results.jsonl"
+
+# prepare CORPUS NAME SHARD_TOKENS: the corpus as source 'corpus' in $work/NAME.
+prepare() {
+  local corpus=$1 name=$2 tokens=$3
+  if [ ! -f "$work/$name/corpus/manifest.json" ]; then
+    mpirun -n 2 --oversubscribe "$kiln" prep --source corpus --input "$corpus" --format jsonl --split-mb 64 \
+      --shard-tokens "$tokens" --out "$work/$name" --overwrite --quiet >"$work/prep-$name.log" 2>&1 ||
+      { cat "$work/prep-$name.log"; exit 1; }
+  fi
+  du -sk "$work/$name/corpus" | python3 -c "
+import json, sys
+kb = int(sys.stdin.read().split()[0])
+print(json.dumps({'bench': 'shards-disk', 'layout': '$name', 'shard_tokens': $tokens, 'mb_on_disk': round(kb / 1024, 1)}))" |
+    tee -a "$work/results.jsonl"
+}
+
+[ -f "$work/small.jsonl" ] || python3 tools/gen_corpus.py --out "$work/small.jsonl" --mb 150 --median-words 60 --seed 23 >&2
+# Ten copies of the small corpus (generating 1.5 GB afresh takes Python half an hour).
+[ -f "$work/large.jsonl" ] || for i in 0 1 2 3 4 5 6 7 8 9; do cat "$work/small.jsonl"; done >"$work/large.jsonl"
+prepare "$work/large.jsonl" same-1k 1500000
+prepare "$work/large.jsonl" same-10k 150000
+prepare "$work/large.jsonl" same-100k 15000
+prepare "$work/small.jsonl" tiny-1k 150000
+prepare "$work/small.jsonl" tiny-78k 1024
+
+for round in 1 2 3 4 5; do  # alternated, so that drift of the machine hits every layout alike
+  for name in same-1k same-10k same-100k tiny-1k tiny-78k; do
+    find "$work/$name/corpus" -type f -exec cat {} + >/dev/null  # page cache warm: the disk is not what is measured
+    for ranks in 1 2; do
+      mpirun -n "$ranks" --oversubscribe "$bench" shards "$work/$name/corpus" --steps 300 |
+        sed "s/^{/{\"layout\":\"$name\",\"round\":$round,/" | tee -a "$work/results.jsonl"
+    done
+    mpirun -n 2 --oversubscribe "$bench" shards "$work/$name/corpus" --steps 0 --alone |
+      sed "s/^{/{\"layout\":\"$name\",\"round\":$round,/" | tee -a "$work/results.jsonl"
+  done
+done
+for n in 10000 100000 1500000; do "$bench" manifest "$n" "$work/manifest" | tee -a "$work/results.jsonl"; done
+rm -rf "$work/manifest"
+
+python3 - "$work/results.jsonl" <<'PY'
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1])]
+runs = [r for r in rows if r["bench"] == "loader-shards" and r["open"] == "together"]
+alone = [r for r in rows if r["bench"] == "loader-shards" and r["open"] == "alone"]
+for group, names in (("same", ("same-1k", "same-10k", "same-100k")), ("tiny", ("tiny-1k", "tiny-78k"))):
+    sums = {r["checksum"] for r in runs if r["rank"] == 0 and r["layout"] in names}
+    print(json.dumps({"bench": "shards-same-stream", "corpus": group, "ok": len(sums) == 1}))
+    for ranks in (1, 2):
+        rate = {}
+        for name in names:
+            mine = [r for r in runs if r["layout"] == name and r["ranks"] == ranks]
+            rate[name] = statistics.median(r["tokens_per_s"] for r in mine)
+            print(json.dumps({"bench": "shards-summary", "layout": name, "ranks": ranks, "shards": mine[0]["shards"],
+                              "tokens_per_s_per_rank": round(rate[name]),
+                              "open_s": round(statistics.median(r["open_s"] for r in mine), 3),
+                              "open_s_each_rank_alone": round(statistics.median(
+                                  r["open_s"] for r in alone if r["layout"] == name), 3) if ranks == 2 else None,
+                              "openings_while_streaming": max(r["openings_while_streaming"] for r in mine),
+                              "vs_fewest_shards": round(rate[name] / rate[names[0]], 3)}))
+PY

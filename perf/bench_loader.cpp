@@ -22,6 +22,7 @@
 //     a synthetic source of SHARDS shards (no shard files): seconds and peak
 //     memory to write and read its manifest as JSON (version 1, every shard
 //     listed) and as manifest.json + index.h5, and the bytes a rank broadcasts.
+#include "kiln/base/resident_memory.hpp"
 #include "kiln/data/cursor_io.hpp"
 #include "kiln/data/loader.hpp"
 #include "kiln/data/source_manifest.hpp"
@@ -44,6 +45,13 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Files this process has open now.
+std::size_t openFiles() {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
 
 double peakRssMb() {
     rusage usage{};
@@ -176,9 +184,12 @@ int shards(int argc, char** argv) {
     // --alone: every rank reads the manifest and checks every shard itself (kiln before issue 23).
     const bool alone = flag(argc, argv, "--alone");
     MPI_Barrier(MPI_COMM_WORLD);
+    const double rssBefore = kiln::base::residentBytes() / 1e6;
+    const std::size_t filesBefore = openFiles();
     const auto t0 = Clock::now();
     const auto corpus = std::make_shared<Corpus>(spec, CorpusSharing{alone ? MPI_COMM_NULL : MPI_COMM_WORLD});
     const double openSeconds = since(t0);
+    const double rssOpen = kiln::base::residentBytes() / 1e6;
     const std::uint64_t openedAtStart = corpus->reader(0).shardOpenings();
     DataLoader loader(spec, corpus, BatchPlanner(spec, *corpus).initial());
     const std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
@@ -193,14 +204,18 @@ int shards(int argc, char** argv) {
         loader.commit();
     }
     const double seconds = since(t1);
+    const std::size_t filesAfter = openFiles();
     std::uint64_t all = 0;
     MPI_Reduce(&checksum, &all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     const auto& reader = corpus->reader(0);
     fmt::print("{{\"bench\":\"loader-shards\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
                "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},"
-               "\"openings_while_streaming\":{},\"open_shards_limit\":{},\"peak_rss_mb\":{:.1f},\"checksum\":{}}}\n",
+               "\"openings_while_streaming\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
+               "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
                alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
-               corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0, reader.shardOpenings() - openedAtStart, spec.openShards, peakRssMb(),
+               corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0,
+               reader.shardOpenings() - openedAtStart, spec.openShards, rssBefore, rssOpen,
+               kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),
                rank == 0 ? all : 0);
     return 0;
 }
@@ -209,7 +224,7 @@ int manifest(int argc, char** argv) {
     const std::size_t n = std::stoul(argv[2]);
     const std::filesystem::path dir = argv[3];
     std::mt19937_64 rng(1);
-    SourceManifest m{"synthetic", {"bytes-v1", 257, 256}, 16, {}};
+    SourceManifest m{"synthetic", {"bytes-v1", 257, 256, ""}, 16, {}};
     for (std::size_t i = 0; i < n; ++i)
         m.shards.push_back({shardFileName(i), 20000 + rng() % 2000, (1u << 26) + rng() % 100000,
                             static_cast<std::uint32_t>(rng()), static_cast<std::uint32_t>(rng())});

@@ -21,8 +21,11 @@ namespace kiln::data {
 inline constexpr std::size_t kDefaultOpenShards = 128;
 
 struct ReaderOptions {
-    std::size_t tokenCacheBytes = 4u << 20;   // per open shard
-    std::size_t offsetCacheBytes = 1u << 20;  // per open shard
+    // HDF5's chunk cache per open shard: two chunks (a window reads about one
+    // block, a chunk or two, from each shard it touches). With up to 128 open
+    // shards, 4 MiB each had let the loader hold 120 MB.
+    std::size_t tokenCacheBytes = 2 * kTokenChunk * sizeof(std::uint32_t);
+    std::size_t offsetCacheBytes = 2 * kOffsetChunk * sizeof(std::uint64_t);
     std::size_t maxOpenShards = kDefaultOpenShards;  // shards read through HDF5, each an open file
     // Shards of at most wholeShardDocs documents and wholeShardBytes (as 32-bit
     // tokens and offsets) are read whole when the stream first reaches them and
@@ -103,6 +106,7 @@ private:
     std::filesystem::path dir_;
     ReaderOptions options_;
     SourceManifest manifest_;
+    io::h5::Handle fileAccess_, tokenAccess_, offsetAccess_;  // property lists every opening uses
     std::vector<std::unique_ptr<OpenShard>> shards_;
     std::deque<std::size_t> openOrder_;    // shards read through HDF5, oldest first
     std::deque<std::size_t> memoryOrder_;  // shards held whole, oldest first

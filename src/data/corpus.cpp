@@ -34,7 +34,7 @@ void agree(MPI_Comm comm, const std::string& mine) {
 SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
     int rank = 0;
     if (comm != MPI_COMM_NULL) KILN_MPI(MPI_Comm_rank(comm, &rank));
-    std::string bytes;
+    SourceManifest manifest;
     std::string problem;
     if (rank == 0) {
         problem = problemOf([&] {
@@ -43,18 +43,12 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
                                              "--source {} --out {}",
                                              source.name, source.dir.string(), source.name,
                                              source.dir.parent_path().string()));
-            bytes = packManifest(readManifest(source.dir));
+            manifest = readManifest(source.dir);
         });
     }
     agree(comm, problem);
-    if (comm == MPI_COMM_NULL) return unpackManifest(bytes);
-    std::uint64_t size = bytes.size();
-    KILN_MPI(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm));
-    bytes.resize(size);
-    // In pieces below 2 GiB: MPI counts are ints.
-    for (std::uint64_t at = 0; at < size; at += 1u << 30)
-        KILN_MPI(MPI_Bcast(bytes.data() + at, static_cast<int>(std::min<std::uint64_t>(1u << 30, size - at)), MPI_BYTE, 0, comm));
-    return unpackManifest(bytes);
+    if (comm != MPI_COMM_NULL) broadcastManifest(comm, 0, manifest);
+    return manifest;
 }
 
 }  // namespace

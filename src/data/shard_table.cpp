@@ -52,4 +52,20 @@ ShardTable ShardTable::fromColumns(const std::vector<std::uint64_t>& numDocs, co
     return t;
 }
 
+ShardTable ShardTable::fromStarts(std::vector<std::uint64_t> docStart, std::vector<std::uint64_t> tokenStart,
+                                  std::vector<std::uint32_t> tokensCrc, std::vector<std::uint32_t> offsetsCrc,
+                                  std::vector<std::string> names) {
+    const std::size_t n = tokensCrc.size();
+    if (docStart.size() != n + 1 || tokenStart.size() != n + 1 || offsetsCrc.size() != n || (!names.empty() && names.size() != n) ||
+        docStart.front() != 0 || tokenStart.front() != 0)
+        throw std::invalid_argument("ShardTable::fromStarts: columns of different lengths");
+    ShardTable t;
+    t.docStart_ = std::move(docStart);
+    t.tokenStart_ = std::move(tokenStart);
+    t.tokensCrc_ = std::move(tokensCrc);
+    t.offsetsCrc_ = std::move(offsetsCrc);
+    t.names_ = std::move(names);
+    return t;
+}
+
 }  // namespace kiln::data

@@ -1,13 +1,13 @@
 #include "kiln/data/source_manifest.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/comm/mpi_check.hpp"
 #include "kiln/data/source_index.hpp"
 #include "kiln/io/atomic_file.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstring>
 #include <fstream>
 
 namespace kiln::data {
@@ -91,71 +91,46 @@ SourceManifest readManifest(const std::filesystem::path& sourceDir) {
 
 namespace {
 
-// Plain bytes in host order: packed and unpacked by processes of one job.
+// Rank `root`'s `values` (any length) into `into` on the other ranks; the
+// root sends from its own vector, without a copy.
 template <typename T>
-void put(std::string& out, const T* data, std::size_t count) {
-    out.append(reinterpret_cast<const char*>(data), count * sizeof(T));
-}
-
-template <typename T>
-void take(const std::string& in, std::size_t& at, T* data, std::size_t count) {
-    const std::size_t bytes = count * sizeof(T);
-    if (at + bytes > in.size()) throw std::runtime_error("unpackManifest: the bytes end early");
-    std::memcpy(data, in.data() + at, bytes);
-    at += bytes;
+void broadcastColumn(MPI_Comm comm, int root, bool isRoot, const std::vector<T>& values, std::vector<T>& into,
+                     MPI_Datatype type) {
+    std::uint64_t count = isRoot ? values.size() : 0;
+    KILN_MPI(MPI_Bcast(&count, 1, MPI_UINT64_T, root, comm));
+    if (!isRoot) into.resize(count);
+    // MPI_Bcast reads the root's buffer; it takes no const pointer.
+    T* data = isRoot ? const_cast<T*>(values.data()) : into.data();
+    // In pieces below 2^31 elements: MPI counts are ints.
+    for (std::uint64_t at = 0; at < count; at += 1u << 30)
+        KILN_MPI(MPI_Bcast(data + at, static_cast<int>(std::min<std::uint64_t>(1u << 30, count - at)), type, root, comm));
 }
 
 }  // namespace
 
-std::string packManifest(const SourceManifest& m) {
-    json header = headerJson(m);
-    if (!m.shards.namesImplied()) {
-        header["names"] = json::array();
-        for (std::size_t i = 0; i < m.shards.size(); ++i) header["names"].push_back(m.shards.file(i));
+void broadcastManifest(MPI_Comm comm, int root, SourceManifest& m) {
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    const bool isRoot = rank == root;
+    std::string text;
+    if (isRoot) {
+        json header = headerJson(m);
+        header["names"] = m.shards.names();
+        text = header.dump();
     }
-    const std::string text = header.dump();
-    const std::uint64_t sizes[2] = {text.size(), m.shards.size()};
-    std::string out;
-    put(out, sizes, 2);
-    out += text;
-    put(out, m.shards.docStarts().data(), m.shards.docStarts().size());
-    put(out, m.shards.tokenStarts().data(), m.shards.tokenStarts().size());
-    put(out, m.shards.tokensCrcs().data(), m.shards.size());
-    put(out, m.shards.offsetsCrcs().data(), m.shards.size());
-    return out;
-}
-
-SourceManifest unpackManifest(const std::string& bytes) {
-    std::size_t at = 0;
-    std::uint64_t sizes[2];
-    take(bytes, at, sizes, 2);
-    if (at + sizes[0] > bytes.size()) throw std::runtime_error("unpackManifest: the bytes end early");
-    const json header = json::parse(bytes.substr(at, sizes[0]));
-    at += sizes[0];
-    const std::size_t n = sizes[1];
-    std::vector<std::uint64_t> docStart(n + 1), tokenStart(n + 1), docs(n), tokens(n);
-    std::vector<std::uint32_t> tokensCrc(n), offsetsCrc(n);
-    take(bytes, at, docStart.data(), n + 1);
-    take(bytes, at, tokenStart.data(), n + 1);
-    take(bytes, at, tokensCrc.data(), n);
-    take(bytes, at, offsetsCrc.data(), n);
-    for (std::size_t i = 0; i < n; ++i) {
-        docs[i] = docStart[i + 1] - docStart[i];
-        tokens[i] = tokenStart[i + 1] - tokenStart[i];
-    }
-    SourceManifest m = headerFromJson(header);
-    m.shards = ShardTable::fromColumns(docs, tokens, std::move(tokensCrc), std::move(offsetsCrc));
-    if (header.contains("names")) {
-        ShardTable named;
-        const auto names = header.at("names").get<std::vector<std::string>>();
-        for (std::size_t i = 0; i < n; ++i) {
-            ShardSummary s = m.shards[i];
-            s.file = names.at(i);
-            named.push_back(s);
-        }
-        m.shards = std::move(named);
-    }
-    return m;
+    std::vector<char> chars;
+    broadcastColumn(comm, root, isRoot, std::vector<char>(text.begin(), text.end()), chars, MPI_CHAR);
+    std::vector<std::uint64_t> docStart, tokenStart;
+    std::vector<std::uint32_t> tokensCrc, offsetsCrc;
+    broadcastColumn(comm, root, isRoot, m.shards.docStarts(), docStart, MPI_UINT64_T);
+    broadcastColumn(comm, root, isRoot, m.shards.tokenStarts(), tokenStart, MPI_UINT64_T);
+    broadcastColumn(comm, root, isRoot, m.shards.tokensCrcs(), tokensCrc, MPI_UINT32_T);
+    broadcastColumn(comm, root, isRoot, m.shards.offsetsCrcs(), offsetsCrc, MPI_UINT32_T);
+    if (isRoot) return;
+    const json received = json::parse(std::string(chars.begin(), chars.end()));
+    m = headerFromJson(received);
+    m.shards = ShardTable::fromStarts(std::move(docStart), std::move(tokenStart), std::move(tokensCrc), std::move(offsetsCrc),
+                                      received.at("names").get<std::vector<std::string>>());
 }
 
 std::string shardsToJson(const std::vector<ShardSummary>& shards) {

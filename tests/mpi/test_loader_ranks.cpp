@@ -226,3 +226,35 @@ TEST_F(LoaderRanks, ABadShardFoundByOneRankStopsAll) {
     MPI_Bcast(first.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
     EXPECT_EQ(error, first);
 }
+
+// Pass criterion: the manifest rank 0 broadcasts is, on every rank, the one
+// it read (shard columns, tokenizer, names when they are not prep's).
+TEST_F(LoaderRanks, ManifestBroadcastIsTheOneRead) {
+    const SourceManifest read = readManifest(sharedDir() / "many");
+    SourceManifest sent;
+    if (rankOf(MPI_COMM_WORLD) == 0) sent = read;
+    broadcastManifest(MPI_COMM_WORLD, 0, sent);
+    EXPECT_EQ(sent.source, "many");
+    EXPECT_EQ(sent.tokenizer.id, read.tokenizer.id);
+    EXPECT_EQ(sent.tokenBits, read.tokenBits);
+    ASSERT_EQ(sent.shards.size(), 23u);
+    EXPECT_TRUE(sent.shards.namesImplied());
+    for (std::size_t i = 0; i < read.shards.size(); ++i) {
+        EXPECT_EQ(sent.shards[i].file, read.shards[i].file);
+        EXPECT_EQ(sent.shards[i].numDocs, read.shards[i].numDocs);
+        EXPECT_EQ(sent.shards[i].numTokens, read.shards[i].numTokens);
+        EXPECT_EQ(sent.shards[i].tokensCrc, read.shards[i].tokensCrc);
+        EXPECT_EQ(sent.shards[i].offsetsCrc, read.shards[i].offsetsCrc);
+    }
+    SourceManifest named;
+    if (rankOf(MPI_COMM_WORLD) == 2) {
+        named.source = "named";
+        named.shards.push_back({"a.h5", 3, 30, 7, 8});
+        named.shards.push_back({"b.h5", 4, 40, 9, 10});
+    }
+    broadcastManifest(MPI_COMM_WORLD, 2, named);
+    ASSERT_EQ(named.shards.size(), 2u);
+    EXPECT_EQ(named.shards.file(1), "b.h5");
+    EXPECT_EQ(named.shards.numTokens(1), 40u);
+    EXPECT_EQ(named.numDocs(), 7u);
+}

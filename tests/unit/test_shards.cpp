@@ -279,8 +279,8 @@ TEST(Shards, ManifestThatDisagreesWithAShardIsNamed) {
 TEST(Shards, TokenizerMismatchNamesBoth) {
     const auto c = writeCorpus("tokmismatch", 1000, 10, 2000);
     SourceReader reader(c.dir);
-    EXPECT_NO_THROW(reader.requireTokenizer({"test-tokenizer", 1000, 999}));
-    const std::string error = errorOf([&] { reader.requireTokenizer({"bytes-v1", 257, 256}); });
+    EXPECT_NO_THROW(reader.requireTokenizer({"test-tokenizer", 1000, 999, ""}));
+    const std::string error = errorOf([&] { reader.requireTokenizer({"bytes-v1", 257, 256, ""}); });
     EXPECT_NE(error.find("prepared with tokenizer test-tokenizer"), std::string::npos) << error;
     EXPECT_NE(error.find("this run uses tokenizer bytes-v1"), std::string::npos) << error;
 }
@@ -365,21 +365,6 @@ TEST(SourceIndex, ManifestVersionOneStaysReadable) {
     EXPECT_FALSE(fs::exists(legacy.dir / kIndexName));
     EXPECT_TRUE(jsonOf(legacy.dir / kManifestName).contains("shards"));
     expectAllDocuments(legacy);
-}
-
-// Pass criterion: what one rank sends the others is the manifest it read.
-TEST(SourceIndex, PackedManifestRoundTrips) {
-    for (const bool legacy : {false, true}) {
-        const auto c = writeCorpus(legacy ? "pack-named" : "pack", 70000, 90, 2000, legacy);
-        const SourceManifest back = unpackManifest(packManifest(c.manifest));
-        EXPECT_EQ(back.source, c.manifest.source);
-        EXPECT_EQ(back.tokenizer.id, c.manifest.tokenizer.id);
-        EXPECT_EQ(back.tokenizer.vocabSize, c.manifest.tokenizer.vocabSize);
-        EXPECT_EQ(back.tokenBits, 32);
-        EXPECT_EQ(back.shards.namesImplied(), !legacy);
-        expectSameShards(back.shards, c.manifest.shards);
-    }
-    EXPECT_THROW(unpackManifest("short"), std::runtime_error);
 }
 
 // Pass criterion: a damaged index is named, with what to do.

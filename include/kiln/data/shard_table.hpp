@@ -43,9 +43,17 @@ public:
     // The shard that holds document `doc` of the source (doc < totalDocs()).
     std::size_t shardOf(std::uint64_t doc) const;
 
-    // From columns (the index file, a broadcast): counts per shard, no names.
+    // Names stored (empty when namesImplied()).
+    const std::vector<std::string>& names() const { return names_; }
+
+    // From columns (the index file): counts per shard, no names.
     static ShardTable fromColumns(const std::vector<std::uint64_t>& numDocs, const std::vector<std::uint64_t>& numTokens,
                                   std::vector<std::uint32_t> tokensCrc, std::vector<std::uint32_t> offsetsCrc);
+    // From the prefix columns as they are held (a broadcast), taken over without a copy.
+    // Throws std::invalid_argument unless the lengths agree.
+    static ShardTable fromStarts(std::vector<std::uint64_t> docStart, std::vector<std::uint64_t> tokenStart,
+                                 std::vector<std::uint32_t> tokensCrc, std::vector<std::uint32_t> offsetsCrc,
+                                 std::vector<std::string> names);
 
 private:
     std::vector<std::uint64_t> docStart_{0}, tokenStart_{0};

@@ -9,6 +9,8 @@
 #include "kiln/data/shard_table.hpp"
 #include "kiln/data/tokenizer.hpp"
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -36,9 +38,10 @@ void writeManifest(const std::filesystem::path& sourceDir, const SourceManifest&
 // Errors name the file and what is wrong; a missing manifest says how to make one.
 SourceManifest readManifest(const std::filesystem::path& sourceDir);
 
-// A manifest as bytes and back: how one rank hands what it read to the others.
-std::string packManifest(const SourceManifest& manifest);
-SourceManifest unpackManifest(const std::string& bytes);
+// Collective over `comm`: rank `root`'s manifest on every rank. The shard
+// columns travel straight into their final vectors (24 bytes a shard, no
+// serialised copy beside them).
+void broadcastManifest(MPI_Comm comm, int root, SourceManifest& manifest);
 
 // Shard lists <-> JSON text (how prep's ranks send their shards to rank 0).
 std::string shardsToJson(const std::vector<ShardSummary>& shards);

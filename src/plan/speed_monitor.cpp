@@ -235,7 +235,9 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
     // What the split assumes is what was measured, whether it changes or not.
     assumed_ = slowdown;
     sinceSplit_ = 0;
-    if (shares(inst) == before || inst.stepTime >= currentStep) return verdict;
+    // A new split must be worth it: on shared or noisy nodes a gain of a few
+    // per cent is measurement noise, and acting on it makes the split flap.
+    if (shares(inst) == before || inst.stepTime > (1.0 - kRebalanceMinGain) * currentStep) return verdict;
     try {
         checkStageMemory(plan.templates, inst, "the rebalanced layout " + shares(inst));
     } catch (const InputError& e) {

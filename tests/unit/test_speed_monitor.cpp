@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <random>
 
 using namespace kiln::plan;
@@ -221,4 +223,34 @@ TEST(Distribution, MeasuredSlowdownsShiftMicrobatches) {
                                   stepTimeOf(r.templates, moved.pipelines[1], moved.pipelines[1].microbatches, 3.0));
         EXPECT_GE(t, best);
     }
+}
+
+// Pass criterion: a new split is taken only when it predicts a step at least
+// kRebalanceMinGain shorter (a pipeline slightly slow on a fine-grained batch
+// would otherwise move a microbatch for a gain within noise), and a clearly
+// slow one still is.
+TEST(SpeedMonitor, ASplitMustPredictAWorthwhileGain) {
+    const auto r = plan(4, 1, 64);
+    int rebalances = 0;
+    for (const double slow : {1.06, 1.1, 1.2, 1.5}) {
+        Layout layout = place(r, r.instantiation);
+        ASSERT_GE(layout.pipelines.size(), 2u);
+        SpeedMonitor monitor(policy(1.04, 3, 0.0, 5));
+        monitor.reset();
+        std::vector<double> slowness(layout.roles.size(), 1.0);
+        slowness[static_cast<std::size_t>(layout.pipelines[0].ranks[0])] = slow;
+        for (int step = 0; step < 20; ++step) {
+            const auto v = monitor.observe(layout, r, computeTimes(r, layout, 1.0, slowness), 4, 1);
+            if (v.action != SpeedVerdict::Action::Rebalance) continue;
+            ++rebalances;
+            double predicted = 0.0, without = 0.0;
+            const auto at = v.detail.find("predicted step ");
+            ASSERT_NE(at, std::string::npos) << v.detail;
+            ASSERT_EQ(std::sscanf(v.detail.c_str() + at, "predicted step %lf s, %lf s without", &predicted, &without), 2)
+                << v.detail;
+            EXPECT_LE(predicted, (1.0 - kRebalanceMinGain) * without + 1e-12) << "slowdown " << slow << ": " << v.detail;
+            apply(layout, v.instantiation);
+        }
+    }
+    EXPECT_GE(rebalances, 1) << "a pipeline 1.5x slow is rebalanced";
 }

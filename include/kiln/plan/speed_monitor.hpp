@@ -21,7 +21,8 @@
 // is beyond straggler.rebalance_at of what its share assumes (slower, or
 // faster by the same factor: a node that recovered). The batch is split
 // again by the measured slowdowns, with the planner's exact integer
-// distribution, when that split predicts a shorter step than the current one.
+// distribution, when that split predicts a step at least kRebalanceMinGain
+// shorter than the current one (smaller gains are noise on shared nodes).
 // Retire: a node slower than straggler.retire_at over straggler.retire_steps
 // steps, when the nodes left can still form the pipelines fault.f asks for
 // and the plan predicts a shorter step without it.
@@ -40,6 +41,9 @@ class Deck;
 }
 
 namespace kiln::plan {
+
+// The least predicted gain (a fraction of the step) a new split of the batch must bring.
+inline constexpr double kRebalanceMinGain = 0.05;
 
 struct StragglerPolicy {
     double rebalanceAt = 1.25;  // 0: never rebalance

@@ -6,13 +6,11 @@
 #include "kiln/base/log.hpp"
 #include "kiln/base/resident_memory.hpp"
 #include "kiln/base/startup_clock.hpp"
-#include "kiln/base/stop_request.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
-#include "kiln/fault/admit_request.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/fence.hpp"
@@ -29,7 +27,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -246,24 +243,6 @@ void Trainer::record(const std::string& kind, const std::string& detail) {
 
 namespace {
 
-// What one attempt at a step computed; committed only if every survivor agrees.
-struct Attempt {
-    bool ok = true;
-    double seconds = 0.0;  // until it was committed or abandoned
-    std::string dataError;  // a rank's batch could not be read: every rank stops with this
-    double lossSum = 0.0, gradNorm = 0.0;
-    bool stopRequested = false;  // some rank got the stop signal: all stop after this step
-    int admitNodes = 0;          // nodes to admit after this step (an admission request)
-    int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
-    StageWork work;
-    double sync = 0.0;
-    std::vector<double> compute;  // every rank's seconds computing, by rank
-};
-
-}  // namespace
-
-namespace {
-
 // Local errors end only this process while the survivors can recover (see error.hpp).
 struct LocalErrorsAreFailures {
     explicit LocalErrorsAreFailures(bool on) { setLocalErrorsAreFailures(on); }
@@ -296,73 +275,6 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     struct NoLimitAfterwards {
         ~NoLimitAfterwards() { comm::setTrainingThreadLimit(0); }
     } noLimitAfterwards;
-
-    // This rank's stage of its pipeline, then the sums over replicas and the
-    // global norm. A failed peer surfaces as ProcFailedError in a transfer or
-    // a collective: the attempt is marked failed and every communicator
-    // interrupted, so that no survivor waits on the dead one.
-    const auto attempt = [&](std::uint64_t step, double& wait) {
-        Attempt a;
-        comm::trainingThreadAlive();
-        const auto begun = Clock::now();
-        try {
-            // Only the ranks that read a corrupt chunk see it: they tell the others.
-            const data::Batch* batch = nullptr;
-            std::string problem;
-            try {
-                batch = &s.loader->current();
-                wait += s.loader->lastWaitSeconds();
-            } catch (const InputError& e) {
-                problem = e.what();
-            }
-            a.dataError = comm::firstError(s.world.control(), problem);
-            if (!a.dataError.empty()) return a;
-            const StepWork work = s.parallel->runStep(*batch, targetsPerStep, *s.injector, step);
-            a.work = work.stage;
-            const auto s0 = Clock::now();
-            // One collective over every rank for the step's scalars: the loss,
-            // the squared gradient norm, and the stop signal (so that every
-            // rank learns of it in the same step).
-            const bool stop = stopSignal() != 0 || (s.world.rank() == 0 && stopFileExists());
-            if (s.world.rank() == 0 && s.admitPending == 0) {
-                const auto request = fault::takeAdmitRequest(s.runDir / "admit");
-                if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
-                s.admitPending = request.nodes;
-                s.admitHosts = request.hosts;
-            }
-            // Gathered rather than summed: every rank also learns every rank's
-            // compute time (the speed monitor's input), and sums in rank order.
-            constexpr int kFields = 6;
-            const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
-                                          s.world.rank() == 0 ? double(s.admitPending) : 0.0,
-                                          s.checkpointing->writeEnded() ? 0.0 : 1.0,
-                                          work.stage.forward + work.stage.backward};
-            std::vector<double> all(static_cast<std::size_t>(kFields * s.world.size()));
-            KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, s.world.control()));
-            double sums[kFields] = {};
-            a.compute.resize(static_cast<std::size_t>(s.world.size()));
-            for (std::size_t r = 0; r < a.compute.size(); ++r) {
-                for (int k = 0; k < kFields; ++k) sums[k] += all[r * kFields + static_cast<std::size_t>(k)];
-                a.compute[r] = all[r * kFields + kFields - 1];
-            }
-            a.lossSum = sums[0];
-            a.gradNorm = std::sqrt(sums[1]);
-            a.stopRequested = sums[2] > 0;
-            a.admitNodes = static_cast<int>(sums[3]);
-            a.checkpointWriting = static_cast<int>(sums[4]);
-            a.sync = work.sumsSeconds + since(s0);
-        } catch (const ProcFailedError& e) {
-            log::detail("step {}: {}", step, e.what());
-            a.ok = false;
-            comm::revoke(s.world.control());
-            s.parallel->interrupt();
-        }
-        s.injector->at(step, fault::Phase::Commit);
-        // The commit: all survivors apply this step, or none does.
-        if (s.world.faultTolerant()) a.ok = comm::agree(s.world.control(), a.ok ? 1 : 0) == 1;
-        a.seconds = since(begun);
-        return a;
-    };
 
     const auto finish = [&](TrainSummary::Stop how) {
         summary.stopped = how;
@@ -431,13 +343,13 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
         const auto t0 = Clock::now();
         double wait = 0.0;
-        Attempt a = attempt(step, wait);
+        State::Attempt a = s.attempt(step, targetsPerStep, wait);
         if (!a.dataError.empty()) throw InputError(a.dataError);
         while (!a.ok) {
             const auto outcome = s.recoverFromFailure(step, a.seconds);
             if (outcome != State::Recovery::Continue) return stopWith(outcome);
             // The same global batch, over the new pipelines: the step is replayed.
-            a = attempt(step, wait);
+            a = s.attempt(step, targetsPerStep, wait);
             if (!a.dataError.empty()) throw InputError(a.dataError);
             if (a.ok && s.pendingFailure) {
                 s.pendingFailure->replay = a.seconds;

@@ -1,6 +1,7 @@
-// The state of one training run, shared by the step loop (trainer.cpp), the
-// run's bookkeeping: diagnostics, layouts, checkpoints (trainer_state.cpp),
-// and recovery from failures (trainer_recovery.cpp). Private to train/.
+// The state of one training run, shared by the step loop (trainer.cpp), one
+// step's attempt (trainer_step.cpp), the run's bookkeeping: diagnostics,
+// layouts, checkpoints (trainer_state.cpp), and recovery from failures
+// (trainer_recovery.cpp). Private to train/.
 #pragma once
 
 #include "kiln/comm/world.hpp"
@@ -172,6 +173,27 @@ struct Trainer::State {
     // surviving holders (the live ranks of retired nodes too), when every
     // layer still has one; exit 75 either way.
     Recovery stopBeyondF(std::uint64_t step, const std::string& what, const std::string& reason, Clock::time_point t0);
+
+    // One try at step `step` (trainer_step.cpp): this rank's stage of its
+    // pipeline, the sums over replicas, the step's one collective (loss,
+    // gradient norm, stop and admission requests, checkpoint writers, every
+    // rank's compute time), then the agreement that commits it. A failed peer
+    // marks the attempt failed and interrupts every communicator, so that no
+    // survivor waits on the dead one.
+    struct Attempt {
+        bool ok = true;
+        double seconds = 0.0;        // until it was committed or abandoned
+        std::string dataError;       // a rank's batch could not be read: every rank stops with this
+        double lossSum = 0.0, gradNorm = 0.0;
+        bool stopRequested = false;  // some rank got the stop signal: all stop after this step
+        int admitNodes = 0;          // nodes to admit after this step (an admission request)
+        int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
+        StageWork work;
+        double sync = 0.0;
+        std::vector<double> compute;  // every rank's seconds computing, by rank
+    };
+    // `wait` gains the seconds spent waiting for the batch.
+    Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);
 
     // At the boundary before `step`, on every member: start `nodes` new nodes'
     // processes (comm/spawn.hpp), hand them the run's state and take them in

@@ -18,7 +18,8 @@
 # (1.5 M: a 100 T-token corpus in prep's default 64 Mi-token shards): JSON
 # listing every shard (manifest version 1) against manifest.json + index.h5.
 #
-#   ./bootstrap.sh build && perf/bench_shards.sh     (about 25 minutes; 13 GB in build/perf-shards)
+#   ./bootstrap.sh build && perf/bench_shards.sh     (about 25 minutes; 13 GB in build/perf-shards,
+#                                                      removed at the end unless KILN_BENCH_KEEP=1)
 set -euo pipefail
 . "$(dirname "$0")/bench_env.sh"
 work=$build/perf-shards
@@ -127,3 +128,5 @@ print(json.dumps({"bench": "shards-extrapolation", "shards": shards, "ranks": ra
                                  "is this corpus's (small shards held whole, 64 MB budget); 64 Mi-token shards would "
                                  "be open files instead, about 0.9 MB each up to data.open_shards"}))
 PY
+# 13 GB of prepared corpora: kept only when asked (a rerun then skips preparing them).
+[ "${KILN_BENCH_KEEP:-0}" = 1 ] || rm -rf "$work"/same-* "$work"/small-* "$work"/*.jsonl.tmp "$work/large.jsonl" "$work/small.jsonl"

@@ -60,12 +60,15 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
         KILN_MPI(MPI_Comm_size(sharing.comm, &ranks));
     }
     // Open shard files per source, MPI's and HDF5's own, the logs: room for all.
+    // Agreed, so that a rank with a lower limit stops every rank, not only itself.
     const std::size_t files = spec.sources.size() * spec.openShards + 256;
+    std::string tooFew;
     if (const std::size_t limit = base::ensureOpenFiles(files); limit < files)
-        throw InputError(fmt::format("data.open_shards = {} for {} sources needs about {} open files, but this process may "
-                                     "open only {} (ulimit -n; the hard limit is the most it can raise itself to): lower "
-                                     "data.open_shards or raise the limit",
-                                     spec.openShards, spec.sources.size(), files, limit));
+        tooFew = fmt::format("data.open_shards = {} for {} source{} needs about {} open files, but this process may "
+                             "open only {} (ulimit -n; the hard limit is the most it can raise itself to): lower "
+                             "data.open_shards or raise the limit",
+                             spec.openShards, spec.sources.size(), spec.sources.size() == 1 ? "" : "s", files, limit);
+    agree(sharing.comm, tooFew);
     ReaderOptions options;
     options.maxOpenShards = spec.openShards;
     options.shardMemoryBytes = spec.shardMemoryBytes;

@@ -29,19 +29,9 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <optional>
 
 namespace kiln::train {
-
-namespace {
-
-std::string duration(double seconds) {
-    const auto s = static_cast<long long>(seconds + 0.5);
-    return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
-}
-
-}  // namespace
 
 model::ComputeThreads Trainer::State::prepare(bool joining) {
     config = trainConfigFromDeck(deck);
@@ -258,20 +248,12 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     State& s = *state_;
     const LocalErrorsAreFailures localErrors(s.world.faultTolerant());
     const std::uint64_t end = std::min(untilStep, s.config.steps);
-    const std::uint64_t seqLen = s.spec.seqLen;
-    const double targetsPerStep = double(s.spec.globalBatch * seqLen);
+    const double targetsPerStep = double(s.spec.globalBatch * s.spec.seqLen);
     TrainSummary summary;
     summary.firstStep = s.loader->cursor().step;
     const auto start = Clock::now();
     std::uint64_t stepsDone = 0;
-
-    // How long the training thread may stay away from the loop before the
-    // process falls silent (see heartbeat.hpp): the deck's, or 10 slowest steps.
-    double slowestStep = 0.0;
-    const auto stepLimit = [&] {
-        return s.config.stepTimeout > 0 ? s.config.stepTimeout : std::max(300.0, 10.0 * slowestStep);
-    };
-    comm::setTrainingThreadLimit(stepLimit());
+    comm::setTrainingThreadLimit(s.stepLimit());
     struct NoLimitAfterwards {
         ~NoLimitAfterwards() { comm::setTrainingThreadLimit(0); }
     } noLimitAfterwards;
@@ -284,145 +266,39 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
         return summary;
     };
-    const auto stopWith = [&](State::Recovery outcome) {
-        summary.nodeFailures = s.nodeFailures;
-        summary.stopped = outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF;
-        summary.lastStep = s.loader->cursor().step;
-        summary.seconds = since(start);
-        return summary;
+    const auto ended = [&](State::Recovery outcome) {
+        return finish(outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF);
     };
-    // A checkpoint of the committed step `at`, written now or (`background`)
-    // started now. A failure while it is written or started leaves the
-    // previous one `latest`; the survivors recover as from a failed step and
-    // the new layout writes (or starts) it again.
-    const auto checkpointSafely = [&](std::uint64_t at, std::uint64_t step, bool background) {
-        comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
-        struct LimitAgain {
-            std::function<double()> limit;
-            ~LimitAgain() { comm::setTrainingThreadLimit(limit()); }
-        } limitAgain{stepLimit};
-        for (;;) {
-            const auto begun = Clock::now();
-            try {
-                s.injector->at(step, fault::Phase::Checkpoint);
-                if (background) {
-                    s.startCheckpoint(at);
-                } else {
-                    s.checkpoint(at, s.parallel->holders());
-                }
-                if (s.pendingFailure) {  // what was replayed is the checkpoint
-                    s.pendingFailure->replay = since(begun);
-                    if (s.diag) s.diag->failure(*s.pendingFailure);
-                    s.pendingFailure.reset();
-                }
-                return State::Recovery::Continue;
-            } catch (const ProcFailedError& e) {
-                log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
-                comm::revoke(s.world.control());
-                s.parallel->interrupt();
-                const auto outcome = s.recoverFromFailure(step, since(begun));
-                if (outcome != State::Recovery::Continue) return outcome;
-            }
-        }
-    };
-
-    // Work at the boundary before `step` after it committed (admitting nodes,
-    // publishing a background checkpoint). A failure meanwhile is recovered
-    // from like a failed step's (the step itself is committed).
-    const auto atBoundary = [&](std::uint64_t step, const char* what, const std::function<State::Recovery()>& work) {
-        try {
-            return work();
-        } catch (const ProcFailedError& e) {
-            log::detail("step {}: a rank failed while {}: {}", step, what, e.what());
-            comm::revoke(s.world.control());
-            s.parallel->interrupt();
-            return s.recoverFromFailure(step, 0.0);
-        }
-    };
+    using State::Recovery::Continue;
 
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
-        const auto t0 = Clock::now();
-        double wait = 0.0;
-        State::Attempt a = s.attempt(step, targetsPerStep, wait);
-        if (!a.dataError.empty()) throw InputError(a.dataError);
-        while (!a.ok) {
-            const auto outcome = s.recoverFromFailure(step, a.seconds);
-            if (outcome != State::Recovery::Continue) return stopWith(outcome);
-            // The same global batch, over the new pipelines: the step is replayed.
-            a = s.attempt(step, targetsPerStep, wait);
-            if (!a.dataError.empty()) throw InputError(a.dataError);
-            if (a.ok && s.pendingFailure) {
-                s.pendingFailure->replay = a.seconds;
-                if (s.diag) s.diag->failure(*s.pendingFailure);
-                s.pendingFailure.reset();
-            }
-        }
-        if (s.config.gradClip > 0.0 && a.gradNorm > s.config.gradClip) {
-            torch::NoGradGuard noGrad;
-            // An idle rank (a spare, a standby node) has no gradients, and libtorch refuses an empty list.
-            if (auto gradients = s.parallel->model().gradients(); !gradients.empty())
-                at::_foreach_mul_(gradients, s.config.gradClip / (a.gradNorm + 1e-6));
-        }
-        s.injector->at(step, fault::Phase::Optimizer);
-        const double lr = learningRate(s.config, step);
-        const auto o0 = Clock::now();
-        s.parallel->optimizer().step(lr);
-        model::waitForDevice(s.device);
-        const double optimizerTime = since(o0);
-
-        const data::Cursor before = s.loader->cursor();
-        s.loader->commit();
-        const data::Cursor& after = s.loader->cursor();
-        const double loss = a.lossSum / targetsPerStep, stepTime = since(t0);
-        slowestStep = std::max(slowestStep, stepTime);
-        comm::setTrainingThreadLimit(stepLimit());
-        if (stepsDone == 0) {
-            summary.firstLoss = loss;
+        State::Committed done;
+        if (const auto outcome = s.step(step, targetsPerStep, done); outcome != Continue) return ended(outcome);
+        if (stepsDone++ == 0) {
+            summary.firstLoss = done.loss;
             if (s.startupToReport) {
                 s.startupToReport = false;
                 base::startupPhase("first_step");
                 s.reportStartup(step + 1);
             }
         }
-        summary.lastLoss = loss;
-        ++stepsDone;
-
-        {
-            State::StepRow row{{step, loss, lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), stepTime, wait,
-                                a.work.forward, a.work.backward, a.sync, optimizerTime, a.work.waiting},
-                               {}};
-            for (std::size_t i = 0; i < s.spec.sources.size(); ++i)
-                row.sourceTokens.push_back((after.sources[i].samples - before.sources[i].samples) * seqLen);
-            if (s.diag) s.diag->step(row.record, row.sourceTokens);
-            s.lastRow = std::move(row);
-        }
+        summary.lastLoss = done.loss;
+        s.recordStep(step, done, targetsPerStep);
         if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
-            const double elapsed = since(start), tokensPerSecond = stepsDone * targetsPerStep / elapsed;
-            // f: the simultaneous node failures the current layout survives (fault.f, or fewer once nodes run out).
-            log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}",
-                      step + 1, s.config.steps, loss, lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * wait / stepTime,
-                      duration(elapsed / stepsDone * double(end - step - 1)), s.tolerance,
-                      s.spares > 0 ? fmt::format(" +{} spare", s.spares) : std::string());
+            const double elapsed = since(start);
+            s.logProgress(step, done, stepsDone * targetsPerStep / elapsed, elapsed / stepsDone * double(end - step - 1));
         }
-        // A background checkpoint whose parts every rank has written is published.
-        if (s.checkpointing->pending() && a.checkpointWriting == 0) {
-            const auto outcome = atBoundary(step + 1, "a checkpoint was published", [&] {
-                s.completeCheckpoint();
-                return State::Recovery::Continue;
-            });
-            if (outcome != State::Recovery::Continue) return stopWith(outcome);
-        }
-        if (step + 1 < end) {
-            const auto outcome = s.followSpeeds(step + 1, a.compute);
-            if (outcome != State::Recovery::Continue) return stopWith(outcome);
-        }
-        const bool checkpointDue =
-            s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0 && step + 1 < end;
-        if (checkpointDue || (a.stopRequested && step + 1 < end)) {
-            const auto outcome = checkpointSafely(step + 1, step, !a.stopRequested);
-            if (outcome != State::Recovery::Continue) return stopWith(outcome);
-        }
-        if (a.stopRequested && step + 1 < end) {
+
+        const State::Attempt& a = done.attempt;
+        const bool last = step + 1 == end;
+        if (const auto outcome = s.publishFinishedCheckpoint(step + 1, a); outcome != Continue) return ended(outcome);
+        if (!last)
+            if (const auto outcome = s.followSpeeds(step + 1, a.compute); outcome != Continue) return ended(outcome);
+        const bool due = s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0;
+        if (!last && (due || a.stopRequested))
+            if (const auto outcome = s.checkpointSafely(step + 1, step, !a.stopRequested); outcome != Continue)
+                return ended(outcome);
+        if (!last && a.stopRequested) {
             const std::string why = fmt::format("after step {} on a stop request (SIGUSR1 or KILN_STOP_FILE: a time "
                                                 "limit ahead); checkpoint written, exit 75",
                                                 step + 1);
@@ -430,15 +306,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             if (s.diag) s.diag->event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
         }
-        if (a.admitNodes > 0 && step + 1 < end) {
-            s.admitPending = 0;
-            const auto outcome = atBoundary(step + 1, "nodes were admitted", [&] {
-                // Published first: the processes joining take no part in it.
-                if (s.checkpointing->pending()) s.completeCheckpoint();
-                return s.admit(step + 1, a.admitNodes);
-            });
-            if (outcome != State::Recovery::Continue) return stopWith(outcome);
-        }
+        if (!last && a.admitNodes > 0)
+            if (const auto outcome = s.admitAtBoundary(step + 1, a.admitNodes); outcome != Continue) return ended(outcome);
     }
     if (stepsDone > 0) {
         // Before the final checkpoint, whose staging is not a step's memory.
@@ -448,8 +317,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         } catch (const ProcFailedError& e) {
             log::detail("a rank failed during the memory report: {}", e.what());
         }
-        const auto outcome = checkpointSafely(s.loader->cursor().step, s.loader->cursor().step, false);
-        if (outcome != State::Recovery::Continue) return stopWith(outcome);
+        const auto at = s.loader->cursor().step;
+        if (const auto outcome = s.checkpointSafely(at, at, false); outcome != Continue) return ended(outcome);
     }
     finish(TrainSummary::Stop::Finished);
     if (s.diag)

@@ -1,7 +1,9 @@
-// The state of one training run, shared by the step loop (trainer.cpp), one
-// step's attempt (trainer_step.cpp), the run's bookkeeping: diagnostics,
-// layouts, checkpoints (trainer_state.cpp), and recovery from failures
-// (trainer_recovery.cpp). Private to train/.
+// The state of one training run, shared by the loop (trainer.cpp: step,
+// maybe-checkpoint, on-failure), one step to its commit (trainer_step.cpp),
+// the work between steps that may meet a failure (trainer_boundary.cpp), the
+// run's bookkeeping: diagnostics, layouts, checkpoints (trainer_state.cpp),
+// recovery from failures (trainer_recovery.cpp), speeds (trainer_speeds.cpp)
+// and admission (trainer_admission.cpp). Private to train/.
 #pragma once
 
 #include "kiln/comm/world.hpp"
@@ -21,6 +23,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -194,6 +197,41 @@ struct Trainer::State {
     };
     // `wait` gains the seconds spent waiting for the batch.
     Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);
+
+    // Step `step` to its commit (trainer_step.cpp): attempts, each failed one
+    // recovered from and the same batch replayed, then clipping, the update
+    // and the loader's commit. Continue once committed (`done` filled), or
+    // how the run ends on this rank.
+    struct Committed {
+        Attempt attempt;
+        double wait = 0.0, lr = 0.0, optimizerSeconds = 0.0, stepSeconds = 0.0, loss = 0.0;
+        data::Cursor before;  // the loader's cursor before the commit
+    };
+    Recovery step(std::uint64_t step, double targetsPerStep, Committed& done);
+    // The committed step's /steps row (diag.h5, and kept: lastRow).
+    void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
+    // The progress line: loss, rate, ETA (`eta` seconds), tolerance.
+    void logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const;
+    // How long the training thread may stay away from the loop before the
+    // process falls silent (heartbeat.hpp): the deck's, or 10 slowest steps.
+    double slowestStep = 0.0;
+    double stepLimit() const;
+
+    // The boundary after a committed step, before `step` (trainer_boundary.cpp).
+    // Work there that fails on some rank is recovered from like a failed
+    // step's, the step itself staying committed.
+    // A background checkpoint whose parts every rank has written is published.
+    Recovery publishFinishedCheckpoint(std::uint64_t step, const Attempt& done);
+    // A checkpoint of the committed step `at`, written now or (`background`)
+    // started now. A failure while it is written or started leaves the
+    // previous one `latest`; the survivors recover as from a failed step and
+    // the new layout writes (or starts) it again. `step` is where the fault
+    // injector sees it.
+    Recovery checkpointSafely(std::uint64_t at, std::uint64_t step, bool background);
+    // The nodes an admission request asked for taken in (after a pending
+    // background checkpoint is published: the newcomers take no part in it).
+    Recovery admitAtBoundary(std::uint64_t step, int nodes);
+    Recovery atBoundary(std::uint64_t step, const char* what, const std::function<Recovery()>& work);
 
     // At the boundary before `step`, on every member: start `nodes` new nodes'
     // processes (comm/spawn.hpp), hand them the run's state and take them in

@@ -8,7 +8,11 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/admit_request.hpp"
+#include "kiln/model/device.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::train {
@@ -74,6 +78,78 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
     if (world.faultTolerant()) a.ok = comm::agree(world.control(), a.ok ? 1 : 0) == 1;
     a.seconds = since(begun);
     return a;
+}
+
+}  // namespace kiln::train
+
+namespace kiln::train {
+
+namespace {
+
+std::string duration(double seconds) {
+    const auto s = static_cast<long long>(seconds + 0.5);
+    return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+}  // namespace
+
+Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targetsPerStep, Committed& done) {
+    const auto t0 = Clock::now();
+    done = Committed{};
+    Attempt& a = done.attempt;
+    a = attempt(step, targetsPerStep, done.wait);
+    if (!a.dataError.empty()) throw InputError(a.dataError);
+    while (!a.ok) {
+        const auto outcome = recoverFromFailure(step, a.seconds);
+        if (outcome != Recovery::Continue) return outcome;
+        // The same global batch, over the new pipelines: the step is replayed.
+        a = attempt(step, targetsPerStep, done.wait);
+        if (!a.dataError.empty()) throw InputError(a.dataError);
+        if (a.ok && pendingFailure) {
+            pendingFailure->replay = a.seconds;
+            if (diag) diag->failure(*pendingFailure);
+            pendingFailure.reset();
+        }
+    }
+    if (config.gradClip > 0.0 && a.gradNorm > config.gradClip) {
+        torch::NoGradGuard noGrad;
+        // An idle rank (a spare, a standby node) has no gradients, and libtorch refuses an empty list.
+        if (auto gradients = parallel->model().gradients(); !gradients.empty())
+            at::_foreach_mul_(gradients, config.gradClip / (a.gradNorm + 1e-6));
+    }
+    injector->at(step, fault::Phase::Optimizer);
+    done.lr = learningRate(config, step);
+    const auto o0 = Clock::now();
+    parallel->optimizer().step(done.lr);
+    model::waitForDevice(device);
+    done.optimizerSeconds = since(o0);
+    done.before = loader->cursor();
+    loader->commit();
+    done.loss = a.lossSum / targetsPerStep;
+    done.stepSeconds = since(t0);
+    slowestStep = std::max(slowestStep, done.stepSeconds);
+    comm::setTrainingThreadLimit(stepLimit());
+    return Recovery::Continue;
+}
+
+void Trainer::State::recordStep(std::uint64_t step, const Committed& done, double targetsPerStep) {
+    const Attempt& a = done.attempt;
+    StepRow row{{step, done.loss, done.lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), done.stepSeconds,
+                 done.wait, a.work.forward, a.work.backward, a.sync, done.optimizerSeconds, a.work.waiting},
+                {}};
+    const data::Cursor& after = loader->cursor();
+    for (std::size_t i = 0; i < spec.sources.size(); ++i)
+        row.sourceTokens.push_back((after.sources[i].samples - done.before.sources[i].samples) * spec.seqLen);
+    if (diag) diag->step(row.record, row.sourceTokens);
+    lastRow = std::move(row);
+}
+
+void Trainer::State::logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const {
+    const Attempt& a = done.attempt;
+    // f: the simultaneous node failures the current layout survives (fault.f, or fewer once nodes run out).
+    log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
+              config.steps, done.loss, done.lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * done.wait / done.stepSeconds,
+              duration(eta), tolerance, spares > 0 ? fmt::format(" +{} spare", spares) : std::string());
 }
 
 }  // namespace kiln::train

@@ -1,0 +1,75 @@
+// What runs between two committed steps and may meet a failure: publishing a
+// background checkpoint, writing one, admitting nodes. The step stays
+// committed; a failure is recovered from as from a failed step's attempt.
+#include "trainer_state.hpp"
+
+#include "kiln/base/log.hpp"
+#include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/ulfm.hpp"
+
+namespace kiln::train {
+
+double Trainer::State::stepLimit() const {
+    return config.stepTimeout > 0 ? config.stepTimeout : std::max(300.0, 10.0 * slowestStep);
+}
+
+Trainer::State::Recovery Trainer::State::atBoundary(std::uint64_t step, const char* what,
+                                                     const std::function<Recovery()>& work) {
+    try {
+        return work();
+    } catch (const ProcFailedError& e) {
+        log::detail("step {}: a rank failed while {}: {}", step, what, e.what());
+        comm::revoke(world.control());
+        parallel->interrupt();
+        return recoverFromFailure(step, 0.0);
+    }
+}
+
+Trainer::State::Recovery Trainer::State::publishFinishedCheckpoint(std::uint64_t step, const Attempt& done) {
+    if (!checkpointing->pending() || done.checkpointWriting != 0) return Recovery::Continue;
+    return atBoundary(step, "a checkpoint was published", [&] {
+        completeCheckpoint();
+        return Recovery::Continue;
+    });
+}
+
+Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std::uint64_t step, bool background) {
+    comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
+    struct LimitAgain {
+        const State& s;
+        ~LimitAgain() { comm::setTrainingThreadLimit(s.stepLimit()); }
+    } limitAgain{*this};
+    for (;;) {
+        const auto begun = Clock::now();
+        try {
+            injector->at(step, fault::Phase::Checkpoint);
+            if (background) {
+                startCheckpoint(at);
+            } else {
+                checkpoint(at, parallel->holders());
+            }
+            if (pendingFailure) {  // what was replayed is the checkpoint
+                pendingFailure->replay = since(begun);
+                if (diag) diag->failure(*pendingFailure);
+                pendingFailure.reset();
+            }
+            return Recovery::Continue;
+        } catch (const ProcFailedError& e) {
+            log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
+            comm::revoke(world.control());
+            parallel->interrupt();
+            const auto outcome = recoverFromFailure(step, since(begun));
+            if (outcome != Recovery::Continue) return outcome;
+        }
+    }
+}
+
+Trainer::State::Recovery Trainer::State::admitAtBoundary(std::uint64_t step, int nodes) {
+    admitPending = 0;
+    return atBoundary(step, "nodes were admitted", [&] {
+        if (checkpointing->pending()) completeCheckpoint();
+        return admit(step, nodes);
+    });
+}
+
+}  // namespace kiln::train

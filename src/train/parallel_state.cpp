@@ -92,7 +92,7 @@ std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std
     // On the CPU: messages on `comm` itself, no communicator created (safe right after a failure).
     if (!nccl_) return comm::makeMpiGroupTransport(comm, std::move(group), tag);
     // A GPU transfer that has not finished by then has a dead or hung peer.
-    const std::chrono::milliseconds deadline{static_cast<long long>(1e3 * config_.ncclTimeout)};
+    const std::chrono::milliseconds deadline = config_.deviceDeadline();
     if (static_cast<int>(group.size()) == size) return comm::makeNcclTransport(comm, device_.index(), deadline);
     // NCCL needs a communicator of the group: created by its members alone.
     MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
@@ -150,7 +150,7 @@ void ParallelState::connect(comm::World& world) {
         layout_, world.control(), *model_, kBucketBytes,
         [this](MPI_Comm comm, const std::vector<int>& group, int tag) { return makeTransport(comm, group, tag); });
     stage_ = std::make_unique<PipelineStage>(*model_, layout_, world.rank(), *transport_, device_,
-                                             config_.precision == "bf16");
+                                             config_.precision == "bf16", config_.deviceDeadline());
 }
 
 StepWork ParallelState::runStep(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,

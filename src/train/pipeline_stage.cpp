@@ -1,7 +1,6 @@
 #include "kiln/train/pipeline_stage.hpp"
 
 #include "kiln/model/autocast_scope.hpp"
-#include "kiln/model/device.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,9 +16,9 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 PipelineStage::PipelineStage(model::Gpt& model, const plan::Layout& layout, int rank, comm::Transport& transport,
-                             torch::Device device, bool bf16)
+                             torch::Device device, bool bf16, std::chrono::milliseconds deviceDeadline)
     : model_(model), layout_(layout), role_(layout.roles.at(static_cast<std::size_t>(rank))), transport_(transport),
-      device_(device), bf16_(bf16) {
+      device_(device), bf16_(bf16), clock_(device, deviceDeadline) {
     if (!role_.idle()) pipeline_ = &layout.pipelines[static_cast<std::size_t>(role_.pipeline)];
 }
 
@@ -88,7 +87,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
     } else {
         input = receive(b, role_.previous, work).requires_grad_(true);
     }
-    const auto t0 = Clock::now();
+    const auto m0 = clock_.mark();
     torch::Tensor output;
     {
         // The weights' bf16 casts are kept from one microbatch to the next
@@ -113,9 +112,10 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
             if (!slot.layerOutputs.empty()) slot.layerOutputs.back() = output;
         }
     }
-    model::waitForDevice(device_);  // true compute times on a GPU (diag.h5)
-    injector_->straggle(step_, fault::Phase::Forward, since(t0));
-    work.forward += since(t0);
+    // An injected straggler's lag is in proportion to what it computed: only then is the device waited for.
+    if (injector_->lag(step_, fault::Phase::Forward, 1.0) > 0.0)
+        injector_->straggle(step_, fault::Phase::Forward, clock_.seconds(m0, clock_.mark()));
+    computed_.push_back({m0, clock_.mark(), /*forward=*/true, 0.0});
     if (role_.last()) {
         // Summed where it was computed; read once per step (a read is a device sync).
         const auto loss = output.detach().to(torch::kFloat64);
@@ -132,7 +132,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     InFlight& slot = inFlight_[local];
     torch::Tensor gradient;
     if (!role_.last()) gradient = receive(samplesOf(local), role_.next, work);
-    const auto t0 = Clock::now();
+    const auto m0 = clock_.mark();
     const double sumsBefore = work.sums;
     if (!slot.layerOutputs.empty()) {
         backwardByLayer(slot, gradient, targetsPerStep, work);
@@ -141,9 +141,9 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     } else {
         slot.output.backward(gradient);
     }
-    model::waitForDevice(device_);
-    injector_->straggle(step_, fault::Phase::Backward, since(t0) - (work.sums - sumsBefore));
-    work.backward += since(t0);
+    if (injector_->lag(step_, fault::Phase::Backward, 1.0) > 0.0)
+        injector_->straggle(step_, fault::Phase::Backward, clock_.seconds(m0, clock_.mark()) - (work.sums - sumsBefore));
+    computed_.push_back({m0, clock_.mark(), /*forward=*/false, work.sums - sumsBefore});
     if (!role_.first()) send(slot.input.grad(), role_.previous);
     slot = InFlight{};  // the activations of this microbatch are no longer needed
     releaseFinishedSends();
@@ -164,10 +164,8 @@ void PipelineStage::backwardByLayer(InFlight& slot, const torch::Tensor& gradien
         slot.layerOutputs.resize(k);
         const auto t0 = Clock::now();
         (*layerDone_)(model_.firstLayer() + static_cast<std::uint32_t>(k));
-        // Not compute: the sums' own time (counted apart from backward by the caller).
-        const double seconds = since(t0);
-        work.sums += seconds;
-        work.backward -= seconds;
+        // Not compute: the sums' own time (taken off the backward's by the caller).
+        work.sums += since(t0);
     }
 }
 
@@ -185,6 +183,8 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});
     lossSum_ = torch::Tensor();
+    clock_.reset();
+    computed_.clear();
     // An attempt abandoned by a failure may have left casts of the weights behind.
     model::AutocastScope::clearCache(bf16_);
     loadTokens(batch);
@@ -206,6 +206,11 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     transport_.waitSends();
     work.waiting += since(t0);
     sending_.clear();
+    // The compute times, read once the device has run the step's work (one wait, with a deadline).
+    for (const auto& c : computed_) {
+        const double seconds = clock_.seconds(c.from, c.to);
+        (c.forward ? work.forward : work.backward) += std::max(0.0, seconds - c.notCompute);
+    }
     model::AutocastScope::clearCache(bf16_);
     // Every rank of a split last stage has the loss; slot 0 reports it.
     if (lossSum_.defined() && role_.slot == 0) work.lossSum = lossSum_.item<double>();

@@ -8,7 +8,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/admit_request.hpp"
-#include "kiln/model/device.hpp"
+#include "kiln/model/compute_clock.hpp"
 
 #include <fmt/format.h>
 
@@ -121,7 +121,7 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
     done.lr = learningRate(config, step);
     const auto o0 = Clock::now();
     parallel->optimizer().step(done.lr);
-    model::waitForDevice(device);
+    model::waitForDevice(device, config.deviceDeadline());
     done.optimizerSeconds = since(o0);
     done.before = loader->cursor();
     loader->commit();

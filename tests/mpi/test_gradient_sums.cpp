@@ -159,7 +159,7 @@ TEST(GradientSums, BackwardLayerByLayerReportsFinalGradients) {
     auto transport = kiln::comm::makeMpiTransport(MPI_COMM_SELF);
     kiln::fault::FaultInjector injector({}, 0);
     Gpt model(config);
-    kiln::train::PipelineStage stage(model, layout, 0, *transport, torch::kCPU, false);
+    kiln::train::PipelineStage stage(model, layout, 0, *transport, torch::kCPU, false, std::chrono::seconds(60));
     const double targets = 6.0 * config.seqLen;
 
     const auto whole = stage.run(batch, targets, injector, 0);

@@ -173,7 +173,7 @@ TEST(PipelineOrder, OneFOneBCompletesOverLinksInNcclOrder) {
     auto links = kiln::comm::makeLinkTransport(MPI_COMM_WORLD, {role.previous, role.next},
                                                [](MPI_Comm pair) { return std::make_unique<InOrderTransport>(pair); });
     kiln::model::Gpt stageModel(config, role.firstLayer, role.endLayer);
-    kiln::train::PipelineStage stage(stageModel, layout, rank, *links, torch::kCPU, false);
+    kiln::train::PipelineStage stage(stageModel, layout, rank, *links, torch::kCPU, false, std::chrono::seconds(60));
     double loss = 0.0;
     for (int step = 0; step < 2; ++step) loss = stage.run(batch, targets, injector, 0).lossSum;
     MPI_Bcast(&loss, 1, MPI_DOUBLE, 2, MPI_COMM_WORLD);
@@ -182,7 +182,7 @@ TEST(PipelineOrder, OneFOneBCompletesOverLinksInNcclOrder) {
     const auto whole = onePipeline(1);
     auto self = kiln::comm::makeMpiTransport(MPI_COMM_SELF);
     kiln::model::Gpt model(config);
-    kiln::train::PipelineStage alone(model, whole, 0, *self, torch::kCPU, false);
+    kiln::train::PipelineStage alone(model, whole, 0, *self, torch::kCPU, false, std::chrono::seconds(60));
     const double reference = alone.run(batch, targets, injector, 0).lossSum;
     EXPECT_GT(reference, 0.0);
     EXPECT_NEAR(loss, reference, 1e-9 * reference) << "the pipeline's loss is the whole model's";

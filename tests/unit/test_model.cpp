@@ -1,6 +1,8 @@
 // The model: a block's gradients agree with finite differences in double
 // precision, a layer's initial weights depend only on (seed, index), the
-// vocabulary may be padded, and a rank's cores go to one thread pool.
+// vocabulary may be padded, a rank's cores go to one thread pool, and the
+// compute clock measures between its marks.
+#include "kiln/model/compute_clock.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/profiler.hpp"
 #include "kiln/model/model_config.hpp"
@@ -198,4 +200,19 @@ TEST(ComputeThreads, TheDefaultSharesTheHostAmongItsRanks) {
     // Bound to fewer CPUs than the host has: the binding is the share; else half the host, at least 1.
     EXPECT_EQ(t.cores, allowed < host ? allowed : std::max(1, host / 2));
     EXPECT_EQ(useComputeThreads(0, 10 * host).cores, allowed < host ? allowed : 1);
+}
+
+TEST(ComputeClock, MarksMeasureWhatRanBetweenThemAndAreReusedAfterAReset) {
+    kiln::model::ComputeClock clock(torch::kCPU, std::chrono::seconds(1));
+    const auto a = clock.mark();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const auto b = clock.mark();
+    const auto c = clock.mark();
+    EXPECT_GE(clock.seconds(a, b), 0.029);
+    EXPECT_LT(clock.seconds(b, c), clock.seconds(a, b));
+    EXPECT_NEAR(clock.seconds(a, c), clock.seconds(a, b) + clock.seconds(b, c), 1e-9);
+    clock.reset();
+    EXPECT_EQ(clock.mark(), a);  // marks count from the start again
+    EXPECT_THROW(clock.seconds(a, b), std::out_of_range);  // b belonged to the last step
+    kiln::model::waitForDevice(torch::Device(torch::kCPU), std::chrono::milliseconds(1));  // nothing queued on a CPU
 }

@@ -8,11 +8,13 @@
 #include "kiln/comm/transport.hpp"
 #include "kiln/data/loader.hpp"
 #include "kiln/fault/fault_injector.hpp"
+#include "kiln/model/compute_clock.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/plan/layout.hpp"
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
 
 namespace kiln::train {
@@ -27,9 +29,10 @@ struct StageWork {
 
 class PipelineStage {
 public:
-    // `transport` connects the ranks of the layout's communicator.
+    // `transport` connects the ranks of the layout's communicator;
+    // `deviceDeadline` bounds the one wait a step makes for the device.
     PipelineStage(model::Gpt& model, const plan::Layout& layout, int rank, comm::Transport& transport,
-                  torch::Device device, bool bf16);
+                  torch::Device device, bool bf16, std::chrono::milliseconds deviceDeadline);
 
     // Forward and backward of every microbatch of this rank's pipeline for
     // `batch` (this rank's slice: the pipeline's samples on first and last
@@ -80,6 +83,15 @@ private:
     torch::Tensor tokens_, pinnedTokens_;
     torch::Tensor lossSum_;  // float64, on the device
     std::vector<std::pair<std::uint64_t, torch::Tensor>> sending_;  // ticket, buffer kept alive
+    // The step's forwards and backwards between marks of the device's clock,
+    // less the seconds of gradient sums inside them; added up when the step ends.
+    model::ComputeClock clock_;
+    struct Computed {
+        model::ComputeClock::Mark from, to;
+        bool forward;
+        double notCompute;
+    };
+    std::vector<Computed> computed_;
 };
 
 }  // namespace kiln::train

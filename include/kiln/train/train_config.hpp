@@ -1,6 +1,8 @@
 // Optimisation settings from the deck, and the learning-rate schedule.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <string>
 
@@ -27,6 +29,10 @@ struct TrainConfig {
     bool resume = true;
     double stepTimeout = 0.0;    // fault.step_timeout_s; 0: automatic
     double ncclTimeout = 120.0;  // fault.nccl_timeout_s
+    // The longest any wait for the GPU may take (NCCL's and the compute's).
+    std::chrono::milliseconds deviceDeadline() const {
+        return std::chrono::milliseconds{static_cast<long long>(1e3 * ncclTimeout)};
+    }
     std::string resumeFrom;  // a checkpoint file; empty: the one `latest` names
 };
 

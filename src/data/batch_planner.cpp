@@ -94,23 +94,24 @@ SampleStart BatchPlanner::takeSample(std::size_t source, SourceCursor& c) {
     }
 }
 
-StepPlan BatchPlanner::plan(const Cursor& at) {
+StepPlan BatchPlanner::plan(const Cursor& at, const SampleTaken& taken) {
     StepPlan plan{at.step, {}, at};
     Cursor& c = plan.next;
     const std::size_t active = spec_.sources.size();
     std::vector<std::uint64_t> counts(active);
     for (std::size_t s = 0; s < active; ++s) counts[s] = c.sources[s].samples - c.sources[s].segmentBase;
-    plan.samples.reserve(spec_.globalBatch);
-    for (std::uint64_t i = 0; i < spec_.globalBatch; ++i) {
-        const std::size_t s = schedule_.pick(counts, c.samples - c.segmentStart);
-        plan.samples.push_back(takeSample(s, c.sources[s]));
-        ++counts[s];
-        ++c.samples;
-    }
     // Consecutive samples of one source are consecutive windows of its stream.
     // A keyed shuffle of the batch spreads them, so that any slice of the batch
     // (a pipeline's share, a microbatch) holds a fair mix of sources and documents.
     const KeyedPermutation shuffle(spec_.globalBatch, mix64(spec_.seed ^ mix64(at.step + 0x62617463ull)));
+    plan.samples.reserve(spec_.globalBatch);
+    for (std::uint64_t i = 0; i < spec_.globalBatch; ++i) {
+        const std::size_t s = schedule_.pick(counts, c.samples - c.segmentStart);
+        plan.samples.push_back(takeSample(s, c.sources[s]));
+        if (taken) taken(shuffle(i), plan.samples.back());
+        ++counts[s];
+        ++c.samples;
+    }
     std::vector<SampleStart> ordered(plan.samples.size());
     for (std::uint64_t i = 0; i < ordered.size(); ++i) ordered[shuffle(i)] = plan.samples[i];
     plan.samples = std::move(ordered);

@@ -57,19 +57,20 @@ void DataLoader::run(Cursor from, std::uint64_t first, std::uint64_t count) {
                 if (stop_) return;
             }
             Ready next;
-            next.plan = planner_.plan(from);
-            from = next.plan.next;
             Batch& b = next.batch;
-            b.step = next.plan.step;
             b.first = first;
             b.count = count;
             b.sampleLength = length;
             b.tokens.resize(count * length);
-            for (std::uint64_t i = 0; i < count; ++i) {
-                const SampleStart& sample = next.plan.samples[first + i];
-                planner_.readSample(sample, b.tokens.data() + i * length);
-                b.sourceOfSample.push_back(sample.source);
-            }
+            b.sourceOfSample.resize(count);
+            // This rank's samples are read as they are planned (see BatchPlanner::plan).
+            next.plan = planner_.plan(from, [&](std::uint64_t position, const SampleStart& sample) {
+                if (position < first || position >= first + count) return;
+                planner_.readSample(sample, b.tokens.data() + (position - first) * length);
+                b.sourceOfSample[position - first] = sample.source;
+            });
+            from = next.plan.next;
+            b.step = next.plan.step;
             {
                 std::lock_guard lock(mutex_);
                 if (stop_) return;

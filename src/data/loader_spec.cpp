@@ -29,6 +29,7 @@ LoaderSpec loaderSpecFromDeck(const config::Deck& deck) {
     spec.windowBlocks = static_cast<std::uint64_t>(deck.integer("data.shuffle_window"));
     spec.prefetchSteps = static_cast<std::uint64_t>(deck.integer("data.prefetch_steps"));
     spec.openShards = static_cast<std::size_t>(deck.integer("data.open_shards"));
+    if (spec.openShards == 0) spec.openShards = defaultOpenShards(spec.windowBlocks);
     spec.shardMemoryBytes = static_cast<std::uint64_t>(deck.integer("data.shard_memory_mb")) << 20;
     spec.tokenizer = deck.text("data.tokenizer");
     return spec;

@@ -24,6 +24,7 @@ struct SourceReader::OpenShard {
     h5::Handle tokenSpace, offsetSpace, memSpace;  // reused: creating them costs more than the read
     std::vector<std::uint64_t> offsetBlock;
     std::uint64_t offsetBlockStart = ~std::uint64_t{0};
+    std::uint64_t lastUse = 0;  // the reader's use count when it was last used: the least recent goes first
 };
 
 namespace {
@@ -152,8 +153,24 @@ std::uint64_t SourceReader::wholeBytes(std::size_t index) const {
            (manifest_.shards.numDocs(index) + 1) * sizeof(std::uint64_t);
 }
 
+// Evicts the least recently used shard of `order`, returning its index. A
+// scan at eviction only (hits stay O(1)): a shuffle window revisits its
+// shards in random order, where first-in-first-out would close shards still in use.
+std::size_t SourceReader::evictLeastRecent(std::deque<std::size_t>& order) {
+    auto oldest = order.begin();
+    for (auto it = order.begin(); it != order.end(); ++it)
+        if (shards_[*it]->lastUse < shards_[*oldest]->lastUse) oldest = it;
+    const std::size_t index = *oldest;
+    order.erase(oldest);
+    shards_[index].reset();
+    return index;
+}
+
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
-    if (shards_[index]) return *shards_[index];
+    if (shards_[index]) {
+        shards_[index]->lastUse = ++uses_;
+        return *shards_[index];
+    }
     const std::uint64_t bytes = wholeBytes(index);
     const bool whole = bytes <= options_.wholeShardBytes && manifest_.shards.numDocs(index) <= options_.wholeShardDocs;
     auto shard = openFile(index, whole);
@@ -172,20 +189,15 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
         shard->tokens.reset();
         shard->offsets.reset();
         shard->file.reset();
-        while (!memoryOrder_.empty() && memoryBytes_ + bytes > options_.shardMemoryBytes) {
-            memoryBytes_ -= wholeBytes(memoryOrder_.front());
-            shards_[memoryOrder_.front()].reset();
-            memoryOrder_.pop_front();
-        }
+        while (!memoryOrder_.empty() && memoryBytes_ + bytes > options_.shardMemoryBytes)
+            memoryBytes_ -= wholeBytes(evictLeastRecent(memoryOrder_));
         memoryOrder_.push_back(index);
         memoryBytes_ += bytes;
     } else {
-        if (openOrder_.size() >= options_.maxOpenShards) {
-            shards_[openOrder_.front()].reset();
-            openOrder_.pop_front();
-        }
+        if (openOrder_.size() >= options_.maxOpenShards) evictLeastRecent(openOrder_);
         openOrder_.push_back(index);
     }
+    shard->lastUse = ++uses_;
     shards_[index] = std::move(shard);
     return *shards_[index];
 }

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <optional>
+#include <functional>
 #include <vector>
 
 namespace kiln::data {
@@ -49,7 +50,13 @@ public:
     // new sources start at zero; changed weights start a new segment.
     Cursor resume(const Cursor& saved) const;
 
-    StepPlan plan(const Cursor& at);
+    // The step at `at`. `taken(position, sample)` runs for each sample as
+    // soon as it is planned (`position`: its place in the shuffled batch),
+    // while the documents it walked are still the reader's open ones: a
+    // rank reads its slice in the same pass, instead of walking the window
+    // twice with twice the shards open.
+    using SampleTaken = std::function<void(std::uint64_t position, const SampleStart& sample)>;
+    StepPlan plan(const Cursor& at, const SampleTaken& taken = {});
     // The seqLen + 1 tokens of one sample.
     void readSample(const SampleStart& sample, std::uint32_t* out);
 

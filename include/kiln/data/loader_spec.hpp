@@ -26,7 +26,7 @@ struct LoaderSpec {
     std::uint64_t blockDocs = 64;     // documents per shuffle block
     std::uint64_t windowBlocks = 64;  // blocks interleaved together
     std::uint64_t prefetchSteps = 2;
-    std::size_t openShards = 128;     // open shard files per source and rank (data.open_shards)
+    std::size_t openShards = 80;      // open shard files per source and rank (data.open_shards)
     std::uint64_t shardMemoryBytes = 64u << 20;  // small shards held whole, per source and rank (data.shard_memory_mb)
     std::string tokenizer;            // "", "bytes" or a SentencePiece .model: what the sources must match
 
@@ -35,5 +35,12 @@ struct LoaderSpec {
 };
 
 LoaderSpec loaderSpecFromDeck(const config::Deck& deck);
+
+// data.open_shards = 0: the shards a shuffle window of `windowBlocks` blocks
+// spans, a quarter more for blocks that straddle two shards (the reader's
+// least recently used file is closed first; measured in perf/RESULTS.md).
+inline std::size_t defaultOpenShards(std::uint64_t windowBlocks) {
+    return static_cast<std::size_t>(windowBlocks + (windowBlocks + 3) / 4);
+}
 
 }  // namespace kiln::data

@@ -108,8 +108,10 @@ private:
     SourceManifest manifest_;
     io::h5::Handle fileAccess_, tokenAccess_, offsetAccess_;  // property lists every opening uses
     std::vector<std::unique_ptr<OpenShard>> shards_;
-    std::deque<std::size_t> openOrder_;    // shards read through HDF5, oldest first
-    std::deque<std::size_t> memoryOrder_;  // shards held whole, oldest first
+    std::deque<std::size_t> openOrder_;    // shards read through HDF5
+    std::deque<std::size_t> memoryOrder_;  // shards held whole
+    std::uint64_t uses_ = 0;               // shard uses so far (OpenShard::lastUse)
+    std::size_t evictLeastRecent(std::deque<std::size_t>& order);
     std::uint64_t memoryBytes_ = 0;
     std::vector<std::uint16_t> narrow_;  // read buffer for 16-bit shards
     bool checksummed_ = true;

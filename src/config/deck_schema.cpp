@@ -249,14 +249,17 @@ const std::vector<KeySpec>& deckSchema() {
         {"data.prefetch_steps", KeyType::Integer, "2", "Global batches the loader reads ahead in a background thread.",
          atLeast(1)},
         {"data.open_shards", KeyType::Integer, "0",
-         "Large shard files (over 1 MiB of tokens) each rank keeps open per source, the least recently used closed "
+         "Shard files read by the chunk (shards whose shuffle blocks exceed 1 MiB) each rank keeps open per source, "
+         "the least recently used closed "
          "first: open files stay bounded whatever the corpus. 0: a quarter more than data.shuffle_window (the shards "
          "one shuffle window spans, with room for blocks that straddle two shards); fewer reopen shards within a "
          "window. Each open file costs about 1 MB (HDF5's per-file cache and two chunks).",
          atLeast(0)},
         {"data.shard_memory_mb", KeyType::Integer, "64",
-         "Small shards (up to 1 MiB of tokens) are read whole when the stream reaches them and held in memory, their "
-         "file closed, up to this many MB per source and rank: enough for the shards one shuffle window spans.",
+         "Small shards (up to 1 MiB of tokens) are read whole when the stream reaches them, and larger shards of "
+         "short documents by the shuffle block (a block of up to 1 MiB), their files closed; both are held in memory "
+         "up to this many MB per source and rank, the least recently used dropped first: enough for the blocks one "
+         "shuffle window spans.",
          atLeast(1)},
     };
     return schema;

@@ -73,6 +73,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     options.maxOpenShards = spec.openShards;
     options.shardMemoryBytes = spec.shardMemoryBytes;
     options.wholeShardDocs = 2 * spec.blockDocs;
+    options.blockDocs = spec.blockDocs;
     options.checkShardsAtOpen = false;  // below, divided among the ranks
     for (const auto& source : spec.sources)
         readers_.push_back(std::make_unique<SourceReader>(source.dir, sharedManifest(source, sharing.comm), options));

@@ -27,6 +27,14 @@ struct SourceReader::OpenShard {
     std::uint64_t lastUse = 0;  // the reader's use count when it was last used: the least recent goes first
 };
 
+struct SourceReader::HeldBlock {
+    std::uint64_t firstDoc = 0;            // within the shard
+    std::vector<std::uint64_t> offsets;    // its documents' bounds in the shard: documents + 1 values
+    std::vector<std::uint32_t> tokens;     // the shard's tokens [offsets.front(), offsets.back())
+    std::uint64_t lastUse = 0;
+    std::uint64_t bytes() const { return offsets.size() * sizeof(std::uint64_t) + tokens.size() * sizeof(std::uint32_t); }
+};
+
 namespace {
 
 // Dataset access with a chunk cache of `cacheBytes`: 521 slots (a prime, as
@@ -98,6 +106,7 @@ void SourceReader::checkShards(std::size_t begin, std::size_t end) {
 SourceReader::~SourceReader() {
     h5::LibraryLock lock(h5::libraryMutex());  // other threads call HDF5 too: close everything under the lock
     shards_.clear();
+    blocks_.clear();
     fileAccess_.reset();
     tokenAccess_.reset();
     offsetAccess_.reset();
@@ -166,13 +175,70 @@ std::size_t SourceReader::evictLeastRecent(std::deque<std::size_t>& order) {
     return index;
 }
 
+bool SourceReader::readWhole(std::size_t index) const {
+    return wholeBytes(index) <= options_.wholeShardBytes && manifest_.shards.numDocs(index) <= options_.wholeShardDocs;
+}
+
+bool SourceReader::readByBlock(std::size_t index) const {
+    const std::uint64_t docs = manifest_.shards.numDocs(index);
+    if (options_.blockDocs == 0 || docs == 0 || readWhole(index)) return false;
+    const std::uint64_t blockTokens = manifest_.shards.numTokens(index) * options_.blockDocs / docs;
+    return blockTokens * sizeof(std::uint32_t) <= options_.wholeShardBytes;
+}
+
+void SourceReader::makeRoom(std::uint64_t bytes) {
+    while (memoryBytes_ + bytes > options_.shardMemoryBytes && (!memoryOrder_.empty() || !blocks_.empty())) {
+        auto oldestBlock = blocks_.end();
+        for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
+            if (oldestBlock == blocks_.end() || it->second->lastUse < oldestBlock->second->lastUse) oldestBlock = it;
+        std::uint64_t oldestShardUse = ~std::uint64_t{0};
+        for (std::size_t index : memoryOrder_) oldestShardUse = std::min(oldestShardUse, shards_[index]->lastUse);
+        if (oldestBlock != blocks_.end() && oldestBlock->second->lastUse < oldestShardUse) {
+            memoryBytes_ -= oldestBlock->second->bytes();
+            blocks_.erase(oldestBlock);
+        } else {
+            memoryBytes_ -= wholeBytes(evictLeastRecent(memoryOrder_));
+        }
+    }
+}
+
+SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t doc) {
+    const auto key = std::make_pair(shard, doc / options_.blockDocs);
+    if (auto it = blocks_.find(key); it != blocks_.end()) {
+        it->second->lastUse = ++uses_;
+        return *it->second;
+    }
+    // The block's documents that lie in this shard (a block may straddle two).
+    const std::uint64_t first = manifest_.shards.docStarts()[shard];
+    const std::uint64_t from = std::max(key.second * options_.blockDocs, first) - first;
+    const std::uint64_t to = std::min((key.second + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
+    auto held = std::make_unique<HeldBlock>();
+    held->firstDoc = from;
+    held->offsets.resize(to - from + 1);
+    {
+        auto file = openFile(shard, /*whole=*/true);  // closed again at the end of this scope
+        readFromFile(shard, *file, /*tokens=*/false, from, held->offsets.size(), held->offsets.data());
+        for (std::size_t i = 1; i < held->offsets.size(); ++i)
+            if (held->offsets[i] < held->offsets[i - 1] || held->offsets[i] > manifest_.shards.numTokens(shard))
+                throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})",
+                                             shardPath(shard).string(), from + i - 1, held->offsets[i - 1], held->offsets[i]),
+                                 ErrorScope::ThisRank);
+        held->tokens.resize(held->offsets.back() - held->offsets.front());
+        readFromFile(shard, *file, /*tokens=*/true, held->offsets.front(), held->tokens.size(), held->tokens.data());
+    }
+    makeRoom(held->bytes());
+    memoryBytes_ += held->bytes();
+    held->lastUse = ++uses_;
+    return *(blocks_[key] = std::move(held));
+}
+
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
     if (shards_[index]) {
         shards_[index]->lastUse = ++uses_;
         return *shards_[index];
     }
     const std::uint64_t bytes = wholeBytes(index);
-    const bool whole = bytes <= options_.wholeShardBytes && manifest_.shards.numDocs(index) <= options_.wholeShardDocs;
+    const bool whole = readWhole(index);
     auto shard = openFile(index, whole);
     if (whole) {
         // Small: read whole (every chunk's checksum verified once), the file closed
@@ -189,8 +255,7 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
         shard->tokens.reset();
         shard->offsets.reset();
         shard->file.reset();
-        while (!memoryOrder_.empty() && memoryBytes_ + bytes > options_.shardMemoryBytes)
-            memoryBytes_ -= wholeBytes(evictLeastRecent(memoryOrder_));
+        makeRoom(bytes);
         memoryOrder_.push_back(index);
         memoryBytes_ += bytes;
     } else {
@@ -208,8 +273,12 @@ DocumentSpan SourceReader::locate(std::uint64_t doc) {
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
     const std::size_t shard = manifest_.shards.shardOf(doc);
     const std::uint64_t first = manifest_.shards.docStarts()[shard];
-    OpenShard& s = open(shard);
     const std::uint64_t local = doc - first;
+    if (readByBlock(shard)) {
+        const HeldBlock& b = block(shard, doc);
+        return {shard, b.offsets[local - b.firstDoc], b.offsets[local - b.firstDoc + 1]};
+    }
+    OpenShard& s = open(shard);
     if (local < s.offsetBlockStart || local + 1 >= s.offsetBlockStart + s.offsetBlock.size()) {
         s.offsetBlockStart = local - local % kOffsetBlock;
         s.offsetBlock.resize(std::min(kOffsetBlock + 1, manifest_.shards.numDocs(shard) + 1 - s.offsetBlockStart));
@@ -228,7 +297,13 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));
-    readShardTokens(span.shard, span.begin + begin, count, out);
+    if (readByBlock(span.shard)) {
+        h5::LibraryLock lock(h5::libraryMutex());
+        const HeldBlock& b = block(span.shard, doc);  // held since locate(), unless another thread evicted it
+        std::copy_n(b.tokens.begin() + static_cast<std::ptrdiff_t>(span.begin + begin - b.offsets.front()), count, out);
+    } else {
+        readShardTokens(span.shard, span.begin + begin, count, out);
+    }
     // An id outside the vocabulary would index past the embedding: never hand it on.
     const std::uint32_t vocab = manifest_.tokenizer.vocabSize;
     for (std::uint64_t i = 0; i < count; ++i)
@@ -270,9 +345,8 @@ template <typename ReadChunk>
 }  // namespace
 
 std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
-    const DocumentSpan span = locate(doc);
-    std::vector<std::uint32_t> tokens(span.length());
-    readShardTokens(span.shard, span.begin, span.length(), tokens.data());
+    std::vector<std::uint32_t> tokens(documentLength(doc));
+    readTokens(doc, 0, tokens.size(), tokens.data());
     return tokens;
 }
 

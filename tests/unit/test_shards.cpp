@@ -14,9 +14,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
+#include <set>
 
 namespace fs = std::filesystem;
 using namespace kiln::data;
@@ -429,4 +432,43 @@ TEST(Shards, SmallShardsAreHeldWholeWithinTheBudgets) {
     for (std::size_t d = 0; d < c.docs.size(); ++d) ASSERT_EQ(small.readDocument(d), c.docs[d]) << d;
     EXPECT_EQ(small.openShards(), 3u);
     EXPECT_EQ(small.shardsInMemory(), 0u);
+}
+
+// Pass criterion: shards too large to hold whole but of short documents are
+// read by the shuffle block (straddling shards included): every document
+// comes back, no file stays open, each (shard, block) piece is opened once
+// while the memory holds it, the budget bounds what is held, and a damaged
+// chunk under a block is named.
+TEST(Shards, LargeShardsOfShortDocumentsAreReadByTheBlock) {
+    const auto c = writeCorpus("blocks", 1000, 1500, 60000);  // about 400 documents a shard: blocks straddle shards
+    ASSERT_GE(c.manifest.shards.size(), 3u);
+    ReaderOptions options = lazily();
+    options.blockDocs = 64;
+    SourceReader reader(c.dir, options);
+    std::set<std::pair<std::size_t, std::uint64_t>> pieces;
+    for (std::uint64_t d = 0; d < c.docs.size(); ++d) pieces.insert({reader.manifest().shards.shardOf(d), d / 64});
+    std::vector<std::uint64_t> order(c.docs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::uint64_t d : order) ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
+    EXPECT_EQ(reader.openShards(), 0u);
+    EXPECT_EQ(reader.shardsInMemory(), 0u);
+    EXPECT_EQ(reader.blocksInMemory(), pieces.size());
+    EXPECT_EQ(reader.shardOpenings(), pieces.size()) << "each piece opened once: the memory held them all";
+
+    ReaderOptions tight = options;
+    tight.shardMemoryBytes = 3 * 64 * 160 * 4;  // about three blocks
+    SourceReader small(c.dir, tight);
+    for (std::uint64_t d : order) ASSERT_EQ(small.readDocument(d), c.docs[d]) << d;
+    EXPECT_LE(small.blocksInMemory(), 4u);
+    EXPECT_GT(small.shardOpenings(), pieces.size());
+
+    flipStoredBit(c.dir / c.manifest.shards[1].file, 0);
+    SourceReader damaged(c.dir, options);
+    const std::uint64_t doc = reader.manifest().shards.docStarts()[1];  // the shard's first document, in chunk 0
+    ASSERT_FALSE(c.docs[doc].empty());
+    const std::string error = errorOf([&] { damaged.readDocument(doc); });
+    EXPECT_NE(error.find(c.manifest.shards[1].file), std::string::npos) << error;
+    EXPECT_NE(error.find("in chunk 0"), std::string::npos) << error;
 }

@@ -10,15 +10,16 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <vector>
 
 namespace kiln::data {
 
-// Open shard files a reader keeps (data.open_shards): twice the blocks of a
-// shuffle window (each block may straddle two shards), so that large shards
-// are opened about once per window.
-inline constexpr std::size_t kDefaultOpenShards = 128;
+// Open shard files a reader keeps (data.open_shards): a quarter more than the
+// blocks of a default shuffle window (a block may straddle two shards), so
+// that large shards are opened about once per window.
+inline constexpr std::size_t kDefaultOpenShards = 80;
 
 struct ReaderOptions {
     // HDF5's chunk cache per open shard: two chunks (a window reads about one
@@ -37,6 +38,14 @@ struct ReaderOptions {
     std::uint64_t wholeShardDocs = 128;
     std::uint64_t wholeShardBytes = 1u << 20;
     std::uint64_t shardMemoryBytes = 64u << 20;
+    // Larger shards of short documents are read by the shuffle block
+    // (data.shuffle_block documents of the source, the unit a window takes
+    // from a shard): the block's offsets and tokens at once, the file closed,
+    // held within the same memory as whole shards. A window then holds no
+    // file open: an open HDF5 file costs about 1 MB, a block of 64 documents
+    // of a thousand tokens a quarter of that. Shards whose blocks average more
+    // than wholeShardBytes stay open files read by the chunk. 0: never.
+    std::uint64_t blockDocs = 64;
     // Open every shard's metadata at construction (existence, counts, tokenizer
     // against the manifest), so that a missing or mismatched shard is found at
     // start-up, not when the stream first reaches it. No tokens are read.
@@ -88,6 +97,7 @@ public:
     std::uint64_t shardOpenings() const { return openings_; }
     std::size_t openShards() const { return openOrder_.size(); }
     std::size_t shardsInMemory() const { return memoryOrder_.size(); }
+    std::size_t blocksInMemory() const { return blocks_.size(); }
 
     // Throws InputError naming both tokenizers unless the source was prepared with `expected`.
     void requireTokenizer(const TokenizerInfo& expected) const;
@@ -102,6 +112,14 @@ private:
     std::unique_ptr<OpenShard> openFile(std::size_t shard, bool whole);
     void readFromFile(std::size_t shard, OpenShard& s, bool tokens, std::uint64_t at, std::uint64_t count, void* out);
     std::uint64_t wholeBytes(std::size_t shard) const;
+    bool readWhole(std::size_t shard) const;
+    // A shuffle block's documents in one shard, held in memory.
+    struct HeldBlock;
+    bool readByBlock(std::size_t shard) const;
+    // The block of `doc` (in `shard`), read now unless held already.
+    HeldBlock& block(std::size_t shard, std::uint64_t doc);
+    // Evicts the least recently used whole shards and blocks until `bytes` more fit.
+    void makeRoom(std::uint64_t bytes);
 
     std::filesystem::path dir_;
     ReaderOptions options_;
@@ -110,7 +128,8 @@ private:
     std::vector<std::unique_ptr<OpenShard>> shards_;
     std::deque<std::size_t> openOrder_;    // shards read through HDF5
     std::deque<std::size_t> memoryOrder_;  // shards held whole
-    std::uint64_t uses_ = 0;               // shard uses so far (OpenShard::lastUse)
+    std::map<std::pair<std::size_t, std::uint64_t>, std::unique_ptr<HeldBlock>> blocks_;  // by (shard, block)
+    std::uint64_t uses_ = 0;               // shard and block uses so far (lastUse)
     std::size_t evictLeastRecent(std::deque<std::size_t>& order);
     std::uint64_t memoryBytes_ = 0;
     std::vector<std::uint16_t> narrow_;  // read buffer for 16-bit shards

@@ -268,15 +268,21 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {
+    const HeldBlock* held = nullptr;
+    return locate(doc, held);
+}
+
+DocumentSpan SourceReader::locate(std::uint64_t doc, const HeldBlock*& held) {
     h5::LibraryLock lock(h5::libraryMutex());
+    held = nullptr;
     if (doc >= numDocuments())
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
     const std::size_t shard = manifest_.shards.shardOf(doc);
     const std::uint64_t first = manifest_.shards.docStarts()[shard];
     const std::uint64_t local = doc - first;
     if (readByBlock(shard)) {
-        const HeldBlock& b = block(shard, doc);
-        return {shard, b.offsets[local - b.firstDoc], b.offsets[local - b.firstDoc + 1]};
+        held = &block(shard, doc);
+        return {shard, held->offsets[local - held->firstDoc], held->offsets[local - held->firstDoc + 1]};
     }
     OpenShard& s = open(shard);
     if (local < s.offsetBlockStart || local + 1 >= s.offsetBlockStart + s.offsetBlock.size()) {
@@ -293,14 +299,15 @@ DocumentSpan SourceReader::locate(std::uint64_t doc) {
 }
 
 void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint64_t count, std::uint32_t* out) {
-    const DocumentSpan span = locate(doc);
+    h5::LibraryLock lock(h5::libraryMutex());  // held from the lookup to the copy: the block cannot be evicted between
+    const HeldBlock* held = nullptr;
+    const DocumentSpan span = locate(doc, held);
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));
-    if (readByBlock(span.shard)) {
-        h5::LibraryLock lock(h5::libraryMutex());
-        const HeldBlock& b = block(span.shard, doc);  // held since locate(), unless another thread evicted it
-        std::copy_n(b.tokens.begin() + static_cast<std::ptrdiff_t>(span.begin + begin - b.offsets.front()), count, out);
+    if (held) {
+        std::copy_n(held->tokens.begin() + static_cast<std::ptrdiff_t>(span.begin + begin - held->offsets.front()), count,
+                    out);
     } else {
         readShardTokens(span.shard, span.begin + begin, count, out);
     }
@@ -350,22 +357,31 @@ std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
     return tokens;
 }
 
+namespace {
+
+// Values [at, at + count) of a shard held whole.
+template <typename T>
+void copyHeld(const std::vector<T>& held, std::uint64_t at, std::uint64_t count, T* out, const char* what,
+              std::size_t shard) {
+    if (at + count > held.size())
+        throw std::out_of_range(fmt::format("{} [{}, {}) of shard {} of {}", what, at, at + count, shard, held.size()));
+    std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+}
+
+}  // namespace
+
 void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/true, at, count, out);
-    if (at + count > s.tokenData.size())
-        throw std::out_of_range(fmt::format("tokens [{}, {}) of shard {} of {}", at, at + count, shard, s.tokenData.size()));
-    std::copy_n(s.tokenData.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+    copyHeld(s.tokenData, at, count, out, "tokens", shard);
 }
 
 void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/false, at, count, out);
-    if (at + count > s.offsetData.size())
-        throw std::out_of_range(fmt::format("offsets [{}, {}) of shard {} of {}", at, at + count, shard, s.offsetData.size()));
-    std::copy_n(s.offsetData.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+    copyHeld(s.offsetData, at, count, out, "offsets", shard);
 }
 
 void SourceReader::readFromFile(std::size_t shard, OpenShard& s, bool tokens, std::uint64_t at, std::uint64_t count,

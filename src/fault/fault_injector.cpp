@@ -170,6 +170,12 @@ double FaultInjector::lag(std::uint64_t step, Phase phase, double computed) cons
     return seconds;
 }
 
+bool FaultInjector::slows(std::uint64_t step) const {
+    for (const auto& i : mine_)
+        if (i.action == Injection::Action::Lag && step >= i.step && step <= i.endStep) return true;
+    return false;
+}
+
 void FaultInjector::straggle(std::uint64_t step, Phase phase, double computed) const {
     // Asleep, not busy: a slow device keeps the host's cores free.
     if (const double seconds = lag(step, phase, computed); seconds > 0.0)

@@ -113,7 +113,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         }
     }
     // An injected straggler's lag is in proportion to what it computed: only then is the device waited for.
-    if (injector_->lag(step_, fault::Phase::Forward, 1.0) > 0.0)
+    if (injector_->slows(step_))
         injector_->straggle(step_, fault::Phase::Forward, clock_.seconds(m0, clock_.mark()));
     computed_.push_back({m0, clock_.mark(), /*forward=*/true, 0.0});
     if (role_.last()) {
@@ -141,7 +141,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     } else {
         slot.output.backward(gradient);
     }
-    if (injector_->lag(step_, fault::Phase::Backward, 1.0) > 0.0)
+    if (injector_->slows(step_))
         injector_->straggle(step_, fault::Phase::Backward, clock_.seconds(m0, clock_.mark()) - (work.sums - sumsBefore));
     computed_.push_back({m0, clock_.mark(), /*forward=*/false, work.sums - sumsBefore});
     if (!role_.first()) send(slot.input.grad(), role_.previous);

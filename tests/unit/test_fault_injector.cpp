@@ -40,4 +40,8 @@ TEST(FaultInjection, LagFollowsTheStepsAndPhases) {
     EXPECT_DOUBLE_EQ(injector.lag(4, Phase::Forward, 1.0), 2.25);  // both items
     EXPECT_DOUBLE_EQ(injector.lag(4, Phase::Backward, 1.0), 2.0);  // seconds go to forwards only
     EXPECT_DOUBLE_EQ(injector.lag(5, Phase::Forward, 1.0), 0.25);  // to the end of the run
+    EXPECT_FALSE(injector.slows(2));
+    EXPECT_TRUE(injector.slows(3));
+    EXPECT_TRUE(injector.slows(5));
+    EXPECT_FALSE(FaultInjector(items, 2).slows(3)) << "rank 2 is named by no item";
 }

@@ -118,6 +118,8 @@ private:
     bool readByBlock(std::size_t shard) const;
     // The block of `doc` (in `shard`), read now unless held already.
     HeldBlock& block(std::size_t shard, std::uint64_t doc);
+    // locate(), and the held block the document's tokens are in (null when read from a file).
+    DocumentSpan locate(std::uint64_t doc, const HeldBlock*& held);
     // Evicts the least recently used whole shards and blocks until `bytes` more fit.
     void makeRoom(std::uint64_t bytes);
 

@@ -61,6 +61,9 @@ public:
     // Seconds this rank's ':slow=' items add to one microbatch's forward or
     // backward (`phase`) at `step`, which computed for `computed` seconds.
     double lag(std::uint64_t step, Phase phase, double computed) const;
+    // Whether a ':slow=' item applies at `step`: only then does the lag need
+    // what was computed (on a GPU, reading it waits for the device).
+    bool slows(std::uint64_t step) const;
     // Sleeps that long (nothing when no item applies).
     void straggle(std::uint64_t step, Phase phase, double computed) const;
 

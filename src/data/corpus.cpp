@@ -94,7 +94,10 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
         checked_ = end - begin;
     });
     agree(sharing.comm, problem);
-    for (auto& reader : readers_) reader->markAllChecked();
+    for (auto& reader : readers_) {
+        reader->markAllChecked();
+        reader->dropShardChecksums();  // 8 bytes a shard: 12 MB at 1.5 M shards
+    }
     // Which sources have shards of format 1: known to the ranks that opened them.
     std::vector<int> checksummed;
     for (const auto& reader : readers_) checksummed.push_back(reader->checksummed() ? 1 : 0);

@@ -29,7 +29,19 @@ void ShardTable::set(std::size_t index, const ShardSummary& shard) {
 
 ShardSummary ShardTable::operator[](std::size_t index) const {
     if (index >= size()) throw std::out_of_range(fmt::format("shard {} of {}", index, size()));
-    return {file(index), numDocs(index), numTokens(index), tokensCrc_[index], offsetsCrc_[index]};
+    return {file(index), numDocs(index), numTokens(index), tokensCrc(index), offsetsCrc(index)};
+}
+
+void ShardTable::dropChecksums() {
+    std::vector<std::uint32_t>().swap(tokensCrc_);  // freed, not only emptied
+    std::vector<std::uint32_t>().swap(offsetsCrc_);
+    checksumsDropped_ = true;
+}
+
+std::pair<const std::vector<std::uint32_t>&, const std::vector<std::uint32_t>&> ShardTable::checksums() const {
+    if (checksumsDropped_)
+        throw std::logic_error("the shard checksums were dropped after the start-up check (ShardTable::dropChecksums)");
+    return {tokensCrc_, offsetsCrc_};
 }
 
 std::string ShardTable::file(std::size_t index) const { return names_.empty() ? shardFileName(index) : names_[index]; }

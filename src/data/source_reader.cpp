@@ -124,7 +124,7 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::openFile(std::size_t inde
                          ErrorScope::ThisRank);
     }
     ++openings_;
-    const ShardSummary entry = manifest_.shards[index];
+    const std::uint64_t numDocs = manifest_.shards.numDocs(index), numTokens = manifest_.shards.numTokens(index);
     const auto mismatch = [&](const char* what, auto inFile, auto inManifest) {
         return InputError(fmt::format("{}: {} is {} in the shard but {} in {}; the source is inconsistent, prepare it again",
                                       context, what, inFile, inManifest, (dir_ / kManifestName).string()),
@@ -135,9 +135,10 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::openFile(std::size_t inde
     if (!allChecked_) {
         const ShardHeader header = readShardHeader(shard->file, context);
         if (header.formatVersion < 2) checksummed_ = false;
-        if (header.numDocs != entry.numDocs) throw mismatch("n_docs", header.numDocs, entry.numDocs);
-        if (header.numTokens != entry.numTokens) throw mismatch("n_tokens", header.numTokens, entry.numTokens);
-        if (header.tokensCrc != entry.tokensCrc) throw mismatch("tokens_crc32", header.tokensCrc, entry.tokensCrc);
+        if (header.numDocs != numDocs) throw mismatch("n_docs", header.numDocs, numDocs);
+        if (header.numTokens != numTokens) throw mismatch("n_tokens", header.numTokens, numTokens);
+        if (header.tokensCrc != manifest_.shards.tokensCrc(index))
+            throw mismatch("tokens_crc32", header.tokensCrc, manifest_.shards.tokensCrc(index));
         if (header.tokenizer.id != manifest_.tokenizer.id)
             throw mismatch("tokenizer_id", header.tokenizer.id, manifest_.tokenizer.id);
         if (header.tokenBits != manifest_.tokenBits) throw mismatch("token_bits", header.tokenBits, manifest_.tokenBits);
@@ -149,9 +150,9 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::openFile(std::size_t inde
     shard->offsetSpace = h5::Handle(KILN_H5(H5Dget_space(shard->offsets), context));
     hsize_t extent[1] = {0};
     KILN_H5(H5Sget_simple_extent_dims(shard->tokenSpace, extent, nullptr), context);
-    if (extent[0] != entry.numTokens) throw mismatch("the length of /tokens", extent[0], entry.numTokens);
+    if (extent[0] != numTokens) throw mismatch("the length of /tokens", extent[0], numTokens);
     KILN_H5(H5Sget_simple_extent_dims(shard->offsetSpace, extent, nullptr), context);
-    if (extent[0] != entry.numDocs + 1) throw mismatch("the length of /doc_offsets", extent[0], entry.numDocs + 1);
+    if (extent[0] != numDocs + 1) throw mismatch("the length of /doc_offsets", extent[0], numDocs + 1);
     hsize_t one[1] = {1};
     shard->memSpace = h5::Handle(KILN_H5(H5Screate_simple(1, one, nullptr), context));
     return shard;

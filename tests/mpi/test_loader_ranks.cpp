@@ -187,6 +187,7 @@ TEST_F(LoaderRanks, RanksDivideTheShardChecks) {
     MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     EXPECT_EQ(all, 24u);
     EXPECT_EQ(together->reader(1).numDocuments(), 230u);
+    EXPECT_FALSE(together->reader(1).manifest().shards.hasChecksums()) << "checked: the loader keeps no checksums";
     const Corpus alone(spec);
     EXPECT_EQ(alone.shardsChecked(), 24u);
 

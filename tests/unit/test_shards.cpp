@@ -472,3 +472,22 @@ TEST(Shards, LargeShardsOfShortDocumentsAreReadByTheBlock) {
     EXPECT_NE(error.find(c.manifest.shards[1].file), std::string::npos) << error;
     EXPECT_NE(error.find("in chunk 0"), std::string::npos) << error;
 }
+
+// Pass criterion: a table whose checksums were dropped keeps its shape and
+// counts, and refuses to hand out checksums it no longer has.
+TEST(ShardTable, DroppedChecksumsAreRefusedNotInvented) {
+    const auto c = writeCorpus("dropped", 1000, 300, 5000);
+    ShardTable table = c.manifest.shards;
+    ASSERT_GT(table.size(), 2u);
+    const std::size_t n = table.size();
+    const std::uint64_t docs = table.numDocs(1), tokens = table.totalTokens();
+    table.dropChecksums();
+    EXPECT_FALSE(table.hasChecksums());
+    EXPECT_EQ(table.size(), n);
+    EXPECT_EQ(table.numDocs(1), docs);
+    EXPECT_EQ(table.totalTokens(), tokens);
+    EXPECT_EQ(table.shardOf(table.docStarts()[2]), 2u);
+    EXPECT_THROW(table.tokensCrc(0), std::logic_error);
+    EXPECT_THROW(table[0], std::logic_error);
+    EXPECT_TRUE(c.manifest.shards.hasChecksums()) << "a copy dropped them, not the original";
+}

@@ -1,6 +1,7 @@
 // The shards of one source as columns: where each shard's documents start in
 // the source, its token count and its two checksums. 24 bytes a shard, so a
-// 100 T-token source of 1.5 M shards costs a rank 36 MB, where the same list
+// 100 T-token source of 1.5 M shards costs a rank 36 MB (24 MB once a loader
+// has dropped the checksums after its start-up check), where the same list
 // parsed from JSON took about a kilobyte a shard.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::data {
@@ -17,18 +19,23 @@ std::string shardFileName(std::size_t index);
 
 class ShardTable {
 public:
-    std::size_t size() const { return tokensCrc_.size(); }
+    std::size_t size() const { return docStart_.size() - 1; }
     bool empty() const { return size() == 0; }
 
     void push_back(const ShardSummary& shard);
+    // Frees the two checksum columns (8 bytes a shard): a loader needs them
+    // only for the shard checks at start-up. Afterwards the checksums and
+    // operator[] throw std::logic_error.
+    void dropChecksums();
+    bool hasChecksums() const { return !checksumsDropped_; }
     // Replaces one shard's entry (tests make inconsistent sources with it).
     void set(std::size_t index, const ShardSummary& shard);
     ShardSummary operator[](std::size_t index) const;
 
     std::uint64_t numDocs(std::size_t index) const { return docStart_[index + 1] - docStart_[index]; }
     std::uint64_t numTokens(std::size_t index) const { return tokenStart_[index + 1] - tokenStart_[index]; }
-    std::uint32_t tokensCrc(std::size_t index) const { return tokensCrc_[index]; }
-    std::uint32_t offsetsCrc(std::size_t index) const { return offsetsCrc_[index]; }
+    std::uint32_t tokensCrc(std::size_t index) const { return checksums().first[index]; }
+    std::uint32_t offsetsCrc(std::size_t index) const { return checksums().second[index]; }
     std::string file(std::size_t index) const;
     // Whether every shard has prep's name (shardFileName): no names are stored then.
     bool namesImplied() const { return names_.empty(); }
@@ -36,8 +43,8 @@ public:
     // The source's first document of each shard, with the total last (size() + 1 values).
     const std::vector<std::uint64_t>& docStarts() const { return docStart_; }
     const std::vector<std::uint64_t>& tokenStarts() const { return tokenStart_; }
-    const std::vector<std::uint32_t>& tokensCrcs() const { return tokensCrc_; }
-    const std::vector<std::uint32_t>& offsetsCrcs() const { return offsetsCrc_; }
+    const std::vector<std::uint32_t>& tokensCrcs() const { return checksums().first; }
+    const std::vector<std::uint32_t>& offsetsCrcs() const { return checksums().second; }
     std::uint64_t totalDocs() const { return docStart_.back(); }
     std::uint64_t totalTokens() const { return tokenStart_.back(); }
     // The shard that holds document `doc` of the source (doc < totalDocs()).
@@ -59,6 +66,9 @@ private:
     std::vector<std::uint64_t> docStart_{0}, tokenStart_{0};
     std::vector<std::uint32_t> tokensCrc_, offsetsCrc_;
     std::vector<std::string> names_;  // empty while every name is shardFileName(i)
+    bool checksumsDropped_ = false;
+    // Both columns; throws std::logic_error once dropped.
+    std::pair<const std::vector<std::uint32_t>&, const std::vector<std::uint32_t>&> checksums() const;
 };
 
 }  // namespace kiln::data

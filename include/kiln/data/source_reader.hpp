@@ -92,6 +92,9 @@ public:
     // Every shard's metadata has been checked (by the ranks together): later
     // openings check only what they read (dataset lengths, chunk checksums).
     void markAllChecked() { allChecked_ = true; }
+    // After markAllChecked(), for a reader that only streams: the manifest's
+    // checksums are no longer needed (verification, kiln inspect, keeps them).
+    void dropShardChecksums() { manifest_.shards.dropChecksums(); }
     // Shard files opened so far (checks and reopenings after eviction included),
     // files open now, and shards held whole in memory now.
     std::uint64_t shardOpenings() const { return openings_; }

@@ -255,12 +255,12 @@ const std::vector<KeySpec>& deckSchema() {
          "one shuffle window spans, with room for blocks that straddle two shards); fewer reopen shards within a "
          "window. Each open file costs about 1 MB (HDF5's per-file cache and two chunks).",
          atLeast(0)},
-        {"data.shard_memory_mb", KeyType::Integer, "64",
+        {"data.shard_memory_mb", KeyType::Integer, "0",
          "Small shards (up to 1 MiB of tokens) are read whole when the stream reaches them, and larger shards of "
          "short documents by the shuffle block (a block of up to 1 MiB), their files closed; both are held in memory "
-         "up to this many MB per source and rank, the least recently used dropped first: enough for the blocks one "
-         "shuffle window spans.",
-         atLeast(1)},
+         "up to this many MB per source and rank, the least recently used dropped first. 0: what one shuffle window "
+         "holds of the source, a quarter more (from its mean document length; 8 to 256 MB; kiln data reports it).",
+         atLeast(0)},
     };
     return schema;
 }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 namespace kiln::data {
@@ -53,6 +54,17 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
 
 }  // namespace
 
+std::uint64_t windowMemoryBytes(const ShardTable& shards, std::uint64_t blockDocs, std::uint64_t windowBlocks) {
+    constexpr std::uint64_t kAtLeast = 8ull << 20, kAtMost = 256ull << 20;
+    if (shards.empty() || shards.totalDocs() == 0) return kAtLeast;
+    const double meanDocBytes = double(shards.totalTokens()) / double(shards.totalDocs()) * sizeof(std::uint32_t) +
+                                sizeof(std::uint64_t);
+    const double docsPerShard = double(shards.totalDocs()) / double(shards.size());
+    const bool heldWhole = docsPerShard <= 2.0 * double(blockDocs) && docsPerShard * meanDocBytes <= double(1u << 20);
+    const double bytes = 1.25 * double(windowBlocks) * double(blockDocs) * meanDocBytes * (heldWhole ? 3.0 : 1.0);
+    return std::clamp(static_cast<std::uint64_t>(bytes), kAtLeast, kAtMost);
+}
+
 Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     int rank = 0, ranks = 1;
     if (sharing.comm != MPI_COMM_NULL) {
@@ -71,12 +83,16 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     agree(sharing.comm, tooFew);
     ReaderOptions options;
     options.maxOpenShards = spec.openShards;
-    options.shardMemoryBytes = spec.shardMemoryBytes;
     options.wholeShardDocs = 2 * spec.blockDocs;
     options.blockDocs = spec.blockDocs;
     options.checkShardsAtOpen = false;  // below, divided among the ranks
-    for (const auto& source : spec.sources)
-        readers_.push_back(std::make_unique<SourceReader>(source.dir, sharedManifest(source, sharing.comm), options));
+    for (const auto& source : spec.sources) {
+        SourceManifest manifest = sharedManifest(source, sharing.comm);
+        options.shardMemoryBytes = spec.shardMemoryBytes > 0
+                                       ? spec.shardMemoryBytes
+                                       : windowMemoryBytes(manifest.shards, spec.blockDocs, spec.windowBlocks);
+        readers_.push_back(std::make_unique<SourceReader>(source.dir, std::move(manifest), options));
+    }
     if (readers_.empty()) throw InputError("data.mix names no source");
 
     // The shards of all sources as one list, cut into `ranks` contiguous shares.

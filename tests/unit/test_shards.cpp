@@ -2,6 +2,7 @@
 // boundaries, at both token widths; corruption, truncation, missing pieces and
 // tokenizer mismatches are detected and named; a crash leaves no shard.
 #include "kiln/base/error.hpp"
+#include "kiln/data/corpus.hpp"
 #include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/data/source_reader.hpp"
@@ -490,4 +491,21 @@ TEST(ShardTable, DroppedChecksumsAreRefusedNotInvented) {
     EXPECT_THROW(table.tokensCrc(0), std::logic_error);
     EXPECT_THROW(table[0], std::logic_error);
     EXPECT_TRUE(c.manifest.shards.hasChecksums()) << "a copy dropped them, not the original";
+}
+
+// Pass criterion: data.shard_memory_mb = 0 sizes a reader's memory to one
+// shuffle window of the source (64 blocks of 64 documents here), three times
+// that for shards held whole, within 8 to 256 MiB.
+TEST(ShardTable, WindowMemoryFollowsTheMeanDocument) {
+    const auto table = [](std::uint64_t shards, std::uint64_t docs, std::uint64_t tokens) {
+        return ShardTable::fromColumns(std::vector<std::uint64_t>(shards, docs), std::vector<std::uint64_t>(shards, tokens),
+                                       std::vector<std::uint32_t>(shards, 0), std::vector<std::uint32_t>(shards, 0));
+    };
+    const double block = 64.0 * (1000 * 4 + 8);  // 64 documents of 1 000 tokens, with their offsets
+    EXPECT_NEAR(double(windowMemoryBytes(table(10, 2000, 2'000'000), 64, 64)), 1.25 * 64 * block, 1e3)
+        << "read by the block";
+    EXPECT_NEAR(double(windowMemoryBytes(table(100, 100, 100'000), 64, 64)), 3 * 1.25 * 64 * block, 1e3)
+        << "held whole";
+    EXPECT_EQ(windowMemoryBytes(table(10, 2000, 2'000'000), 64, 4), 8u << 20) << "at least 8 MiB";
+    EXPECT_EQ(windowMemoryBytes(table(10, 50, 10'000'000), 64, 64), 256u << 20) << "at most 256 MiB";
 }

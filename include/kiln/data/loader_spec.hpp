@@ -27,7 +27,9 @@ struct LoaderSpec {
     std::uint64_t windowBlocks = 64;  // blocks interleaved together
     std::uint64_t prefetchSteps = 2;
     std::size_t openShards = 80;      // open shard files per source and rank (data.open_shards)
-    std::uint64_t shardMemoryBytes = 64u << 20;  // small shards held whole, per source and rank (data.shard_memory_mb)
+    // Shards held whole and blocks held, per source and rank (data.shard_memory_mb);
+    // 0: sized to a shuffle window of each source (windowMemoryBytes in corpus.hpp).
+    std::uint64_t shardMemoryBytes = 0;
     std::string tokenizer;            // "", "bytes" or a SentencePiece .model: what the sources must match
 
     // Identifies the mix (names and weights): a change starts a new weight segment.

@@ -101,6 +101,7 @@ public:
     std::size_t openShards() const { return openOrder_.size(); }
     std::size_t shardsInMemory() const { return memoryOrder_.size(); }
     std::size_t blocksInMemory() const { return blocks_.size(); }
+    std::uint64_t memoryBudget() const { return options_.shardMemoryBytes; }
 
     // Throws InputError naming both tokenizers unless the source was prepared with `expected`.
     void requireTokenizer(const TokenizerInfo& expected) const;

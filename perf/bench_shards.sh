@@ -125,7 +125,7 @@ print(json.dumps({"bench": "shards-extrapolation", "shards": shards, "ranks": ra
                   "mb_streaming_at_most": round(streaming, 1), "loader_mb_per_rank": round(ma + mb * shards + streaming, 1),
                   "assumptions": "shard checks cost what they cost here (page-cached local disk, one rank per core); "
                                  "the broadcast of 36 MB and the index read (0.03 s) come on top; streaming memory "
-                                 "is this corpus's (small shards held whole, 64 MB budget); 64 Mi-token shards of short "
+                                 "is this corpus's (small shards held whole within a budget sized to a shuffle window); 64 Mi-token shards of short "
                                  "documents would be read by the block within the same budget, long documents "
                                  "through open files of about 1 MB each, up to data.open_shards"}))
 PY

@@ -211,11 +211,11 @@ int shards(int argc, char** argv) {
     const auto& reader = corpus->reader(0);
     fmt::print("{{\"bench\":\"loader-shards\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
                "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},"
-               "\"openings_while_streaming\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
+               "\"openings_while_streaming\":{},\"read_by_pread\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
                "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
                alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
                corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0,
-               reader.shardOpenings() - openedAtStart, spec.openShards, rssBefore, rssOpen,
+               reader.shardOpenings() - openedAtStart, reader.directReads(), spec.openShards, rssBefore, rssOpen,
                kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),
                rank == 0 ? all : 0);
     return 0;

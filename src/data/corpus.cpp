@@ -52,6 +52,25 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
     return manifest;
 }
 
+// Combines the chunk places the ranks found in their shares of `reader`'s
+// shards (each shard's entry is non-zero on the one rank that checked it), so
+// that every rank streams small shards with preads. Nothing is sent for a
+// source without such shards (large shards are not read whole).
+void shareShardChunks(MPI_Comm comm, SourceReader& reader) {
+    if (comm == MPI_COMM_NULL) return;
+    int known = reader.shardChunks().empty() ? 0 : 1;
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &known, 1, MPI_INT, MPI_MAX, comm));
+    if (!known) return;
+    std::vector<ShardChunks> places = reader.shardChunks();
+    places.resize(reader.manifest().shards.size());
+    auto* words = reinterpret_cast<std::uint64_t*>(places.data());
+    const std::uint64_t count = places.size() * (sizeof(ShardChunks) / sizeof(std::uint64_t));
+    for (std::uint64_t at = 0; at < count; at += 1u << 30)  // MPI counts are ints
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, words + at, static_cast<int>(std::min<std::uint64_t>(1u << 30, count - at)),
+                               MPI_UINT64_T, MPI_BOR, comm));
+    reader.setShardChunks(std::move(places));
+}
+
 }  // namespace
 
 std::uint64_t windowMemoryBytes(const ShardTable& shards, std::uint64_t blockDocs, std::uint64_t windowBlocks) {
@@ -111,6 +130,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     });
     agree(sharing.comm, problem);
     for (auto& reader : readers_) {
+        if (sharing.checkShards) shareShardChunks(sharing.comm, *reader);
         reader->markAllChecked();
         reader->dropShardChecksums();  // 8 bytes a shard: 12 MB at 1.5 M shards
     }

@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
 
 namespace kiln::data {
 
@@ -99,8 +103,11 @@ SourceReader::SourceReader(std::filesystem::path sourceDir, SourceManifest manif
 void SourceReader::checkShards(std::size_t begin, std::size_t end) {
     h5::LibraryLock lock(h5::libraryMutex());
     // Metadata only: nothing is kept open and no tokens are read (the stream opens what it needs).
-    for (std::size_t i = begin; i < std::min(end, shards_.size()); ++i)
-        if (!shards_[i]) openFile(i, /*whole=*/false);
+    for (std::size_t i = begin; i < std::min(end, shards_.size()); ++i) {
+        if (shards_[i]) continue;
+        const auto shard = openFile(i, /*whole=*/false);
+        if (readWhole(i) || readByBlock(i)) rememberChunks(i, *shard);  // the stream will read it with preads
+    }
 }
 
 SourceReader::~SourceReader() {
@@ -216,21 +223,94 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     auto held = std::make_unique<HeldBlock>();
     held->firstDoc = from;
     held->offsets.resize(to - from + 1);
-    {
-        auto file = openFile(shard, /*whole=*/true);  // closed again at the end of this scope
-        readFromFile(shard, *file, /*tokens=*/false, from, held->offsets.size(), held->offsets.data());
-        for (std::size_t i = 1; i < held->offsets.size(); ++i)
-            if (held->offsets[i] < held->offsets[i - 1] || held->offsets[i] > manifest_.shards.numTokens(shard))
-                throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})",
-                                             shardPath(shard).string(), from + i - 1, held->offsets[i - 1], held->offsets[i]),
-                                 ErrorScope::ThisRank);
-        held->tokens.resize(held->offsets.back() - held->offsets.front());
-        readFromFile(shard, *file, /*tokens=*/true, held->offsets.front(), held->tokens.size(), held->tokens.data());
-    }
+    if (!readBlockDirectly(shard, *held)) readBlockThroughHdf5(shard, *held);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();
     held->lastUse = ++uses_;
     return *(blocks_[key] = std::move(held));
+}
+
+namespace {
+
+// The first document whose offsets are out of order or past the shard's end
+// (`offsets` holds a block's bounds), or offsets.size() when none is.
+std::size_t firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens) {
+    for (std::size_t i = 1; i < offsets.size(); ++i)
+        if (offsets[i] < offsets[i - 1] || offsets[i] > numTokens) return i;
+    return offsets.size();
+}
+
+}  // namespace
+
+void SourceReader::readBlockThroughHdf5(std::size_t shard, HeldBlock& held) {
+    auto file = openFile(shard, /*whole=*/true);  // closed again at the end of this scope
+    readFromFile(shard, *file, /*tokens=*/false, held.firstDoc, held.offsets.size(), held.offsets.data());
+    if (const std::size_t i = firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)); i < held.offsets.size())
+        throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})", shardPath(shard).string(),
+                                     held.firstDoc + i - 1, held.offsets[i - 1], held.offsets[i]),
+                         ErrorScope::ThisRank);
+    held.tokens.resize(held.offsets.back() - held.offsets.front());
+    readFromFile(shard, *file, /*tokens=*/true, held.offsets.front(), held.tokens.size(), held.tokens.data());
+    if (!forgetPlaces(shard)) noteChunkList(shard, *file);  // the shard's later blocks with preads
+}
+
+bool SourceReader::forgetPlaces(std::size_t shard) {
+    // Called after HDF5 read what a direct read may have refused: the places or
+    // this kiln's checksum disagree with HDF5 somewhere. HDF5 alone from now.
+    if (shard < chunks_.size() && chunks_[shard].known()) {
+        chunks_ = {};
+        return true;
+    }
+    if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end()) {
+        blockChunkBytes_ -= listed->second.bytes();
+        blockChunks_.erase(listed);
+        return true;
+    }
+    return false;
+}
+
+void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
+    const std::string context = shardPath(shard).string();
+    auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
+    auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
+    if (!tokens || !offsets) return;
+    BlockChunks places{std::move(*tokens), std::move(*offsets), ++uses_};
+    const std::uint64_t bytes = places.bytes();
+    if (bytes > options_.chunkListBytes) return;
+    while (blockChunkBytes_ + bytes > options_.chunkListBytes) {
+        auto oldest = blockChunks_.begin();
+        for (auto it = blockChunks_.begin(); it != blockChunks_.end(); ++it)
+            if (it->second.lastUse < oldest->second.lastUse) oldest = it;
+        blockChunkBytes_ -= oldest->second.bytes();
+        blockChunks_.erase(oldest);
+    }
+    blockChunkBytes_ += bytes;
+    blockChunks_.emplace(shard, std::move(places));
+}
+
+bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
+    std::optional<std::pair<ChunkPlaces, ChunkPlaces>> places;  // tokens, offsets
+    if (allChecked_ && shard < chunks_.size() && chunks_[shard].known()) {
+        places.emplace(chunks_[shard].tokens, chunks_[shard].offsets);
+    } else if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end()) {
+        listed->second.lastUse = ++uses_;
+        places.emplace(listed->second.tokens, listed->second.offsets);
+    }
+    if (!places) return false;
+    const int fd = ::open(shardPath(shard).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;  // HDF5's opening says what is wrong
+    ++openings_;
+    bool read = readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(),
+                           held.offsets.data(), raw_) &&
+                firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) == held.offsets.size();
+    if (read) {
+        held.tokens.resize(held.offsets.back() - held.offsets.front());
+        read = readChunks(fd, places->first, manifest_.tokenBits / 8, held.offsets.front(), held.tokens.size(),
+                          held.tokens.data(), raw_);
+    }
+    ::close(fd);
+    if (read) ++directReads_;
+    return read;
 }
 
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
@@ -238,24 +318,12 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
         shards_[index]->lastUse = ++uses_;
         return *shards_[index];
     }
-    const std::uint64_t bytes = wholeBytes(index);
     const bool whole = readWhole(index);
-    auto shard = openFile(index, whole);
+    auto shard = whole ? readWholeShard(index) : openFile(index, /*whole=*/false);
     if (whole) {
-        // Small: read whole (every chunk's checksum verified once), the file closed
-        // at once. A shuffle window touches hundreds of small shards; holding them
-        // costs memory in proportion to their tokens, not a file handle each.
-        shard->tokenData.resize(manifest_.shards.numTokens(index));
-        shard->offsetData.resize(manifest_.shards.numDocs(index) + 1);
-        readFromFile(index, *shard, /*tokens=*/true, 0, shard->tokenData.size(), shard->tokenData.data());
-        readFromFile(index, *shard, /*tokens=*/false, 0, shard->offsetData.size(), shard->offsetData.data());
-        shard->inMemory = true;
-        shard->memSpace.reset();  // the file closed: nothing of it is needed any more
-        shard->tokenSpace.reset();
-        shard->offsetSpace.reset();
-        shard->tokens.reset();
-        shard->offsets.reset();
-        shard->file.reset();
+        // A shuffle window touches hundreds of small shards; holding them costs
+        // memory in proportion to their tokens, not a file handle each.
+        const std::uint64_t bytes = wholeBytes(index);
         makeRoom(bytes);
         memoryOrder_.push_back(index);
         memoryBytes_ += bytes;
@@ -266,6 +334,63 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
     shard->lastUse = ++uses_;
     shards_[index] = std::move(shard);
     return *shards_[index];
+}
+
+std::unique_ptr<SourceReader::OpenShard> SourceReader::readWholeShard(std::size_t index) {
+    auto shard = std::make_unique<OpenShard>();
+    shard->inMemory = true;
+    shard->tokenData.resize(manifest_.shards.numTokens(index));
+    shard->offsetData.resize(manifest_.shards.numDocs(index) + 1);
+    if (readDirectly(index, *shard)) return shard;
+    // Through HDF5 (every chunk's checksum verified once), the file closed at the end of this scope.
+    auto file = openFile(index, /*whole=*/true);
+    readFromFile(index, *file, /*tokens=*/true, 0, shard->tokenData.size(), shard->tokenData.data());
+    readFromFile(index, *file, /*tokens=*/false, 0, shard->offsetData.size(), shard->offsetData.data());
+    forgetPlaces(index);
+    return shard;
+}
+
+bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
+    if (!allChecked_ || index >= chunks_.size() || !chunks_[index].known()) return false;
+    const std::string path = shardPath(index).string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;  // HDF5's opening says what is wrong
+    ++openings_;
+    const ShardChunks& places = chunks_[index];
+    const bool read =
+        readChunks(fd, places.tokens, manifest_.tokenBits / 8, 0, shard.tokenData.size(), shard.tokenData.data(), raw_) &&
+        readChunks(fd, places.offsets, sizeof(std::uint64_t), 0, shard.offsetData.size(), shard.offsetData.data(), raw_);
+    ::close(fd);
+    // The bounds HDF5's reading checks through the dataset lengths.
+    if (!read || shard.offsetData.front() != 0 || shard.offsetData.back() != shard.tokenData.size()) return false;
+    ++directReads_;
+    return true;
+}
+
+void SourceReader::rememberChunks(std::size_t index, const OpenShard& shard) {
+    const std::string context = shardPath(index).string();
+    const auto tokens = contiguousChunks(shard.tokens, manifest_.shards.numTokens(index),
+                                         static_cast<std::size_t>(manifest_.tokenBits / 8), context);
+    const auto offsets = contiguousChunks(shard.offsets, manifest_.shards.numDocs(index) + 1, sizeof(std::uint64_t), context);
+    if (!tokens || !offsets) return;
+    if (chunks_.empty()) chunks_.resize(shards_.size());
+    chunks_[index] = {*tokens, *offsets};
+}
+
+void SourceReader::markAllChecked() {
+    allChecked_ = true;
+    // Kept only where it spares most of the openings: a source whose shards
+    // mostly have chunks not back to back (large shards written in pieces) reads
+    // them through the list cache instead, and the table would cost 32 bytes a shard.
+    const auto known = std::count_if(chunks_.begin(), chunks_.end(), [](const ShardChunks& c) { return c.known(); });
+    if (static_cast<std::size_t>(known) * 2 < chunks_.size()) chunks_ = {};
+}
+
+void SourceReader::setShardChunks(std::vector<ShardChunks> chunks) {
+    if (!chunks.empty() && chunks.size() != shards_.size())
+        throw std::invalid_argument(fmt::format("{} shard chunk places for the {} shards of {}", chunks.size(),
+                                                shards_.size(), dir_.string()));
+    chunks_ = std::move(chunks);
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {

@@ -174,8 +174,10 @@ TEST_F(LoaderRanks, DisagreeingRowsAndOtherDecksAreRefused) {
 }
 
 // Pass criterion: five ranks opening a corpus together each check a fifth of
-// its shards (23 shards: 4 or 5 each, all checked once), and the batches read
-// through the shared corpus are the ones a rank opening it alone reads.
+// its shards (23 shards: 4 or 5 each, all checked once), every rank learns
+// where all the small shards' chunks lie (from the rank that checked each) and
+// streams them with preads, and the batches read through the shared corpus
+// are the ones a rank opening it alone reads.
 TEST_F(LoaderRanks, RanksDivideTheShardChecks) {
     LoaderSpec spec = testSpec();
     spec.sources = {{"x", sharedDir() / "x", 1.0}, {"many", sharedDir() / "many", 2.0}};
@@ -188,6 +190,9 @@ TEST_F(LoaderRanks, RanksDivideTheShardChecks) {
     EXPECT_EQ(all, 24u);
     EXPECT_EQ(together->reader(1).numDocuments(), 230u);
     EXPECT_FALSE(together->reader(1).manifest().shards.hasChecksums()) << "checked: the loader keeps no checksums";
+    const auto& places = together->reader(1).shardChunks();
+    ASSERT_EQ(places.size(), 23u);
+    for (const auto& shard : places) EXPECT_TRUE(shard.known());
     const Corpus alone(spec);
     EXPECT_EQ(alone.shardsChecked(), 24u);
 
@@ -201,6 +206,7 @@ TEST_F(LoaderRanks, RanksDivideTheShardChecks) {
     }
     // Lazily opened, through the bounded cache: never more open than data.open_shards.
     EXPECT_LE(together->reader(1).openShards(), spec.openShards);
+    EXPECT_GT(together->reader(1).directReads(), 0u) << "small shards read with preads";
 }
 
 // Pass criterion: a truncated shard is found by the one rank that checks it,

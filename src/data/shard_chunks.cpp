@@ -1,0 +1,143 @@
+#include "kiln/data/shard_chunks.hpp"
+
+#include "kiln/io/hdf5.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace kiln::data {
+
+namespace h5 = io::h5;
+
+namespace {
+
+constexpr std::size_t kChecksumBytes = 4;
+
+// Whether the dataset's file has no user block: HDF5's chunk addresses are
+// relative to its base address, which a user block would move.
+bool addressesAreOffsets(hid_t dataset) {
+    h5::Handle file(H5Iget_file_id(dataset));
+    if (!file.valid()) return false;
+    h5::Handle create(H5Fget_create_plist(file));
+    hsize_t userBlock = 1;
+    return create.valid() && H5Pget_userblock(create, &userBlock) >= 0 && userBlock == 0;
+}
+
+}  // namespace
+
+std::optional<ChunkList> chunkList(hid_t dataset, std::uint64_t length, std::size_t elementBytes,
+                                   const std::string& context) {
+    // The stored bytes are copied as they are: a big-endian host reads through HDF5.
+    if constexpr (std::endian::native != std::endian::little) return std::nullopt;
+    if (length == 0) return std::nullopt;
+    h5::Handle create(KILN_H5(H5Dget_create_plist(dataset), context));
+    hsize_t chunk[1] = {0};
+    if (H5Pget_layout(create) != H5D_CHUNKED || H5Pget_chunk(create, 1, chunk) != 1 || chunk[0] == 0) return std::nullopt;
+    unsigned flags = 0, config = 0;
+    std::size_t values = 0;
+    if (H5Pget_nfilters(create) != 1 ||
+        H5Pget_filter2(create, 0, &flags, &values, nullptr, 0, nullptr, &config) != H5Z_FILTER_FLETCHER32)
+        return std::nullopt;
+    h5::Handle type(KILN_H5(H5Dget_type(dataset), context));
+    if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != elementBytes || H5Tget_order(type) != H5T_ORDER_LE)
+        return std::nullopt;
+    const std::uint64_t chunkBytes = chunk[0] * elementBytes + kChecksumBytes;
+    if (chunkBytes > std::numeric_limits<std::uint32_t>::max() || !addressesAreOffsets(dataset)) return std::nullopt;
+    ChunkList list;
+    list.chunkBytes = static_cast<std::uint32_t>(chunkBytes);
+    list.at.resize((length + chunk[0] - 1) / chunk[0]);
+    for (std::uint64_t k = 0; k < list.at.size(); ++k) {
+        hsize_t offset[1] = {k * chunk[0]}, size = 0;
+        unsigned skipped = 0;
+        haddr_t address = HADDR_UNDEF;
+        if (H5Dget_chunk_info_by_coord(dataset, offset, &skipped, &address, &size) < 0) return std::nullopt;
+        if (skipped != 0 || size != chunkBytes || address == HADDR_UNDEF || address == 0) return std::nullopt;
+        list.at[k] = address;
+    }
+    return list;
+}
+
+std::optional<ChunkRun> contiguousChunks(hid_t dataset, std::uint64_t length, std::size_t elementBytes,
+                                         const std::string& context) {
+    const auto list = chunkList(dataset, length, elementBytes, context);
+    if (!list || list->at.size() > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    for (std::uint64_t k = 1; k < list->at.size(); ++k)
+        if (list->at[k] != list->at[0] + k * list->chunkBytes) return std::nullopt;
+    return ChunkRun{list->at[0], list->chunkBytes, static_cast<std::uint32_t>(list->at.size())};
+}
+
+std::uint32_t fletcher32(std::span<const std::byte> bytes) {
+    const auto fold = [](std::uint32_t sum) { return (sum & 0xffff) + (sum >> 16); };
+    std::uint32_t low = 0, high = 0;
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    std::size_t words = bytes.size() / 2;
+    while (words > 0) {
+        // 360 words is the longest run whose sums cannot overflow 32 bits.
+        const std::size_t run = std::min<std::size_t>(words, 360);
+        words -= run;
+        for (std::size_t i = 0; i < run; ++i, p += 2) {
+            low += (std::uint32_t{p[0]} << 8) | p[1];
+            high += low;
+        }
+        low = fold(low);
+        high = fold(high);
+    }
+    if (bytes.size() % 2 != 0) {  // an odd last byte counts as the high half of a word
+        low += std::uint32_t{p[0]} << 8;
+        high += low;
+        low = fold(low);
+        high = fold(high);
+    }
+    return (fold(high) << 16) | fold(low);
+}
+
+bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std::uint64_t from, std::uint64_t count,
+                void* out, std::vector<std::byte>& scratch) {
+    if (count == 0) return true;
+    if (places.chunkBytes <= kChecksumBytes) return false;
+    const std::size_t dataBytes = places.chunkBytes - kChecksumBytes;
+    const std::uint64_t perChunk = dataBytes / elementBytes;
+    const std::uint64_t firstChunk = from / perChunk, endChunk = (from + count - 1) / perChunk + 1;
+    if (endChunk > places.chunks) return false;
+    for (std::uint64_t k = firstChunk; k < endChunk;) {
+        // Chunks k .. next-1 lie back to back: one read.
+        std::uint64_t next = k + 1;
+        while (next < endChunk && places.at(next) == places.at(k) + (next - k) * places.chunkBytes) ++next;
+        const std::size_t bytes = (next - k) * places.chunkBytes;
+        scratch.resize(bytes);
+        for (std::size_t done = 0; done < bytes;) {
+            const ssize_t n = ::pread(fd, scratch.data() + done, bytes - done, static_cast<off_t>(places.at(k) + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;  // an error or end of file: truncated
+            done += static_cast<std::size_t>(n);
+        }
+        for (std::uint64_t c = k; c < next; ++c) {
+            const std::byte* chunk = scratch.data() + (c - k) * places.chunkBytes;
+            std::uint32_t stored = 0;
+            std::memcpy(&stored, chunk + dataBytes, kChecksumBytes);  // little-endian, as this host
+            if (fletcher32({chunk, dataBytes}) != stored) return false;
+            // This chunk's share of [from, from + count).
+            const std::uint64_t begin = std::max(from, c * perChunk), end = std::min(from + count, (c + 1) * perChunk);
+            const std::byte* source = chunk + (begin - c * perChunk) * elementBytes;
+            if (elementBytes == 2) {  // 16-bit tokens widen to 32
+                auto* into = static_cast<std::uint32_t*>(out) + (begin - from);
+                for (std::uint64_t i = 0; i < end - begin; ++i) {
+                    std::uint16_t value = 0;
+                    std::memcpy(&value, source + i * 2, 2);
+                    into[i] = value;
+                }
+            } else {
+                std::memcpy(static_cast<std::byte*>(out) + (begin - from) * elementBytes, source, (end - begin) * elementBytes);
+            }
+        }
+        k = next;
+    }
+    return true;
+}
+
+}  // namespace kiln::data

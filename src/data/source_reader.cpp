@@ -29,13 +29,14 @@ struct SourceReader::OpenShard {
     std::vector<std::uint64_t> offsetBlock;
     std::uint64_t offsetBlockStart = ~std::uint64_t{0};
     std::uint64_t lastUse = 0;  // the reader's use count when it was last used: the least recent goes first
+    std::list<Held>::iterator heldAt;  // in held_, while inMemory
 };
 
 struct SourceReader::HeldBlock {
     std::uint64_t firstDoc = 0;            // within the shard
     std::vector<std::uint64_t> offsets;    // its documents' bounds in the shard: documents + 1 values
     std::vector<std::uint32_t> tokens;     // the shard's tokens [offsets.front(), offsets.back())
-    std::uint64_t lastUse = 0;
+    std::list<Held>::iterator heldAt;
     std::uint64_t bytes() const { return offsets.size() * sizeof(std::uint64_t) + tokens.size() * sizeof(std::uint32_t); }
 };
 
@@ -114,6 +115,7 @@ SourceReader::~SourceReader() {
     h5::LibraryLock lock(h5::libraryMutex());  // other threads call HDF5 too: close everything under the lock
     shards_.clear();
     blocks_.clear();
+    held_.clear();
     fileAccess_.reset();
     tokenAccess_.reset();
     offsetAccess_.reset();
@@ -195,17 +197,19 @@ bool SourceReader::readByBlock(std::size_t index) const {
 }
 
 void SourceReader::makeRoom(std::uint64_t bytes) {
-    while (memoryBytes_ + bytes > options_.shardMemoryBytes && (!memoryOrder_.empty() || !blocks_.empty())) {
-        auto oldestBlock = blocks_.end();
-        for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
-            if (oldestBlock == blocks_.end() || it->second->lastUse < oldestBlock->second->lastUse) oldestBlock = it;
-        std::uint64_t oldestShardUse = ~std::uint64_t{0};
-        for (std::size_t index : memoryOrder_) oldestShardUse = std::min(oldestShardUse, shards_[index]->lastUse);
-        if (oldestBlock != blocks_.end() && oldestBlock->second->lastUse < oldestShardUse) {
-            memoryBytes_ -= oldestBlock->second->bytes();
-            blocks_.erase(oldestBlock);
+    // O(1) an eviction, not a scan of what is held (some 800 shards of 15 k
+    // tokens in a default budget) at every reading of a shard.
+    while (memoryBytes_ + bytes > options_.shardMemoryBytes && !held_.empty()) {
+        const Held oldest = held_.front();
+        held_.pop_front();
+        if (oldest.isBlock) {
+            const auto it = blocks_.find({oldest.shard, oldest.block});
+            memoryBytes_ -= it->second->bytes();
+            blocks_.erase(it);
         } else {
-            memoryBytes_ -= wholeBytes(evictLeastRecent(memoryOrder_));
+            memoryBytes_ -= wholeBytes(oldest.shard);
+            shards_[oldest.shard].reset();
+            --heldShards_;
         }
     }
 }
@@ -213,7 +217,7 @@ void SourceReader::makeRoom(std::uint64_t bytes) {
 SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t doc) {
     const auto key = std::make_pair(shard, doc / options_.blockDocs);
     if (auto it = blocks_.find(key); it != blocks_.end()) {
-        it->second->lastUse = ++uses_;
+        held_.splice(held_.end(), held_, it->second->heldAt);
         return *it->second;
     }
     // The block's documents that lie in this shard (a block may straddle two).
@@ -226,7 +230,7 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     if (!readBlockDirectly(shard, *held)) readBlockThroughHdf5(shard, *held);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();
-    held->lastUse = ++uses_;
+    held->heldAt = held_.insert(held_.end(), Held{shard, key.second, true});
     return *(blocks_[key] = std::move(held));
 }
 
@@ -270,6 +274,7 @@ bool SourceReader::forgetPlaces(std::size_t shard) {
 }
 
 void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
+    if (!options_.readWithPreads) return;
     const std::string context = shardPath(shard).string();
     auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
     auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
@@ -314,9 +319,10 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
 }
 
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
-    if (shards_[index]) {
-        shards_[index]->lastUse = ++uses_;
-        return *shards_[index];
+    if (OpenShard* shard = shards_[index].get()) {
+        shard->lastUse = ++uses_;
+        if (shard->inMemory) held_.splice(held_.end(), held_, shard->heldAt);
+        return *shard;
     }
     const bool whole = readWhole(index);
     auto shard = whole ? readWholeShard(index) : openFile(index, /*whole=*/false);
@@ -325,7 +331,8 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
         // memory in proportion to their tokens, not a file handle each.
         const std::uint64_t bytes = wholeBytes(index);
         makeRoom(bytes);
-        memoryOrder_.push_back(index);
+        shard->heldAt = held_.insert(held_.end(), Held{index, 0, false});
+        ++heldShards_;
         memoryBytes_ += bytes;
     } else {
         if (openOrder_.size() >= options_.maxOpenShards) evictLeastRecent(openOrder_);
@@ -368,6 +375,7 @@ bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
 }
 
 void SourceReader::rememberChunks(std::size_t index, const OpenShard& shard) {
+    if (!options_.readWithPreads) return;
     const std::string context = shardPath(index).string();
     const auto tokens = contiguousChunks(shard.tokens, manifest_.shards.numTokens(index),
                                          static_cast<std::size_t>(manifest_.tokenBits / 8), context);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <memory>
 #include <vector>
@@ -53,6 +54,8 @@ struct ReaderOptions {
     // each (about 60 us). 8 bytes a chunk: 8 MiB holds every list of a source
     // of 1 k shards of 1.5 M tokens (200 bytes each) or a thousand of 64 Mi tokens.
     std::uint64_t chunkListBytes = 8u << 20;
+    // false: no chunk places are noted, every read goes through HDF5.
+    bool readWithPreads = true;
     // Open every shard's metadata at construction (existence, counts, tokenizer
     // against the manifest), so that a missing or mismatched shard is found at
     // start-up, not when the stream first reaches it. No tokens are read.
@@ -113,7 +116,7 @@ public:
     // files open now, and shards held whole in memory now.
     std::uint64_t shardOpenings() const { return openings_; }
     std::size_t openShards() const { return openOrder_.size(); }
-    std::size_t shardsInMemory() const { return memoryOrder_.size(); }
+    std::size_t shardsInMemory() const { return heldShards_; }
     std::size_t blocksInMemory() const { return blocks_.size(); }
     // Shards and blocks read with preads, without opening their file through HDF5 (shard_chunks.hpp).
     std::uint64_t directReads() const { return directReads_; }
@@ -168,7 +171,14 @@ private:
     io::h5::Handle fileAccess_, tokenAccess_, offsetAccess_;  // property lists every opening uses
     std::vector<std::unique_ptr<OpenShard>> shards_;
     std::deque<std::size_t> openOrder_;    // shards read through HDF5
-    std::deque<std::size_t> memoryOrder_;  // shards held whole
+    // What is held in memory (shards whole, blocks), the least recently used first.
+    struct Held {
+        std::size_t shard = 0;
+        std::uint64_t block = 0;
+        bool isBlock = false;
+    };
+    std::list<Held> held_;
+    std::size_t heldShards_ = 0;
     std::map<std::pair<std::size_t, std::uint64_t>, std::unique_ptr<HeldBlock>> blocks_;  // by (shard, block)
     std::uint64_t uses_ = 0;               // shard and block uses so far (lastUse)
     std::size_t evictLeastRecent(std::deque<std::size_t>& order);

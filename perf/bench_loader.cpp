@@ -12,12 +12,13 @@
 //     length, shuffle the documents, build and shuffle the sample index.
 //   bench_loader cursor-save [--repeat N]             (under mpirun -n k)
 //     seconds per collective cursor save.
-//   bench_loader shards SRC [--steps N] [--open-shards K]   (under mpirun -n k)
+//   bench_loader shards SRC [--steps N] [--open-shards K] [--alone] [--hdf5-only]   (under mpirun -n k)
 //     one source as the job opens it (ranks share the manifest and divide
 //     the shard checks): seconds to open, then tokens/s of N steps (seq_len
-//     2048, global batch 64, each rank its slice), shard openings per rank and
-//     a checksum of every delivered token (equal for the same corpus in any
-//     number of shards).
+//     2048, global batch 64, each rank its slice), shard openings per rank
+//     (read_by_pread of them without HDF5) and a checksum of every delivered
+//     token (equal for the same corpus in any number of shards).
+//     --hdf5-only: the baseline, every shard and block read through HDF5.
 //   bench_loader manifest SHARDS DIR
 //     a synthetic source of SHARDS shards (no shard files): seconds and peak
 //     memory to write and read its manifest as JSON (version 1, every shard
@@ -184,6 +185,8 @@ int shards(int argc, char** argv) {
     spec.openShards = std::stoul(option(argc, argv, "--open-shards", std::to_string(spec.openShards)));
     // --alone: every rank reads the manifest and checks every shard itself (kiln before issue 23).
     const bool alone = flag(argc, argv, "--alone");
+    // --hdf5-only: every shard and block opened and read through HDF5 (kiln before the preads).
+    spec.readWithPreads = !flag(argc, argv, "--hdf5-only");
     MPI_Barrier(MPI_COMM_WORLD);
     const double rssBefore = kiln::base::residentBytes() / 1e6;
     const std::size_t filesBefore = openFiles();
@@ -209,11 +212,11 @@ int shards(int argc, char** argv) {
     std::uint64_t all = 0;
     MPI_Reduce(&checksum, &all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     const auto& reader = corpus->reader(0);
-    fmt::print("{{\"bench\":\"loader-shards\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
+    fmt::print("{{\"bench\":\"loader-shards\",\"reads\":\"{}\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
                "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},"
                "\"openings_while_streaming\":{},\"read_by_pread\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
                "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
-               alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
+               spec.readWithPreads ? "preads" : "hdf5", alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
                corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0,
                reader.shardOpenings() - openedAtStart, reader.directReads(), spec.openShards, rssBefore, rssOpen,
                kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),

@@ -105,6 +105,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     options.wholeShardDocs = 2 * spec.blockDocs;
     options.blockDocs = spec.blockDocs;
     options.checkShardsAtOpen = false;  // below, divided among the ranks
+    options.readWithPreads = spec.readWithPreads;
     for (const auto& source : spec.sources) {
         SourceManifest manifest = sharedManifest(source, sharing.comm);
         options.shardMemoryBytes = spec.shardMemoryBytes > 0

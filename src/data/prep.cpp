@@ -208,10 +208,11 @@ void publish(const std::vector<RankResult>& results, const PrepOptions& o, const
 std::string smallShardWarning(std::uint64_t shardTokens) {
     if (shardTokens >= kSmallShardTokens) return "";
     return fmt::format(
-        "warning: --shard-tokens {} makes small shards. Every shard is a file with about 8 KB of HDF5 metadata, and "
-        "each rank whose stream reaches it opens it (about 0.1 ms on a local disk, far more on a parallel file system): "
-        "below about {} Mi tokens a shard these costs show in loader speed, start-up and disk use (perf/RESULTS.md, "
-        "\"Shard counts\"). The default, 64 Mi tokens, suits any corpus larger than a few G tokens.",
+        "warning: --shard-tokens {} makes small shards. Every shard is a file with about 8 KB of HDF5 metadata, opened "
+        "through HDF5 once at start-up (about 0.1 ms on a local disk, the work divided among the ranks) and again by "
+        "each rank whose stream reaches it; on a parallel file system every opening is a request to its metadata "
+        "server. Below about {} Mi tokens a shard these costs show in start-up, metadata load and disk use "
+        "(perf/RESULTS.md, \"Shard counts\"). The default, 64 Mi tokens, suits any corpus larger than a few G tokens.",
         shardTokens, kSmallShardTokens >> 20);
 }
 

@@ -72,6 +72,10 @@ std::optional<ChunkRun> contiguousChunks(hid_t dataset, std::uint64_t length, st
 }
 
 std::uint32_t fletcher32(std::span<const std::byte> bytes) {
+    // HDF5's own form, not the textbook's modulo: folding leaves 65535 where
+    // a modulo leaves 0, and the stored checksum is compared bit for bit.
+    // (A vectorised form, 64-bit sums taken modulo 65535 by blocks, measured
+    // half this loop's 5 GB/s here.)
     const auto fold = [](std::uint32_t sum) { return (sum & 0xffff) + (sum >> 16); };
     std::uint32_t low = 0, high = 0;
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());

@@ -135,13 +135,22 @@ TEST(ShardChunks, PreadsReadWhatWasWritten) {
 }
 
 // Pass criterion: fletcher32 equals what HDF5's filter stores, for chunks of
-// even and odd byte counts (an odd last byte is the high half of a word).
+// even and odd byte counts (an odd last byte is the high half of a word), of
+// more than one block of its sums, and at the edges of its arithmetic: all
+// zero (sums 0) and all 0xff (sums that are multiples of 65535).
 TEST(ShardChunks, Fletcher32IsHdf5s) {
     const fs::path path = scratch("fletcher") / "bytes.h5";
-    std::vector<std::uint8_t> bytes(7 * 9);
     std::mt19937 rng(5);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    for (const hsize_t chunk : {hsize_t{7}, hsize_t{8}, hsize_t{63}}) {
+    std::vector<std::uint8_t> random(3 * 8192 + 63), zeros(4096, 0), ones(4096 * 3, 0xff);
+    for (auto& b : random) b = static_cast<std::uint8_t>(rng());
+    struct Case {
+        const std::vector<std::uint8_t>& bytes;
+        hsize_t chunk;
+    };
+    for (const Case& c : {Case{random, 7}, Case{random, 8}, Case{random, 63}, Case{random, 3 * 8192 + 63}, Case{zeros, 4096},
+                          Case{zeros, 7}, Case{ones, 4096 * 3}, Case{ones, 65535 * 2 / 16}, Case{ones, 9}}) {
+        const auto& bytes = c.bytes;
+        const hsize_t chunk = c.chunk;
         hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         hsize_t dims[1] = {bytes.size()};
         hid_t space = H5Screate_simple(1, dims, nullptr), props = H5Pcreate(H5P_DATASET_CREATE);

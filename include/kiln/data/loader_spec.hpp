@@ -30,6 +30,9 @@ struct LoaderSpec {
     // Shards held whole and blocks held, per source and rank (data.shard_memory_mb);
     // 0: sized to a shuffle window of each source (windowMemoryBytes in corpus.hpp).
     std::uint64_t shardMemoryBytes = 0;
+    // Shards read with preads at the chunk places HDF5 reports (shard_chunks.hpp);
+    // false: every read through HDF5, as kiln read before (the benchmarks' baseline).
+    bool readWithPreads = true;
     std::string tokenizer;            // "", "bytes" or a SentencePiece .model: what the sources must match
 
     // Identifies the mix (names and weights): a change starts a new weight segment.

@@ -28,10 +28,12 @@ bool addressesAreOffsets(hid_t dataset) {
     return create.valid() && H5Pget_userblock(create, &userBlock) >= 0 && userBlock == 0;
 }
 
-}  // namespace
-
-std::optional<ChunkList> chunkList(hid_t dataset, std::uint64_t length, std::size_t elementBytes,
-                                   const std::string& context) {
+// The dataset's chunk places (chunkList's conditions); `backToBack`: none
+// unless each chunk follows the one before, asked no further than the first
+// that does not (a large shard written in pieces has a gap within its first
+// megabytes: its thousand chunks are not all looked up at start-up).
+std::optional<ChunkList> listChunks(hid_t dataset, std::uint64_t length, std::size_t elementBytes, bool backToBack,
+                                    const std::string& context) {
     // The stored bytes are copied as they are: a big-endian host reads through HDF5.
     if constexpr (std::endian::native != std::endian::little) return std::nullopt;
     if (length == 0) return std::nullopt;
@@ -57,17 +59,23 @@ std::optional<ChunkList> chunkList(hid_t dataset, std::uint64_t length, std::siz
         haddr_t address = HADDR_UNDEF;
         if (H5Dget_chunk_info_by_coord(dataset, offset, &skipped, &address, &size) < 0) return std::nullopt;
         if (skipped != 0 || size != chunkBytes || address == HADDR_UNDEF || address == 0) return std::nullopt;
+        if (backToBack && k > 0 && address != list.at[0] + k * chunkBytes) return std::nullopt;
         list.at[k] = address;
     }
     return list;
 }
 
+}  // namespace
+
+std::optional<ChunkList> chunkList(hid_t dataset, std::uint64_t length, std::size_t elementBytes,
+                                   const std::string& context) {
+    return listChunks(dataset, length, elementBytes, /*backToBack=*/false, context);
+}
+
 std::optional<ChunkRun> contiguousChunks(hid_t dataset, std::uint64_t length, std::size_t elementBytes,
                                          const std::string& context) {
-    const auto list = chunkList(dataset, length, elementBytes, context);
+    const auto list = listChunks(dataset, length, elementBytes, /*backToBack=*/true, context);
     if (!list || list->at.size() > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
-    for (std::uint64_t k = 1; k < list->at.size(); ++k)
-        if (list->at[k] != list->at[0] + k * list->chunkBytes) return std::nullopt;
     return ChunkRun{list->at[0], list->chunkBytes, static_cast<std::uint32_t>(list->at.size())};
 }
 

@@ -265,7 +265,7 @@ bool SourceReader::forgetPlaces(std::size_t shard) {
         chunks_ = {};
         return true;
     }
-    if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end()) {
+    if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end() && listed->second.known()) {
         blockChunkBytes_ -= listed->second.bytes();
         blockChunks_.erase(listed);
         return true;
@@ -275,11 +275,20 @@ bool SourceReader::forgetPlaces(std::size_t shard) {
 
 void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
     if (!options_.readWithPreads) return;
-    const std::string context = shardPath(shard).string();
-    auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
-    auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
-    if (!tokens || !offsets) return;
-    BlockChunks places{std::move(*tokens), std::move(*offsets), ++uses_};
+    // At the shard's second block, not its first: looking a chunk list up costs
+    // about as much as an opening (a B-tree lookup a chunk), and a stream that
+    // meets a shard only once (a short run, a shard of few blocks) gains nothing.
+    BlockChunks places{{}, {}, ++uses_};
+    if (blockChunks_.count(shard) > 0) {  // seen before: an empty entry
+        blockChunkBytes_ -= blockChunks_[shard].bytes();
+        blockChunks_.erase(shard);
+        const std::string context = shardPath(shard).string();
+        auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
+        auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
+        if (!tokens || !offsets) return;
+        places.tokens = std::move(*tokens);
+        places.offsets = std::move(*offsets);
+    }
     const std::uint64_t bytes = places.bytes();
     if (bytes > options_.chunkListBytes) return;
     while (blockChunkBytes_ + bytes > options_.chunkListBytes) {
@@ -297,7 +306,7 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
     std::optional<std::pair<ChunkPlaces, ChunkPlaces>> places;  // tokens, offsets
     if (allChecked_ && shard < chunks_.size() && chunks_[shard].known()) {
         places.emplace(chunks_[shard].tokens, chunks_[shard].offsets);
-    } else if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end()) {
+    } else if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end() && listed->second.known()) {
         listed->second.lastUse = ++uses_;
         places.emplace(listed->second.tokens, listed->second.offsets);
     }

@@ -153,11 +153,12 @@ private:
     // Drops what is known of the shard's chunks (all of the start-up table),
     // true if anything was: after HDF5 read what a direct read refused.
     bool forgetPlaces(std::size_t shard);
-    // Notes the chunk list of a shard read by the block (file: opened through HDF5).
+    // Notes the chunk list of a shard read by the block (file: opened through HDF5), from its second block on.
     void noteChunkList(std::size_t shard, const OpenShard& file);
     struct BlockChunks {
-        ChunkList tokens, offsets;
+        ChunkList tokens, offsets;  // empty: the shard was read once, the lists not looked up yet
         std::uint64_t lastUse = 0;
+        bool known() const { return !tokens.at.empty(); }
         std::uint64_t bytes() const { return (tokens.at.size() + offsets.at.size()) * sizeof(std::uint64_t) + sizeof(*this) + 64; }
     };
     // locate(), and the held block the document's tokens are in (null when read from a file).

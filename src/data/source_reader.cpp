@@ -384,7 +384,7 @@ bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
 }
 
 void SourceReader::rememberChunks(std::size_t index, const OpenShard& shard) {
-    if (!options_.readWithPreads) return;
+    if (!options_.readWithPreads || shards_.size() * sizeof(ShardChunks) > options_.chunkTableBytes) return;
     const std::string context = shardPath(index).string();
     const auto tokens = contiguousChunks(shard.tokens, manifest_.shards.numTokens(index),
                                          static_cast<std::size_t>(manifest_.tokenBits / 8), context);

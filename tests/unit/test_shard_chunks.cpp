@@ -175,7 +175,8 @@ TEST(ShardChunks, Fletcher32IsHdf5s) {
 }
 
 // Pass criterion: a source of small shards is read whole with preads after
-// the start-up check (no HDF5 opening while streaming), documents intact.
+// the start-up check (no HDF5 opening while streaming), documents intact;
+// with the table over its memory bound, through HDF5, documents intact.
 TEST(ShardChunks, SmallShardsStreamWithoutHdf5Openings) {
     const auto s = writeSource("small", 1000, 12, 20, 200, 256);
     SourceReader reader(s.dir);
@@ -185,6 +186,14 @@ TEST(ShardChunks, SmallShardsStreamWithoutHdf5Openings) {
     for (std::size_t d = 0; d < s.docs.size(); ++d) ASSERT_EQ(reader.readDocument(d), s.docs[d]) << d;
     EXPECT_EQ(reader.directReads(), 12u);
     EXPECT_EQ(reader.shardOpenings() - checks, 12u);
+
+    // A table over its bound is not kept: the same documents through HDF5.
+    ReaderOptions bounded;
+    bounded.chunkTableBytes = 11 * sizeof(ShardChunks);
+    SourceReader hdf5(s.dir, bounded);
+    EXPECT_TRUE(hdf5.shardChunks().empty());
+    for (std::size_t d = 0; d < s.docs.size(); ++d) ASSERT_EQ(hdf5.readDocument(d), s.docs[d]) << d;
+    EXPECT_EQ(hdf5.directReads(), 0u);
 }
 
 // Pass criterion: damage to a small shard after the check (when its places

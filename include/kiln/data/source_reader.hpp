@@ -54,6 +54,11 @@ struct ReaderOptions {
     // each (about 60 us). 8 bytes a chunk: 8 MiB holds every list of a source
     // of 1 k shards of 1.5 M tokens (200 bytes each) or a thousand of 64 Mi tokens.
     std::uint64_t chunkListBytes = 8u << 20;
+    // The start-up table of shards whose chunks lie back to back costs 32
+    // bytes a shard; a source of more shards than fit here (500 k) keeps none,
+    // so that memory stays bounded: its shards are read through HDF5, those
+    // read by the block with the chunk lists above.
+    std::uint64_t chunkTableBytes = 16u << 20;
     // false: no chunk places are noted, every read goes through HDF5.
     bool readWithPreads = true;
     // Open every shard's metadata at construction (existence, counts, tokenizer

@@ -26,3 +26,28 @@ bench_profiled_model() {
   # Shared memory between ranks of this machine: a few GB/s.
   machine=(--set plan.profile="$work/profile.h5" --set plan.intra_node_gb_s=5 --set plan.inter_node_gb_s=5)
 }
+
+# The shard-count benchmarks' texts in $work (issue 23): small.jsonl, 150 MB
+# of short documents (median 60 words), and large.jsonl, ten copies of it
+# (generating 1.5 GB afresh takes Python half an hour).
+bench_shard_texts() {
+  [ -f "$work/small.jsonl" ] || python3 tools/gen_corpus.py --out "$work/small.jsonl" --mb 150 --median-words 60 --seed 23 >&2
+  [ -f "$work/large.jsonl" ] || for i in 0 1 2 3 4 5 6 7 8 9; do cat "$work/small.jsonl"; done >"$work/large.jsonl"
+}
+
+# bench_shard_corpus TEXT NAME SHARD_TOKENS: TEXT prepared as source 'corpus'
+# in $work/NAME (kept from an earlier run when there), its disk use appended
+# to $work/results.jsonl.
+bench_shard_corpus() {
+  local text=$1 name=$2 tokens=$3
+  if [ ! -f "$work/$name/corpus/manifest.json" ]; then
+    mpirun -n 2 --oversubscribe "$kiln" prep --source corpus --input "$text" --format jsonl --split-mb 64 \
+      --shard-tokens "$tokens" --out "$work/$name" --overwrite --quiet >"$work/prep-$name.log" 2>&1 ||
+      { cat "$work/prep-$name.log"; exit 1; }
+  fi
+  du -sk "$work/$name/corpus" | python3 -c "
+import json, sys
+kb = int(sys.stdin.read().split()[0])
+print(json.dumps({'bench': 'shards-disk', 'layout': '$name', 'shard_tokens': $tokens, 'mb_on_disk': round(kb / 1024, 1)}))" |
+    tee -a "$work/results.jsonl"
+}

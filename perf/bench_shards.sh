@@ -27,30 +27,13 @@ bench=$build/perf/bench_loader
 mkdir -p "$work"
 : >"$work/results.jsonl"
 
-# prepare CORPUS NAME SHARD_TOKENS: the corpus as source 'corpus' in $work/NAME.
-prepare() {
-  local corpus=$1 name=$2 tokens=$3
-  if [ ! -f "$work/$name/corpus/manifest.json" ]; then
-    mpirun -n 2 --oversubscribe "$kiln" prep --source corpus --input "$corpus" --format jsonl --split-mb 64 \
-      --shard-tokens "$tokens" --out "$work/$name" --overwrite --quiet >"$work/prep-$name.log" 2>&1 ||
-      { cat "$work/prep-$name.log"; exit 1; }
-  fi
-  du -sk "$work/$name/corpus" | python3 -c "
-import json, sys
-kb = int(sys.stdin.read().split()[0])
-print(json.dumps({'bench': 'shards-disk', 'layout': '$name', 'shard_tokens': $tokens, 'mb_on_disk': round(kb / 1024, 1)}))" |
-    tee -a "$work/results.jsonl"
-}
-
-[ -f "$work/small.jsonl" ] || python3 tools/gen_corpus.py --out "$work/small.jsonl" --mb 150 --median-words 60 --seed 23 >&2
-# Ten copies of the small corpus (generating 1.5 GB afresh takes Python half an hour).
-[ -f "$work/large.jsonl" ] || for i in 0 1 2 3 4 5 6 7 8 9; do cat "$work/small.jsonl"; done >"$work/large.jsonl"
-prepare "$work/large.jsonl" same-1k 1500000
-prepare "$work/large.jsonl" same-10k 150000
-prepare "$work/large.jsonl" same-100k 15000
-prepare "$work/small.jsonl" small-1k 150000
-prepare "$work/small.jsonl" small-10k 15000
-prepare "$work/small.jsonl" small-78k 1024
+bench_shard_texts
+bench_shard_corpus "$work/large.jsonl" same-1k 1500000
+bench_shard_corpus "$work/large.jsonl" same-10k 150000
+bench_shard_corpus "$work/large.jsonl" same-100k 15000
+bench_shard_corpus "$work/small.jsonl" small-1k 150000
+bench_shard_corpus "$work/small.jsonl" small-10k 15000
+bench_shard_corpus "$work/small.jsonl" small-78k 1024
 
 for round in 1 2 3 4 5; do  # alternated, so that drift of the machine hits every layout alike
   for name in same-1k same-10k same-100k small-1k small-78k; do

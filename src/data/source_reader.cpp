@@ -1,14 +1,12 @@
 #include "kiln/data/source_reader.hpp"
 
+#include "source_reader_parts.hpp"
+
 #include "kiln/base/error.hpp"
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <optional>
 
 namespace kiln::data {
 
@@ -18,27 +16,6 @@ namespace h5 = io::h5;
 // sequential scan needs one HDF5 read per document instead of two, and memory
 // stays at one block per open shard.
 constexpr std::uint64_t kOffsetBlock = 512;
-
-struct SourceReader::OpenShard {
-    // A small shard is held whole (inMemory, its file closed); a large one is read through HDF5.
-    bool inMemory = false;
-    std::vector<std::uint32_t> tokenData;
-    std::vector<std::uint64_t> offsetData;
-    h5::Handle file, tokens, offsets;
-    h5::Handle tokenSpace, offsetSpace, memSpace;  // reused: creating them costs more than the read
-    std::vector<std::uint64_t> offsetBlock;
-    std::uint64_t offsetBlockStart = ~std::uint64_t{0};
-    std::uint64_t lastUse = 0;  // the reader's use count when it was last used: the least recent goes first
-    std::list<Held>::iterator heldAt;  // in held_, while inMemory
-};
-
-struct SourceReader::HeldBlock {
-    std::uint64_t firstDoc = 0;            // within the shard
-    std::vector<std::uint64_t> offsets;    // its documents' bounds in the shard: documents + 1 values
-    std::vector<std::uint32_t> tokens;     // the shard's tokens [offsets.front(), offsets.back())
-    std::list<Held>::iterator heldAt;
-    std::uint64_t bytes() const { return offsets.size() * sizeof(std::uint64_t) + tokens.size() * sizeof(std::uint32_t); }
-};
 
 namespace {
 
@@ -234,17 +211,11 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     return *(blocks_[key] = std::move(held));
 }
 
-namespace {
-
-// The first document whose offsets are out of order or past the shard's end
-// (`offsets` holds a block's bounds), or offsets.size() when none is.
-std::size_t firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens) {
+std::size_t SourceReader::firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens) {
     for (std::size_t i = 1; i < offsets.size(); ++i)
         if (offsets[i] < offsets[i - 1] || offsets[i] > numTokens) return i;
     return offsets.size();
 }
-
-}  // namespace
 
 void SourceReader::readBlockThroughHdf5(std::size_t shard, HeldBlock& held) {
     auto file = openFile(shard, /*whole=*/true);  // closed again at the end of this scope
@@ -256,75 +227,6 @@ void SourceReader::readBlockThroughHdf5(std::size_t shard, HeldBlock& held) {
     held.tokens.resize(held.offsets.back() - held.offsets.front());
     readFromFile(shard, *file, /*tokens=*/true, held.offsets.front(), held.tokens.size(), held.tokens.data());
     if (!forgetPlaces(shard)) noteChunkList(shard, *file);  // the shard's later blocks with preads
-}
-
-bool SourceReader::forgetPlaces(std::size_t shard) {
-    // Called after HDF5 read what a direct read may have refused: the places or
-    // this kiln's checksum disagree with HDF5 somewhere. HDF5 alone from now.
-    if (shard < chunks_.size() && chunks_[shard].known()) {
-        chunks_ = {};
-        return true;
-    }
-    if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end() && listed->second.known()) {
-        blockChunkBytes_ -= listed->second.bytes();
-        blockChunks_.erase(listed);
-        return true;
-    }
-    return false;
-}
-
-void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
-    if (!options_.readWithPreads) return;
-    // At the shard's second block, not its first: looking a chunk list up costs
-    // about as much as an opening (a B-tree lookup a chunk), and a stream that
-    // meets a shard only once (a short run, a shard of few blocks) gains nothing.
-    BlockChunks places{{}, {}, ++uses_};
-    if (blockChunks_.count(shard) > 0) {  // seen before: an empty entry
-        blockChunkBytes_ -= blockChunks_[shard].bytes();
-        blockChunks_.erase(shard);
-        const std::string context = shardPath(shard).string();
-        auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
-        auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
-        if (!tokens || !offsets) return;
-        places.tokens = std::move(*tokens);
-        places.offsets = std::move(*offsets);
-    }
-    const std::uint64_t bytes = places.bytes();
-    if (bytes > options_.chunkListBytes) return;
-    while (blockChunkBytes_ + bytes > options_.chunkListBytes) {
-        auto oldest = blockChunks_.begin();
-        for (auto it = blockChunks_.begin(); it != blockChunks_.end(); ++it)
-            if (it->second.lastUse < oldest->second.lastUse) oldest = it;
-        blockChunkBytes_ -= oldest->second.bytes();
-        blockChunks_.erase(oldest);
-    }
-    blockChunkBytes_ += bytes;
-    blockChunks_.emplace(shard, std::move(places));
-}
-
-bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
-    std::optional<std::pair<ChunkPlaces, ChunkPlaces>> places;  // tokens, offsets
-    if (allChecked_ && shard < chunks_.size() && chunks_[shard].known()) {
-        places.emplace(chunks_[shard].tokens, chunks_[shard].offsets);
-    } else if (const auto listed = blockChunks_.find(shard); listed != blockChunks_.end() && listed->second.known()) {
-        listed->second.lastUse = ++uses_;
-        places.emplace(listed->second.tokens, listed->second.offsets);
-    }
-    if (!places) return false;
-    const int fd = ::open(shardPath(shard).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;  // HDF5's opening says what is wrong
-    ++openings_;
-    bool read = readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(),
-                           held.offsets.data(), raw_) &&
-                firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) == held.offsets.size();
-    if (read) {
-        held.tokens.resize(held.offsets.back() - held.offsets.front());
-        read = readChunks(fd, places->first, manifest_.tokenBits / 8, held.offsets.front(), held.tokens.size(),
-                          held.tokens.data(), raw_);
-    }
-    ::close(fd);
-    if (read) ++directReads_;
-    return read;
 }
 
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
@@ -364,50 +266,6 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::readWholeShard(std::size_
     readFromFile(index, *file, /*tokens=*/false, 0, shard->offsetData.size(), shard->offsetData.data());
     forgetPlaces(index);
     return shard;
-}
-
-bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
-    if (!allChecked_ || index >= chunks_.size() || !chunks_[index].known()) return false;
-    const std::string path = shardPath(index).string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;  // HDF5's opening says what is wrong
-    ++openings_;
-    const ShardChunks& places = chunks_[index];
-    const bool read =
-        readChunks(fd, places.tokens, manifest_.tokenBits / 8, 0, shard.tokenData.size(), shard.tokenData.data(), raw_) &&
-        readChunks(fd, places.offsets, sizeof(std::uint64_t), 0, shard.offsetData.size(), shard.offsetData.data(), raw_);
-    ::close(fd);
-    // The bounds HDF5's reading checks through the dataset lengths.
-    if (!read || shard.offsetData.front() != 0 || shard.offsetData.back() != shard.tokenData.size()) return false;
-    ++directReads_;
-    return true;
-}
-
-void SourceReader::rememberChunks(std::size_t index, const OpenShard& shard) {
-    if (!options_.readWithPreads || shards_.size() * sizeof(ShardChunks) > options_.chunkTableBytes) return;
-    const std::string context = shardPath(index).string();
-    const auto tokens = contiguousChunks(shard.tokens, manifest_.shards.numTokens(index),
-                                         static_cast<std::size_t>(manifest_.tokenBits / 8), context);
-    const auto offsets = contiguousChunks(shard.offsets, manifest_.shards.numDocs(index) + 1, sizeof(std::uint64_t), context);
-    if (!tokens || !offsets) return;
-    if (chunks_.empty()) chunks_.resize(shards_.size());
-    chunks_[index] = {*tokens, *offsets};
-}
-
-void SourceReader::markAllChecked() {
-    allChecked_ = true;
-    // Kept only where it spares most of the openings: a source whose shards
-    // mostly have chunks not back to back (large shards written in pieces) reads
-    // them through the list cache instead, and the table would cost 32 bytes a shard.
-    const auto known = std::count_if(chunks_.begin(), chunks_.end(), [](const ShardChunks& c) { return c.known(); });
-    if (static_cast<std::size_t>(known) * 2 < chunks_.size()) chunks_ = {};
-}
-
-void SourceReader::setShardChunks(std::vector<ShardChunks> chunks) {
-    if (!chunks.empty() && chunks.size() != shards_.size())
-        throw std::invalid_argument(fmt::format("{} shard chunk places for the {} shards of {}", chunks.size(),
-                                                shards_.size(), dir_.string()));
-    chunks_ = std::move(chunks);
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {

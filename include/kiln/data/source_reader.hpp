@@ -155,6 +155,9 @@ private:
     // the list for the shard's next blocks.
     bool readBlockDirectly(std::size_t shard, HeldBlock& held);
     void readBlockThroughHdf5(std::size_t shard, HeldBlock& held);
+    // The first document whose offsets are out of order or past the shard's end
+    // (`offsets` holds a block's bounds), or offsets.size() when none is.
+    static std::size_t firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens);
     // Drops what is known of the shard's chunks (all of the start-up table),
     // true if anything was: after HDF5 read what a direct read refused.
     bool forgetPlaces(std::size_t shard);

@@ -27,6 +27,20 @@ bench_profiled_model() {
   machine=(--set plan.profile="$work/profile.h5" --set plan.intra_node_gb_s=5 --set plan.inter_node_gb_s=5)
 }
 
+# The shard-count benchmarks' working directory $work = build/perf-shards
+# (prepared corpora are reused from an earlier run kept there), an empty
+# $work/results.jsonl, the texts, and the large text as about 1 k, 10 k and
+# 100 k shards (same-1k, same-10k, same-100k: 1.5 M, 150 k, 15 k tokens each).
+bench_shard_workdir() {
+  work=$build/perf-shards
+  mkdir -p "$work"
+  : >"$work/results.jsonl"
+  bench_shard_texts
+  bench_shard_corpus "$work/large.jsonl" same-1k 1500000
+  bench_shard_corpus "$work/large.jsonl" same-10k 150000
+  bench_shard_corpus "$work/large.jsonl" same-100k 15000
+}
+
 # The shard-count benchmarks' texts in $work (issue 23): small.jsonl, 150 MB
 # of short documents (median 60 words), and large.jsonl, ten copies of it
 # (generating 1.5 GB afresh takes Python half an hour).

@@ -22,15 +22,8 @@
 #                                                      removed at the end unless KILN_BENCH_KEEP=1)
 set -euo pipefail
 . "$(dirname "$0")/bench_env.sh"
-work=$build/perf-shards
+bench_shard_workdir
 bench=$build/perf/bench_loader
-mkdir -p "$work"
-: >"$work/results.jsonl"
-
-bench_shard_texts
-bench_shard_corpus "$work/large.jsonl" same-1k 1500000
-bench_shard_corpus "$work/large.jsonl" same-10k 150000
-bench_shard_corpus "$work/large.jsonl" same-100k 15000
 bench_shard_corpus "$work/small.jsonl" small-1k 150000
 bench_shard_corpus "$work/small.jsonl" small-10k 15000
 bench_shard_corpus "$work/small.jsonl" small-78k 1024

@@ -10,6 +10,7 @@
 #include "kiln/data/source_reader.hpp"
 
 #include "../support/error_text.hpp"
+#include "../support/stored_bit.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -58,26 +59,6 @@ Source writeSource(const std::string& name, std::uint32_t vocab, std::size_t sha
     }
     writeManifest(s.dir, s.manifest);
     return s;
-}
-
-// Flips one stored bit `at` bytes into chunk `chunk` of /tokens, as a failing disk would.
-void flipStoredBit(const fs::path& shard, hsize_t chunk, std::uint64_t at) {
-    hid_t file = H5Fopen(shard.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t set = H5Dopen2(file, "tokens", H5P_DEFAULT), space = H5Dget_space(set);
-    hsize_t offset[1] = {0}, size = 0;
-    unsigned mask = 0;
-    haddr_t address = 0;
-    ASSERT_GE(H5Dget_chunk_info(set, space, chunk, offset, &mask, &address, &size), 0);
-    H5Sclose(space);
-    H5Dclose(set);
-    H5Fclose(file);
-    std::fstream bytes(shard, std::ios::in | std::ios::out | std::ios::binary);
-    bytes.seekg(static_cast<std::streamoff>(address + at));
-    char b = 0;
-    bytes.read(&b, 1);
-    b = static_cast<char>(b ^ 0x10);
-    bytes.seekp(static_cast<std::streamoff>(address + at));
-    bytes.write(&b, 1);
 }
 
 // The tokens of one shard as the source's documents hold them.
@@ -202,7 +183,7 @@ TEST(ShardChunks, SmallShardsStreamWithoutHdf5Openings) {
 TEST(ShardChunks, DamageAfterTheCheckIsNamedByHdf5) {
     const auto s = writeSource("damaged", 1000, 4, 20, 200, 256);
     SourceReader reader(s.dir);
-    flipStoredBit(s.dir / shardFileName(2), 1, 33);
+    kiln::test::flipStoredBit(s.dir / shardFileName(2), 1, 33);
     const std::uint64_t doc = s.manifest.shards.docStarts()[2];
     const std::string error = errorOf([&] { reader.readDocument(doc); });
     EXPECT_NE(error.find(shardFileName(2)), std::string::npos) << error;
@@ -256,7 +237,7 @@ TEST(ShardChunks, LaterBlocksOfAShardAreReadWithPreads) {
         for (std::uint64_t d = 0; d < doc; ++d) tokens += s.docs[d].size();
         return tokens / 1024;
     }();
-    flipStoredBit(s.dir / shardFileName(0), chunk, 5);
+    kiln::test::flipStoredBit(s.dir / shardFileName(0), chunk, 5);
     const std::string error = errorOf([&] { reader.readDocument(doc); });
     EXPECT_NE(error.find(shardFileName(0)), std::string::npos) << error;
     EXPECT_NE(error.find("in chunk " + std::to_string(chunk)), std::string::npos) << error;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/error_text.hpp"
+#include "../support/stored_bit.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -159,29 +160,6 @@ ReaderOptions throughFiles() {
     return o;
 }
 
-// Flips one bit of the bytes stored on disk for chunk `chunk` of /tokens, as a
-// failing disk would (not through HDF5, which would update the checksum).
-void flipStoredBit(const fs::path& shard, hsize_t chunk) {
-    hid_t file = H5Fopen(shard.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t dset = H5Dopen2(file, "tokens", H5P_DEFAULT);
-    hid_t space = H5Dget_space(dset);
-    hsize_t offset[1];
-    unsigned mask = 0;
-    haddr_t address = 0;
-    hsize_t size = 0;
-    ASSERT_GE(H5Dget_chunk_info(dset, space, chunk, offset, &mask, &address, &size), 0);
-    H5Sclose(space);
-    H5Dclose(dset);
-    H5Fclose(file);
-    std::fstream bytes(shard, std::ios::in | std::ios::out | std::ios::binary);
-    bytes.seekg(static_cast<std::streamoff>(address + 101));
-    char b = 0;
-    bytes.read(&b, 1);
-    b = static_cast<char>(b ^ 0x40);
-    bytes.seekp(static_cast<std::streamoff>(address + 101));
-    bytes.write(&b, 1);
-}
-
 }  // namespace
 
 // Pass criterion: a bit flipped on disk is caught on the read that would have
@@ -191,7 +169,7 @@ TEST(Shards, BitFlippedOnDiskIsCaughtOnEveryRead) {
     const auto c = writeCorpus("flipped", 1000, 1200, 400000);
     ASSERT_EQ(c.manifest.shards.size(), 1u);
     ASSERT_GT(c.manifest.shards[0].numTokens, 2 * kTokenChunk);
-    flipStoredBit(c.dir / c.manifest.shards[0].file, 1);
+    kiln::test::flipStoredBit(c.dir / c.manifest.shards[0].file, 1, 101);
     SourceReader reader(c.dir, throughFiles());
     EXPECT_TRUE(reader.checksummed());
     std::vector<std::uint32_t> token(1);
@@ -402,7 +380,7 @@ TEST(ShardWriter, SmallShardsGetSmallChunks) {
     EXPECT_LT(small, 16u * 1024) << small;
     EXPECT_GT(big, 2 * kTokenChunk) << big;
     writeManifest(dir, manifest);
-    flipStoredBit(dir / shardFileName(0), 3);
+    kiln::test::flipStoredBit(dir / shardFileName(0), 3, 101);
     SourceReader reader(dir, throughFiles());
     std::vector<std::uint32_t> tokens(256);
     EXPECT_NO_THROW(reader.readShardTokens(0, 512, 256, tokens.data())) << "chunk 2 is intact";
@@ -465,7 +443,7 @@ TEST(Shards, LargeShardsOfShortDocumentsAreReadByTheBlock) {
     EXPECT_LE(small.blocksInMemory(), 4u);
     EXPECT_GT(small.shardOpenings(), pieces.size());
 
-    flipStoredBit(c.dir / c.manifest.shards[1].file, 0);
+    kiln::test::flipStoredBit(c.dir / c.manifest.shards[1].file, 0, 101);
     SourceReader damaged(c.dir, options);
     const std::uint64_t doc = reader.manifest().shards.docStarts()[1];  // the shard's first document, in chunk 0
     ASSERT_FALSE(c.docs[doc].empty());

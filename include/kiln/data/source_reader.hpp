@@ -1,7 +1,9 @@
 // Reads a prepared source: any token range of any document, touching only the
 // chunks that hold it. Memory does not grow with the corpus: document offsets
 // are read on demand through HDF5's chunk cache, shards are opened lazily and
-// at most `maxOpenShards` stay open.
+// at most `maxOpenShards` stay open; small shards and shuffle blocks are held
+// in memory within a budget, read with preads where their chunks' places are
+// known (shard_chunks.hpp), else through HDF5.
 #pragma once
 
 #include "kiln/data/shard_chunks.hpp"

@@ -18,7 +18,8 @@ namespace kiln::data {
 bool SourceReader::forgetPlaces(std::size_t shard) {
     // Called after HDF5 read what a direct read may have refused: the places or
     // this kiln's checksum disagree with HDF5 somewhere. HDF5 alone from now.
-    if (shard < chunks_.size() && chunks_[shard].known()) {
+    // (Before every shard is checked the table is not used: nothing was refused.)
+    if (allChecked_ && shard < chunks_.size() && chunks_[shard].known()) {
         chunks_ = {};
         return true;
     }

@@ -15,6 +15,21 @@
 
 namespace kiln::data {
 
+namespace {
+
+// Opens `path` for reading, runs `read(fd)` and closes it again; false when
+// it cannot be opened (HDF5's opening then says what is wrong) or `read` fails.
+template <typename Read>
+bool readFile(const std::filesystem::path& path, Read&& read) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool done = read(fd);
+    ::close(fd);
+    return done;
+}
+
+}  // namespace
+
 bool SourceReader::forgetPlaces(std::size_t shard) {
     // Called after HDF5 read what a direct read may have refused: the places or
     // this kiln's checksum disagree with HDF5 somewhere. HDF5 alone from now.
@@ -37,9 +52,9 @@ void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
     // about as much as an opening (a B-tree lookup a chunk), and a stream that
     // meets a shard only once (a short run, a shard of few blocks) gains nothing.
     BlockChunks places{{}, {}, ++uses_};
-    if (blockChunks_.count(shard) > 0) {  // seen before: an empty entry
-        blockChunkBytes_ -= blockChunks_[shard].bytes();
-        blockChunks_.erase(shard);
+    if (const auto seen = blockChunks_.find(shard); seen != blockChunks_.end()) {  // an empty entry
+        blockChunkBytes_ -= seen->second.bytes();
+        blockChunks_.erase(seen);
         const std::string context = shardPath(shard).string();
         auto tokens = chunkList(file.tokens, manifest_.shards.numTokens(shard), manifest_.tokenBits / 8, context);
         auto offsets = chunkList(file.offsets, manifest_.shards.numDocs(shard) + 1, sizeof(std::uint64_t), context);
@@ -69,33 +84,30 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
         places.emplace(listed->second.tokens, listed->second.offsets);
     }
     if (!places) return false;
-    const int fd = ::open(shardPath(shard).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;  // HDF5's opening says what is wrong
-    ++openings_;
-    bool read = readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(),
-                           held.offsets.data(), raw_) &&
-                firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) == held.offsets.size();
-    if (read) {
+    const bool read = readFile(shardPath(shard), [&](int fd) {
+        ++openings_;
+        if (!readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(), held.offsets.data(),
+                        raw_) ||
+            firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) != held.offsets.size())
+            return false;
         held.tokens.resize(held.offsets.back() - held.offsets.front());
-        read = readChunks(fd, places->first, manifest_.tokenBits / 8, held.offsets.front(), held.tokens.size(),
+        return readChunks(fd, places->first, manifest_.tokenBits / 8, held.offsets.front(), held.tokens.size(),
                           held.tokens.data(), raw_);
-    }
-    ::close(fd);
+    });
     if (read) ++directReads_;
     return read;
 }
 
 bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
     if (!allChecked_ || index >= chunks_.size() || !chunks_[index].known()) return false;
-    const std::string path = shardPath(index).string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;  // HDF5's opening says what is wrong
-    ++openings_;
     const ShardChunks& places = chunks_[index];
-    const bool read =
-        readChunks(fd, places.tokens, manifest_.tokenBits / 8, 0, shard.tokenData.size(), shard.tokenData.data(), raw_) &&
-        readChunks(fd, places.offsets, sizeof(std::uint64_t), 0, shard.offsetData.size(), shard.offsetData.data(), raw_);
-    ::close(fd);
+    const bool read = readFile(shardPath(index), [&](int fd) {
+        ++openings_;
+        return readChunks(fd, places.tokens, manifest_.tokenBits / 8, 0, shard.tokenData.size(), shard.tokenData.data(),
+                          raw_) &&
+               readChunks(fd, places.offsets, sizeof(std::uint64_t), 0, shard.offsetData.size(), shard.offsetData.data(),
+                          raw_);
+    });
     // The bounds HDF5's reading checks through the dataset lengths.
     if (!read || shard.offsetData.front() != 0 || shard.offsetData.back() != shard.tokenData.size()) return false;
     ++directReads_;

@@ -127,7 +127,7 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
             tokenizer.encode(record.text, tokens);
             if (!writer)
                 writer = std::make_unique<ShardWriter>(staging / fmt::format("r{:05}-{:05}.h5", rank, result.shards.size()), header,
-                                                       tokenChunkFor(o.shardTokens));
+                                                       tokenChunkFor(o.shardTokens), o.shardTokens);
             writer->addDocument(tokens);
             result.documents += 1;
             result.tokens += tokens.size();

@@ -125,6 +125,9 @@ void ShardWriter::flushTokens() {
 ShardSummary ShardWriter::finish() {
     const std::string context = partial_.string();
     flushTokens();
+    // HDF5 places a chunk in the file only when its chunk cache lets it go:
+    // flushed now, the last token chunks lie before the offsets, not after.
+    KILN_H5(H5Dflush(tokens_), context);
     // Written once, whole: chunks no larger than the offsets themselves.
     auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, std::min<std::uint64_t>(kOffsetChunk, offsets_.size()),
                                    context);

@@ -17,7 +17,8 @@ reached once an earlier failure moved the run on does not fire.
   throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
 Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
 failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
-no kiln process left once mpirun has returned. Prints one line per run, then
+MPI_Finalize returned on every rank (not ended by kiln's 20 s exit watchdog), no kiln process left once mpirun has
+returned. Prints one line per run, then
   CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D
 and exits 1 unless every run survived.
 
@@ -209,6 +210,10 @@ def check(args, out, reference, killed, status):
     temporaries = [f for f in os.listdir(ckpt) if ".tmp" in f] if os.path.isdir(ckpt) else []
     if temporaries:
         problems.append(f"temporary files left: {temporaries}")
+    with open(out + ".log", errors="replace") as log:
+        watchdogs = sum("MPI_Finalize did not return" in line for line in log)
+    if watchdogs:
+        problems.append(f"MPI_Finalize did not return on {watchdogs} rank(s): ended by kiln's watchdog")
     time.sleep(0.5)
     if leftover_processes(out):
         problems.append("kiln processes left after mpirun returned")

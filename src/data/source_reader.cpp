@@ -211,7 +211,7 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     return *(blocks_[key] = std::move(held));
 }
 
-std::size_t SourceReader::firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens) {
+std::size_t SourceReader::firstUnsoundOffset(std::span<const std::uint64_t> offsets, std::uint64_t numTokens) {
     for (std::size_t i = 1; i < offsets.size(); ++i)
         if (offsets[i] < offsets[i - 1] || offsets[i] > numTokens) return i;
     return offsets.size();
@@ -362,7 +362,7 @@ namespace {
 
 // Values [at, at + count) of a shard held whole.
 template <typename T>
-void copyHeld(const std::vector<T>& held, std::uint64_t at, std::uint64_t count, T* out, const char* what,
+void copyHeld(std::span<const T> held, std::uint64_t at, std::uint64_t count, T* out, const char* what,
               std::size_t shard) {
     if (at + count > held.size())
         throw std::out_of_range(fmt::format("{} [{}, {}) of shard {} of {}", what, at, at + count, shard, held.size()));
@@ -375,14 +375,14 @@ void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uin
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/true, at, count, out);
-    copyHeld(s.tokenData, at, count, out, "tokens", shard);
+    copyHeld<std::uint32_t>(s.tokenData, at, count, out, "tokens", shard);
 }
 
 void SourceReader::readShardOffsets(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint64_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());
     OpenShard& s = open(shard);
     if (!s.inMemory) return readFromFile(shard, s, /*tokens=*/false, at, count, out);
-    copyHeld(s.offsetData, at, count, out, "offsets", shard);
+    copyHeld<std::uint64_t>(s.offsetData, at, count, out, "offsets", shard);
 }
 
 void SourceReader::readFromFile(std::size_t shard, OpenShard& s, bool tokens, std::uint64_t at, std::uint64_t count,

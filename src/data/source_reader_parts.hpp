@@ -3,6 +3,7 @@
 // the reads that bypass HDF5's opening).
 #pragma once
 
+#include "kiln/base/read_buffer.hpp"
 #include "kiln/data/source_reader.hpp"
 
 namespace kiln::data {
@@ -10,8 +11,8 @@ namespace kiln::data {
 struct SourceReader::OpenShard {
     // A small shard is held whole (inMemory, its file closed); a large one is read through HDF5.
     bool inMemory = false;
-    std::vector<std::uint32_t> tokenData;
-    std::vector<std::uint64_t> offsetData;
+    ReadBuffer<std::uint32_t> tokenData;  // filled by the read that follows: not zeroed first
+    ReadBuffer<std::uint64_t> offsetData;
     io::h5::Handle file, tokens, offsets;
     io::h5::Handle tokenSpace, offsetSpace, memSpace;  // reused: creating them costs more than the read
     std::vector<std::uint64_t> offsetBlock;
@@ -22,8 +23,8 @@ struct SourceReader::OpenShard {
 
 struct SourceReader::HeldBlock {
     std::uint64_t firstDoc = 0;            // within the shard
-    std::vector<std::uint64_t> offsets;    // its documents' bounds in the shard: documents + 1 values
-    std::vector<std::uint32_t> tokens;     // the shard's tokens [offsets.front(), offsets.back())
+    ReadBuffer<std::uint64_t> offsets;     // its documents' bounds in the shard: documents + 1 values
+    ReadBuffer<std::uint32_t> tokens;      // the shard's tokens [offsets.front(), offsets.back())
     std::list<Held>::iterator heldAt;
     std::uint64_t bytes() const { return offsets.size() * sizeof(std::uint64_t) + tokens.size() * sizeof(std::uint32_t); }
 };

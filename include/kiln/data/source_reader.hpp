@@ -16,6 +16,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace kiln::data {
@@ -159,7 +160,7 @@ private:
     void readBlockThroughHdf5(std::size_t shard, HeldBlock& held);
     // The first document whose offsets are out of order or past the shard's end
     // (`offsets` holds a block's bounds), or offsets.size() when none is.
-    static std::size_t firstUnsoundOffset(const std::vector<std::uint64_t>& offsets, std::uint64_t numTokens);
+    static std::size_t firstUnsoundOffset(std::span<const std::uint64_t> offsets, std::uint64_t numTokens);
     // Drops what is known of the shard's chunks (all of the start-up table),
     // true if anything was: after HDF5 read what a direct read refused.
     bool forgetPlaces(std::size_t shard);

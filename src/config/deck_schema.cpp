@@ -101,7 +101,8 @@ const std::vector<KeySpec>& deckSchema() {
         {"straggler.steps", KeyType::Integer, "5", "Steps over which speeds are taken (medians) before the batch is split again.",
          atLeast(1)},
         {"straggler.retire_at", KeyType::Real, "3",
-         "Retire a node that computes this many times slower than the median rank over straggler.retire_steps "
+         "Retire a node whose slowest stage takes this many times its pipeline's planned bottleneck stage (times "
+         "scaled by the median rank's, so a profile off for every rank changes nothing) over straggler.retire_steps "
          "steps (their median): it leaves the run as a failed node would (its layers held elsewhere, the survivors regrouped "
          "from the templates, a spare taking its place if there is one), recorded as a 'straggler' event. Only when "
          "the nodes left still tolerate fault.f failures and the plan predicts a shorter step without it; else it "

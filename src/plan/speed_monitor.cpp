@@ -126,14 +126,17 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
         if (pipeline.microbatches == 0) continue;
         const PipelineTemplate* t = plan.templates.forNodes(pipeline.nodes, pipeline.width);
         if (!t) continue;
+        // Compute against compute: the ranks' times leave out their transfers.
+        const auto plannedCompute = [](const Stage& stage) { return stage.compute > 0.0 ? stage.compute : stage.time; };
+        double bottleneck = 0.0;
+        for (const Stage& stage : t->stages) bottleneck = std::max(bottleneck, plannedCompute(stage));
+        const double mb = double(pipeline.microbatches);
         for (std::size_t k = 0; k < pipeline.ranks.size(); ++k) {
             const auto rank = static_cast<std::size_t>(pipeline.ranks[k]);
-            const Stage& stage = t->stages.at(k / pipeline.width);
-            // Compute against compute: the ranks' times leave out their transfers.
-            const double planned = (stage.compute > 0.0 ? stage.compute : stage.time) * double(pipeline.microbatches);
+            const double planned = plannedCompute(t->stages.at(k / pipeline.width)) * mb;
             if (rank >= compute.size() || rank >= sample.x.size() || planned <= 0.0 || compute[rank] <= 0.0) continue;
-            sample.x[rank] = compute[rank] / planned;
-            ratios.push_back(sample.x[rank]);
+            ratios.push_back(compute[rank] / planned);
+            sample.x[rank] = compute[rank] / (bottleneck * mb);
         }
     }
     sample.ratio = lowerMedian(ratios);
@@ -199,8 +202,9 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
                 verdict.action = SpeedVerdict::Action::Retire;
                 verdict.node = slowest;
                 verdict.nodeSlowdown = worst;
-                verdict.detail = fmt::format("node {} computed {:.2f}x slower than the median rank over {} steps "
-                                             "(straggler.retire_at = {}); the plan predicts a {:.3g} s step without it, "
+                verdict.detail = fmt::format("node {} computed {:.2f}x slower than its pipeline's planned bottleneck "
+                                             "allows (against the median rank) over {} steps (straggler.retire_at = {}); "
+                                             "the plan predicts a {:.3g} s step without it, "
                                              "{:.3g} s with it, {}",
                                              slowest, worst, policy_.retireSteps, policy_.retireAt,
                                              without.instantiation.stepTime * R, withIt * R, how);
@@ -208,7 +212,9 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
             }
             if (!noted_) {
                 noted_ = true;
-                verdict.note = fmt::format("node {} computes {:.2f}x slower than the median rank but stays: {}", slowest,
+                verdict.note = fmt::format("node {} computes {:.2f}x slower than its pipeline's planned bottleneck allows "
+                                           "(against the median rank) but stays: {}",
+                                           slowest,
                                            worst, refused);
             }
         }

@@ -63,8 +63,8 @@ void Trainer::State::reportSpeeds(std::uint64_t step) {
     for (const auto& node : m.nodeSlowdown)
         if (node.second > slowest.second) slowest = node;
     const std::string detail = fmt::format(
-        "compute {:.2f}x the plan's stage times (median rank, last steps of layout {}); pipelines' slowdowns against "
-        "the median rank {}; slowest node {} at {:.2f}x",
+        "compute {:.2f}x the plan's stage times (median rank, last steps of layout {}); pipelines' slowdowns (slowest "
+        "stage against the planned bottleneck, scaled by the median rank) {}; slowest node {} at {:.2f}x",
         m.ratio, parallel->layout().describe(), fmt::join(pipelines, ", "), slowest.first, slowest.second);
     log::info("  speeds     {}", detail);
     diag->event(step, "speeds", detail);

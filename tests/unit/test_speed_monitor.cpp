@@ -203,6 +203,55 @@ TEST(SpeedMonitor, ANodeWhoseRetirementWouldLowerFStays) {
     EXPECT_LT(microbatchesOf(layout, 1), microbatchesOf(layout, 0));
 }
 
+// Pass criterion: a stage planned at almost nothing (an embedding or a head
+// alone) that measures hundreds of times its plan from fixed per-microbatch
+// costs, but stays well under its pipeline's bottleneck stage, neither
+// rebalances nor retires anything: it does not slow its pipeline. (Measured
+// against its own stage, it read 400x "slow" and its node was retired.)
+TEST(SpeedMonitor, AStagePlannedAtAlmostNothingIsNotAStraggler) {
+    RunPlan r;
+    r.profile.model.blocks = 2;
+    r.profile.microBatch = 1;
+    r.profile.layers = {{"embedding", 1e-6, 1e-6, 1'000'000, 100'000, 1'000'000},
+                        {"block", 1e-3, 2e-3, 1'000'000, 100'000, 1'000'000},
+                        {"block", 1e-3, 2e-3, 1'000'000, 100'000, 1'000'000},
+                        {"output", 1e-6, 1e-6, 1'000'000, 100'000, 1'000'000}};
+    r.cluster.nodes = 8;
+    r.cluster.ranksPerNode = 1;
+    r.cluster.stageWidth = 1;
+    r.cluster.memoryPerRank = 1e12;
+    r.cluster.intraBandwidth = 50e9;
+    r.cluster.interBandwidth = 5e9;
+    r.f = 1;
+    r.globalMicrobatches = 16;
+    r.templates = planTemplates(r.profile, r.cluster, r.f, r.globalMicrobatches);
+    Instantiation inst;
+    inst.pipelines = {{4, 8, 0.0, 1}, {4, 8, 0.0, 1}};  // four stages of one layer each
+    const Layout layout = place(r, inst);
+    SpeedMonitor monitor(policy(1.25, 3, 3.0, 4));
+    monitor.reset();
+    std::vector<double> compute = computeTimes(r, layout, 1.0, std::vector<double>(layout.roles.size(), 1.0));
+    int tiny = 0;
+    for (const auto& p : layout.pipelines) {
+        const auto* t = r.templates.forNodes(p.nodes, p.width);
+        ASSERT_EQ(t->stages.size(), 4u);
+        double bottleneck = 0.0;
+        for (const auto& stage : t->stages) bottleneck = std::max(bottleneck, stage.compute);
+        for (std::size_t k = 0; k < p.ranks.size(); ++k)
+            if (t->stages[k].compute < 0.01 * bottleneck) {
+                compute[static_cast<std::size_t>(p.ranks[k])] = 0.4 * bottleneck * double(p.microbatches);
+                ++tiny;
+            }
+    }
+    ASSERT_EQ(tiny, 4) << "the embedding and the head alone, in both pipelines";
+    for (int step = 0; step < 20; ++step) {
+        const auto v = monitor.observe(layout, r, compute, 8, 1);
+        ASSERT_EQ(v.action, SpeedVerdict::Action::None) << "step " << step << ": " << v.detail;
+        EXPECT_TRUE(v.note.empty()) << v.note;
+    }
+    for (const double x : monitor.measured(layout).pipelineSlowdown) EXPECT_NEAR(x, 1.0, 1e-9);
+}
+
 TEST(Distribution, MeasuredSlowdownsShiftMicrobatches) {
     const auto r = plan(2, 1, 16);
     Instantiation inst = r.instantiation;

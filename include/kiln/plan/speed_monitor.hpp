@@ -7,12 +7,17 @@
 // backwards, not its waits) over its microbatches, divided by the planner's
 // time for its stage, is its ratio r: how much slower than planned it runs.
 // The planner's times are off by a constant for every rank (a synthetic
-// profile, overheads it leaves out), so speeds are compared with the median
+// profile, overheads it leaves out), so times are scaled by the median
 // rank's ratio R (of an even count, the faster middle one: of two ranks, one
-// slow, the other is the reference): x = r / R is a rank's slowdown relative
-// to its peers. Each rank's x is smoothed by its median over a window of
-// steps (one long step is not a straggler); a pipeline's slowdown is then its
-// slowest stage's (1F1B runs at its bottleneck), a node's its slowest rank's.
+// slow, the other is the reference). A rank's slowdown x is then its scaled
+// time against its pipeline's planned bottleneck stage, not against its own
+// stage: 1F1B runs at its slowest stage, so a rank slows its pipeline only
+// when it takes longer than that bottleneck. (Against its own stage, a stage
+// planned at almost nothing, an embedding alone, measured hundreds of times
+// "slow" from fixed per-microbatch costs alone, and a healthy node was
+// retired.) Each rank's x is smoothed by its median over a window of steps
+// (one long step is not a straggler); a pipeline's slowdown is then its
+// slowest rank's, a node's its slowest rank's.
 // Decisions are a pure function of the gathered times, so every rank that
 // gathered the same ones takes the same decision:
 // nothing else need be agreed.

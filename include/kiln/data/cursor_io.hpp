@@ -28,7 +28,7 @@ struct CursorContext {
     std::uint64_t blockDocs = 0;
     std::uint64_t windowBlocks = 0;
     std::string tokenizerId;
-    std::string tokenizerLegacyId;  // also accepted on restore (TokenizerInfo::legacyId); never written
+    std::string tokenizerLegacyId{};  // also accepted on restore (TokenizerInfo::legacyId); never written
 };
 
 CursorContext cursorContext(const LoaderSpec& spec, const std::string& tokenizerId, const std::string& legacyId = "");

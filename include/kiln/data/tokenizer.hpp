@@ -19,7 +19,7 @@ struct TokenizerInfo {
     std::uint32_t eosId = 0;
     // The identity older kiln gave the same model ("sentencepiece-<crc32 of the
     // file>"): sources and cursors that carry it are accepted.
-    std::string legacyId;
+    std::string legacyId{};  // empty: none
     bool is(const std::string& other) const { return other == id || (!legacyId.empty() && other == legacyId); }
 };
 

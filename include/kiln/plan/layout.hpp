@@ -49,7 +49,7 @@ struct LayerSegment {
     // The holding stage's ranks of each pipeline in turn, in slot order
     // (one per pipeline where no stage is split): holders[0] is pipeline 0's slot 0.
     std::vector<int> holders;
-    std::vector<std::uint32_t> widths;  // widths[p]: how many of `holders` are pipeline p's
+    std::vector<std::uint32_t> widths{};  // widths[p]: how many of `holders` are pipeline p's
     // The rank of each pipeline that holds atom `atom` of `atoms` (atoms a
     // multiple of every width).
     std::vector<int> holdersOfAtom(std::uint32_t atom, std::uint32_t atoms) const;

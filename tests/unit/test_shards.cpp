@@ -368,7 +368,7 @@ TEST(ShardWriter, SmallShardsGetSmallChunks) {
     std::vector<std::uint32_t> doc(2000);
     for (std::size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<std::uint32_t>(i % 1000);
     EXPECT_EQ(tokenChunkFor(2048), 256u);
-    EXPECT_EQ(tokenChunkFor(1u << 26), kTokenChunk);
+    EXPECT_EQ(tokenChunkFor(1u << 26), kMaxPreparedChunk);
     ShardWriter sized(dir / shardFileName(0), header, tokenChunkFor(2048));
     sized.addDocument(doc);
     SourceManifest manifest{"s", header.tokenizer, 16, {}};

@@ -33,10 +33,14 @@ inline constexpr std::int64_t kOldestShardFormatVersion = 1;
 inline constexpr std::uint64_t kTokenChunk = 64 * 1024;
 inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets
 
-// HDF5 stores every chunk whole, the last one too: a shard of a few thousand
-// tokens in 64 Ki-token chunks took 190 KB on disk for 8 KB of ids. Shards
-// made smaller than a chunk (kiln prep --shard-tokens) get chunks of an eighth
-// of the shard (at least 256 tokens), so at most about an eighth is padding.
+// The chunks kiln prep writes: an eighth of the shard, at least 256 tokens,
+// at most kMaxPreparedChunk. HDF5 stores every chunk whole, the last one too:
+// a shard of a few thousand tokens in 64 Ki-token chunks took 190 KB on disk
+// for 8 KB of ids, so small shards get small chunks. Large shards are read by
+// the shuffle block (about 50 k tokens) and a read takes whole chunks: 64 Ki
+// made a block read 2.3x its tokens, 16 Ki about 1.3x, and 16 Ki-token chunks
+// (32 or 64 KiB) are still large reads.
+inline constexpr std::uint64_t kMaxPreparedChunk = 16 * 1024;
 std::uint64_t tokenChunkFor(std::uint64_t shardTokens);
 
 struct ShardHeader {

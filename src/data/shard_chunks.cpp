@@ -50,9 +50,11 @@ std::optional<ChunkList> listChunks(hid_t dataset, std::uint64_t length, std::si
         return std::nullopt;
     const std::uint64_t chunkBytes = chunk[0] * elementBytes + kChecksumBytes;
     if (chunkBytes > std::numeric_limits<std::uint32_t>::max() || !addressesAreOffsets(dataset)) return std::nullopt;
+    const std::uint64_t chunks = (length + chunk[0] - 1) / chunk[0];
+    if (chunks > kMaxListedChunks) return std::nullopt;  // the lookups below cost O(chunks^2)
     ChunkList list;
     list.chunkBytes = static_cast<std::uint32_t>(chunkBytes);
-    list.at.resize((length + chunk[0] - 1) / chunk[0]);
+    list.at.resize(chunks);
     for (std::uint64_t k = 0; k < list.at.size(); ++k) {
         hsize_t offset[1] = {k * chunk[0]}, size = 0;
         unsigned skipped = 0;

@@ -14,7 +14,9 @@ namespace h5 = io::h5;
 int tokenBitsFor(std::uint32_t vocabSize) { return vocabSize <= 65536 ? 16 : 32; }
 
 std::uint64_t tokenChunkFor(std::uint64_t shardTokens) {
-    return std::clamp<std::uint64_t>(shardTokens / 8, 256, kMaxPreparedChunk);
+    const std::uint64_t chunk = std::clamp<std::uint64_t>(shardTokens / 8, 256, kBlockReadChunk);
+    if (shardTokens / chunk <= kMaxChunksAShard) return chunk;
+    return std::min<std::uint64_t>((shardTokens + kMaxChunksAShard - 1) / kMaxChunksAShard, kTokenChunk);
 }
 
 void writeShardHeader(hid_t file, const ShardHeader& header) {

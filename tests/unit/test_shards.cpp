@@ -368,7 +368,10 @@ TEST(ShardWriter, SmallShardsGetSmallChunks) {
     std::vector<std::uint32_t> doc(2000);
     for (std::size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<std::uint32_t>(i % 1000);
     EXPECT_EQ(tokenChunkFor(2048), 256u);
-    EXPECT_EQ(tokenChunkFor(1u << 26), kMaxPreparedChunk);
+    EXPECT_EQ(tokenChunkFor(1'500'000), kBlockReadChunk);
+    EXPECT_EQ(tokenChunkFor(kBlockReadChunk * kMaxChunksAShard), kBlockReadChunk);
+    EXPECT_EQ(tokenChunkFor(1u << 26), kTokenChunk) << "1024 chunks, not 4096";
+    EXPECT_EQ(tokenChunkFor(24u << 20), 48u * 1024) << "512 chunks";
     ShardWriter sized(dir / shardFileName(0), header, tokenChunkFor(2048));
     sized.addDocument(doc);
     SourceManifest manifest{"s", header.tokenizer, 16, {}};

@@ -204,8 +204,7 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
                 verdict.nodeSlowdown = worst;
                 verdict.detail = fmt::format("node {} computed {:.2f}x slower than its pipeline's planned bottleneck "
                                              "allows (against the median rank) over {} steps (straggler.retire_at = {}); "
-                                             "the plan predicts a {:.3g} s step without it, "
-                                             "{:.3g} s with it, {}",
+                                             "the plan predicts a {:.3g} s step without it, {:.3g} s with it, {}",
                                              slowest, worst, policy_.retireSteps, policy_.retireAt,
                                              without.instantiation.stepTime * R, withIt * R, how);
                 return verdict;
@@ -214,8 +213,7 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
                 noted_ = true;
                 verdict.note = fmt::format("node {} computes {:.2f}x slower than its pipeline's planned bottleneck allows "
                                            "(against the median rank) but stays: {}",
-                                           slowest,
-                                           worst, refused);
+                                           slowest, worst, refused);
             }
         }
     }

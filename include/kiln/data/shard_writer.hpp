@@ -25,8 +25,9 @@ class ShardWriter {
 public:
     // `header` gives source, tokenizer and token width; counts are filled in.
     // `chunkTokens`: the /tokens chunk (tokenChunkFor the shard size prep aims at).
-    // `expectedTokens`: the size aimed at, or 0 when not known. Room for the
-    // chunk index is reserved ahead for that many tokens, so that the chunks
+    // `expectedTokens`: the size aimed at, or 0 when not known. A shard of more
+    // than 32 chunks gets room for its chunk index reserved ahead for that many
+    // tokens (fewer fit HDF5's own first metadata block), so that the chunks
     // lie back to back and a reader can pread them without asking HDF5 where
     // each one is (without it, HDF5 puts index nodes between chunks).
     ShardWriter(std::filesystem::path path, ShardHeader header, std::uint64_t chunkTokens = kTokenChunk,

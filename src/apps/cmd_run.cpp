@@ -106,10 +106,9 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
     if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
         status = 75;  // EX_TEMPFAIL: requeue
     // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
-    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF ||
-        summary.stopped == train::TrainSummary::Stop::NodeRetired)
+    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF)
         comm::armExitWatchdog(status, 20);
-    if (summary.stopped != train::TrainSummary::Stop::Finished) return status;  // retired ranks: 0, the survivors go on
+    if (summary.stopped != train::TrainSummary::Stop::Finished) return status;
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
               summary.lastLoss, (runDir / "diag.h5").string());

@@ -103,8 +103,9 @@ const std::vector<KeySpec>& deckSchema() {
         {"straggler.retire_at", KeyType::Real, "3",
          "Retire a node whose slowest stage takes this many times its pipeline's planned bottleneck stage (times "
          "scaled by the median rank's, so a profile off for every rank changes nothing) over straggler.retire_steps "
-         "steps (their median): it leaves the run as a failed node would (its layers held elsewhere, the survivors regrouped "
-         "from the templates, a spare taking its place if there is one), recorded as a 'straggler' event. Only when "
+         "steps (their median): it is retired as a failed node would be (its layers held elsewhere, the survivors "
+         "regrouped from the templates, a spare taking its place if there is one; its processes stay in the job without "
+         "work), recorded as a 'straggler' event. Only when "
          "the nodes left still tolerate fault.f failures and the plan predicts a shorter step without it; else it "
          "stays, with a smaller share. 0 = never.",
          realInRange(0.0, 1e6)},

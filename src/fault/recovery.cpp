@@ -25,11 +25,16 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 std::string RecoveryReport::describe() const {
-    return fmt::format("failed rank{} {} (node{} {} retired{}); {} rank{} on {} node{} remain; revoke {:.1f} ms, shrink "
-                       "{:.1f} ms, regroup {:.1f} ms",
-                       failedRanks.size() == 1 ? "" : "s", fmt::join(failedRanks, ","), retiredNodes.size() == 1 ? "" : "s",
-                       fmt::join(retiredNodes, ","), fenced > 0 ? fmt::format("; {} fenced with SIGKILL", fenced) : "",
-                       ranksLeft, ranksLeft == 1 ? "" : "s", nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
+    // A failed rank of a node retired before (a benched rank) retires nothing new.
+    const std::string nodes = retiredNodes.empty()
+                                  ? std::string("on a node retired before")
+                                  : fmt::format("node{} {} retired", retiredNodes.size() == 1 ? "" : "s",
+                                                fmt::join(retiredNodes, ","));
+    return fmt::format("failed rank{} {} ({}{}); {} rank{} on {} node{} remain; revoke {:.1f} ms, shrink {:.1f} ms, "
+                       "regroup {:.1f} ms",
+                       failedRanks.size() == 1 ? "" : "s", fmt::join(failedRanks, ","), nodes,
+                       fenced > 0 ? fmt::format("; {} fenced with SIGKILL", fenced) : "", ranksLeft,
+                       ranksLeft == 1 ? "" : "s", nodesLeft, nodesLeft == 1 ? "" : "s", 1e3 * revokeSeconds,
                        1e3 * shrinkSeconds, 1e3 * regroupSeconds);
 }
 
@@ -86,36 +91,6 @@ RecoveryReport recover(comm::World& world, std::set<int>& retired) {
     world.replaceControl(survivors, survivorMembers);
     report.regroupSeconds = since(t0);
     return report;
-}
-
-bool hasRetiredMembers(const comm::World& world, const std::set<int>& retired) {
-    for (int r : world.members())
-        if (retired.count(world.nodeOfOriginal(r))) return true;
-    return false;
-}
-
-bool dismissRetired(comm::World& world, const std::set<int>& retired) {
-    const bool leaves = retired.count(world.node()) > 0;
-    MPI_Comm staying = MPI_COMM_NULL;
-    int ok = 1;
-    try {
-        KILN_MPI(MPI_Comm_split(world.control(), leaves ? MPI_UNDEFINED : 0, 0, &staying));
-    } catch (const ProcFailedError&) {
-        ok = 0;
-    }
-    // A split can succeed on some ranks and fail on others: only an agreement
-    // gives every member the same answer.
-    if (comm::agree(world.control(), ok) != 1) {
-        if (staying != MPI_COMM_NULL) MPI_Comm_free(&staying);
-        comm::revoke(world.control());
-        throw ProcFailedError("a rank failed while the retired nodes' ranks were dismissed", 0);
-    }
-    if (leaves) return true;
-    std::vector<int> stayingMembers;
-    for (int r : world.members())
-        if (!retired.count(world.nodeOfOriginal(r))) stayingMembers.push_back(r);
-    world.replaceControl(staying, stayingMembers);
-    return false;
 }
 
 }  // namespace kiln::fault

@@ -17,7 +17,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 PipelineStage::PipelineStage(model::Gpt& model, const plan::Layout& layout, int rank, comm::Transport& transport,
                              torch::Device device, bool bf16, std::chrono::milliseconds deviceDeadline)
-    : model_(model), layout_(layout), role_(layout.roles.at(static_cast<std::size_t>(rank))), transport_(transport),
+    : model_(model), layout_(layout), role_(layout.role(rank)), transport_(transport),
       device_(device), bf16_(bf16), clock_(device, deviceDeadline) {
     if (!role_.idle()) pipeline_ = &layout.pipelines[static_cast<std::size_t>(role_.pipeline)];
 }

@@ -266,14 +266,13 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
         return summary;
     };
-    const auto ended = [&](State::Recovery outcome) {
-        return finish(outcome == State::Recovery::Leave ? TrainSummary::Stop::NodeRetired : TrainSummary::Stop::BeyondF);
-    };
     using State::Recovery::Continue;
+    // Every outcome but Continue is a stop beyond f (checkpointed where possible).
+    const auto beyondF = [&] { return finish(TrainSummary::Stop::BeyondF); };
 
     for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
         State::Committed done;
-        if (const auto outcome = s.step(step, targetsPerStep, done); outcome != Continue) return ended(outcome);
+        if (s.step(step, targetsPerStep, done) != Continue) return beyondF();
         if (stepsDone++ == 0) {
             summary.firstLoss = done.loss;
             if (s.startupToReport) {
@@ -291,13 +290,11 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
 
         const State::Attempt& a = done.attempt;
         const bool last = step + 1 == end;
-        if (const auto outcome = s.publishFinishedCheckpoint(step + 1, a); outcome != Continue) return ended(outcome);
-        if (!last)
-            if (const auto outcome = s.followSpeeds(step + 1, a.compute); outcome != Continue) return ended(outcome);
+        if (s.publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
+        if (!last && s.followSpeeds(step + 1, a.compute) != Continue) return beyondF();
         const bool due = s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0;
-        if (!last && (due || a.stopRequested))
-            if (const auto outcome = s.checkpointSafely(step + 1, step, !a.stopRequested); outcome != Continue)
-                return ended(outcome);
+        if (!last && (due || a.stopRequested) && s.checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
+            return beyondF();
         if (!last && a.stopRequested) {
             const std::string why = fmt::format("after step {} on a stop request (SIGUSR1 or KILN_STOP_FILE: a time "
                                                 "limit ahead); checkpoint written, exit 75",
@@ -306,8 +303,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             if (s.diag) s.diag->event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
         }
-        if (!last && a.admitNodes > 0)
-            if (const auto outcome = s.admitAtBoundary(step + 1, a.admitNodes); outcome != Continue) return ended(outcome);
+        if (!last && a.admitNodes > 0 && s.admitAtBoundary(step + 1, a.admitNodes) != Continue) return beyondF();
     }
     if (stepsDone > 0) {
         // Before the final checkpoint, whose staging is not a step's memory.
@@ -318,7 +314,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             log::detail("a rank failed during the memory report: {}", e.what());
         }
         const auto at = s.loader->cursor().step;
-        if (const auto outcome = s.checkpointSafely(at, at, false); outcome != Continue) return ended(outcome);
+        if (s.checkpointSafely(at, at, false) != Continue) return beyondF();
     }
     finish(TrainSummary::Stop::Finished);
     if (s.diag)

@@ -67,6 +67,8 @@ std::vector<std::int64_t> Trainer::State::joinRow() const {
     out.put(tolerance);
     out.put(spares);
     out.put(nodeFailures);
+    // Benched nodes stay members: a newcomer must leave them out of layouts too.
+    out.putAll(std::vector<int>(retiredNodes.begin(), retiredNodes.end()));
     out.put(diagHolder);
     out.put(parallel->nccl() ? 1 : 0);
     out.put(io::fence().epoch());
@@ -110,6 +112,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.tolerance = in.get<std::uint32_t>();
     s.spares = in.get<std::uint32_t>();
     s.nodeFailures = in.get<std::uint64_t>();
+    for (const int node : in.getAll<int>()) s.retiredNodes.insert(node);
     s.diagHolder = in.get<int>();
     const bool nccl = in.get<int>() != 0;
     io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());

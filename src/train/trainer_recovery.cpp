@@ -130,7 +130,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
                                                            plan.templates.minNodes)
                                              : next.why);
             Regrouped done;
-            if (regroupSurvivors(step, next, done) == Recovery::Leave) return Recovery::Leave;
+            regroupSurvivors(step, next, done);
             record.instantiate = done.chooseSeconds;
             record.rebuild = done.rebuildSeconds;
             record.migrate = done.moved.migrateSeconds;
@@ -160,8 +160,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     }
 }
 
-Trainer::State::Recovery Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next,
-                                                          Regrouped& done) {
+void Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done) {
     done.lowered = next.tolerance < tolerance && next.tolerance < f;
     const auto c0 = Clock::now();
     plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
@@ -176,12 +175,14 @@ Trainer::State::Recovery Trainer::State::regroupSurvivors(std::uint64_t step, co
     done.bytesMigrated = done.moved.bytesReceived;
     KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &done.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
     done.migrateSeconds = since(m0);
-    if (dismissRetired() == Recovery::Leave) return Recovery::Leave;
+    if (!benched && retiredNodes.count(world.node())) {
+        benched = true;
+        log::detail("this rank's node is retired; its layers handed on, it stays in the job without work (benched)");
+    }
     const auto r0 = Clock::now();
     parallel->connect(world);
     done.rebuildSeconds = since(r0);
     sliceLoader();
-    return Recovery::Continue;
 }
 
 void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
@@ -216,10 +217,7 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
     handOverDiagnostics(step);
     Regrouped done;
-    if (regroupSurvivors(step, next, done) == Recovery::Leave) {
-        log::info("  STRAGGLER this rank's node {} is retired: {}", node, why);
-        return Recovery::Leave;
-    }
+    regroupSurvivors(step, next, done);
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
                                            "in {:.1f} ms; {:.1f} ms in all",
                                            step, why, node, parallel->layout().describe(), done.bytesMigrated / 1e6,
@@ -228,20 +226,6 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
                     next.activeNodes == plan.cluster.nodes && plan.spares > 0
                         ? fmt::format("a spare took straggler node {}'s place before step {}", node, step)
                         : fmt::format("regrouped from the templates without straggler node {} before step {}", node, step));
-    return Recovery::Continue;
-}
-
-Trainer::State::Recovery Trainer::State::dismissRetired() {
-    if (!fault::hasRetiredMembers(world, retiredNodes)) return Recovery::Continue;
-    const auto before = world.members();
-    if (fault::dismissRetired(world, retiredNodes)) {
-        log::detail("this rank's node is retired; it leaves the run, its layers handed on");
-        return Recovery::Leave;
-    }
-    // The layout was made on the communicator that still had them: its ranks, renumbered.
-    parallel->renumber(world, before);
-    layoutMembers = world.members();
-    retiredNodes.clear();
     return Recovery::Continue;
 }
 

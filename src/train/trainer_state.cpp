@@ -88,8 +88,8 @@ void Trainer::State::handOverDiagnostics(std::uint64_t step) {
         }
     log::speakForJob(world.originalRank() == speaker);
     if (speaker == diagHolder) return;
-    // HDF5 allows one writer: a live holder (on a retired node) closes the
-    // file before anyone reopens it.
+    // HDF5 allows one writer: a live holder (benched on a retired node)
+    // closes the file before anyone reopens it.
     const bool holderLives = std::find(members.begin(), members.end(), diagHolder) != members.end();
     if (holderLives) {
         if (world.originalRank() == diagHolder) diag.reset();
@@ -100,7 +100,7 @@ void Trainer::State::handOverDiagnostics(std::uint64_t step) {
     if (world.originalRank() == speaker && !diag) {
         openDiag(true, "takeover",
                  fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
-                             holderLives ? "left with its node" : "failed"),
+                             holderLives ? "was retired with its node" : "failed"),
                  step);
         // The previous holder may have died after a step's commit, before its row.
         if (lastRow && (!diag->lastStep() || *diag->lastStep() < lastRow->record.step))
@@ -155,9 +155,16 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
     std::string spare;
     if (idle > 0) spare += fmt::format(", {} idle", idle);
     if (spares > 0) spare += fmt::format(", {} spare", spares);
-    log::info("  layout     {} on {} node{}{}: {}; tolerates {} node failure{} at once", layout.describe(), nodes,
+    std::set<int> benchedNodes;
+    for (int r : world.members())
+        if (retiredNodes.count(world.nodeOfOriginal(r))) benchedNodes.insert(world.nodeOfOriginal(r));
+    const std::string benched =
+        benchedNodes.empty() ? std::string()
+                             : fmt::format("; {} retired node{} benched (members without work until the end)",
+                                           benchedNodes.size(), benchedNodes.size() == 1 ? "" : "s");
+    log::info("  layout     {} on {} node{}{}: {}; tolerates {} node failure{} at once{}", layout.describe(), nodes,
               nodes == 1 ? "" : "s", spare.empty() ? "" : fmt::format(" ({})", spare.substr(2)), why, tolerance,
-              tolerance == 1 ? "" : "s");
+              tolerance == 1 ? "" : "s", benched);
     for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {
         const auto& pipeline = layout.pipelines[p];
         std::vector<std::string> stages;

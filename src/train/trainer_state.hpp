@@ -65,9 +65,12 @@ struct Trainer::State {
     std::uint64_t f = 0;
     std::uint32_t tolerance = 0;  // simultaneous node failures the current layout survives
     std::uint32_t spares = 0;     // idle nodes kept in reserve now
-    // Retired nodes whose live ranks are still members of the control
-    // communicator: they serve as sources of their layers until dismissed.
+    // Nodes retired since start-up (failed or stragglers). Their live ranks
+    // stay members of the control communicator without work until the job
+    // ends (benched, fault/recovery.hpp): sources of their layers in the
+    // regroup that retires them, idle afterwards.
     std::set<int> retiredNodes;
+    bool benched = false;  // this rank's node is retired: it only takes part in collectives
     int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
@@ -115,14 +118,11 @@ struct Trainer::State {
     CheckpointManager::Hooks checkpointHooks(std::uint64_t step);
     void reportCheckpoint(const CheckpointWrite& done, bool background);
 
-    enum class Recovery { Continue, Leave, BeyondF };
-    // The ranks of retired nodes leave the control communicator (after their
-    // layers reached the ranks that stay): Leave on them, Continue on the others.
-    Recovery dismissRetired();
+    enum class Recovery { Continue, BeyondF };
     // On every survivor after an attempt failed: regroup the surviving nodes
     // into pipelines from the start-up templates, move the layers each rank
-    // now needs from surviving holders, and go on with the same step; or leave
-    // (this rank's node is retired), or stop with a checkpoint beyond f. A
+    // now needs from surviving holders, and go on with the same step (the
+    // ranks of retired nodes benched), or stop with a checkpoint beyond f. A
     // rank that fails during the recovery sends everyone back to its start
     // with the larger failed set; the layers move only once all agree.
     Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
@@ -134,10 +134,10 @@ struct Trainer::State {
         bool lowered = false;  // the tolerance dropped below fault.f
     };
     // The part of a regroup every member does once the nodes that stay are
-    // known (retiredNodes): place `next`, move the layers, dismiss the
-    // retired nodes' ranks (Leave on them), connect, slice the loader.
+    // known (retiredNodes): place `next`, move the layers, connect, slice the
+    // loader. The live ranks of newly retired nodes say they are benched.
     // Throws ProcFailedError when a rank fails meanwhile.
-    Recovery regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
+    void regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
     void reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered);
     // After a regroup: `detail` in the log (KIND in capitals) and as a diag.h5
     // event `kind`, a lowered tolerance said, the new layout announced (`why`).
@@ -147,11 +147,12 @@ struct Trainer::State {
     // At the boundary before `step`, after the committed step's compute
     // times were gathered (`compute`, by rank of the control communicator):
     // the speed monitor's verdict carried out (trainer_speeds.cpp). The
-    // batch split again, or a straggler node retired like a failed one
-    // (Leave on its ranks); a failure meanwhile is recovered from.
+    // batch split again, or a straggler node retired like a failed one (its
+    // ranks benched); a failure meanwhile is recovered from.
     Recovery followSpeeds(std::uint64_t step, const std::vector<double>& compute);
-    // Straggler node `node` (start-up id) leaves the run as a failed node
-    // would, its layers handed on first; `why` in words. Throws ProcFailedError.
+    // Straggler node `node` (start-up id) is retired as a failed node would
+    // be, its layers handed on first, its ranks benched; `why` in words.
+    // Throws ProcFailedError.
     Recovery retireStraggler(std::uint64_t step, int node, const std::string& why);
     // Resident memory when the model was about to be built: what the
     // memory report measures growth from.

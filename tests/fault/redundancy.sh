@@ -19,8 +19,9 @@
 #  5. A requeue onto more nodes: 5 steps on 2 nodes, resumed on 4 (2 pipelines at least): the losses of
 #     the failure-free run on 4 nodes.
 #  6. Two nodes lose one rank each while their other ranks live (3 nodes of 2 ranks): the live ranks hand
-#     their layers to the node that stays (layers migrated), the run goes on with the failure-free losses.
-#     Rank 1 lost: rank 0, alive on its retired node, hands diag.h5 to the new rank 0 before it leaves
+#     their layers to the node that stays (layers migrated) and stay in the job without work (benched:
+#     said by each, and by the layout line), the run goes on with the failure-free losses.
+#     Rank 1 lost: rank 0, alive on its retired node, hands diag.h5 to the new rank 0 when it is benched
 #     (every step recorded).
 #     And with 4 nodes of 2 ranks where 3 nodes lose a rank each (no pipeline fits on the node left): the
 #     beyond-f checkpoint holds the layers of a live rank of a retired node, and the job resumed from it
@@ -136,16 +137,17 @@ echo "PASS 5: 5 steps on 2 nodes, requeued onto 4: every node runs a pipeline, s
 
 # 6. Live ranks of retired nodes hand on their layers: to the ranks that stay, or into the checkpoint.
 must clean32 6
-KILN_VERBOSE=1 must halfdead 6 --set fault.inject=3:5:forward,4:5:forward  # verbose: each leaving rank says so
+KILN_VERBOSE=1 must halfdead 6 --set fault.inject=3:5:forward,4:5:forward  # verbose: each benched rank says so
 grep -q "FAILURE step 5: failed ranks 3,4 (nodes 1,2 retired); 2 ranks on 1 node remain.*migrated [1-9]" "$work/halfdead.log" \
   || { cat "$work/halfdead.log"; fail "6: recovery report"; }
-[ "$(grep -c "this rank's node is retired; it leaves the run, its layers handed on" "$work/halfdead.log")" = 2 ] \
-  || { cat "$work/halfdead.log"; fail "6: ranks 2 and 5 did not leave after handing on"; }
+[ "$(grep -c "this rank's node is retired; its layers handed on, it stays in the job without work (benched)" \
+  "$work/halfdead.log")" = 2 ] || { cat "$work/halfdead.log"; fail "6: ranks 2 and 5 were not benched after handing on"; }
+grep -q "2 retired nodes benched" "$work/halfdead.log" || { cat "$work/halfdead.log"; fail "6: the layout does not say 2 nodes are benched"; }
 losses clean32; losses halfdead
 same_curve "$work/clean32.losses" "$work/halfdead.losses" 10
-# Rank 1 dies: rank 0, alive on the retired node 0, holds diag.h5 and hands it over before it leaves.
+# Rank 1 dies: rank 0, alive on the retired node 0, holds diag.h5 and hands it over when it is benched.
 must handover 6 --set fault.inject=1:5:forward
-"$kiln" diag "$work/handover/tiny/diag.h5" | grep -q "takeover .*by start-up rank 2 after rank 0 left with its node" \
+"$kiln" diag "$work/handover/tiny/diag.h5" | grep -q "takeover .*by start-up rank 2 after rank 0 was retired with its node" \
   || fail "6: diag.h5 was not handed over"
 losses handover
 same_curve "$work/clean32.losses" "$work/handover.losses" 10
@@ -163,7 +165,7 @@ run "$work/threedead" 4 "${wide[@]}" --set fault.f=0 --set plan.memory_gb=0.01 >
   || { cat "$work/threedead-resume.log"; fail "6: resume"; }
 losses clean42; losses threedead
 same_curve "$work/clean42.losses" "$work/threedead.losses" 10
-echo "PASS 6: live ranks of retired nodes hand their layers to the node that stays, or write them into the beyond-f checkpoint; same losses"
+echo "PASS 6: live ranks of retired nodes hand their layers to the node that stays and are benched, or write them into the beyond-f checkpoint; same losses"
 
 # 7. A second failure inside the replay of the step the first one hit: both are recorded.
 must cleanf2 8 --set fault.f=2 --set plan.pipelines=2+1+1

@@ -1,8 +1,10 @@
 // Recovery after a failure, on every survivor: revoke, shrink, agree on the
 // failed set and retire the failed ranks' whole nodes. The live ranks of a
-// retired node stay members of the control communicator until the layers
-// they hold have reached the ranks that stay (or a checkpoint): only then are
-// they dismissed.
+// retired node stay members of the control communicator, without work, until
+// the job ends (benched): they hand on the layers they hold, then take part
+// only in the step's collective and the agreements. Dismissing them would
+// create a communicator after a failure, where Open MPI 5 can crash a healthy
+// survivor (issue 19), and would finalize them while the job runs.
 #pragma once
 
 #include "kiln/comm/world.hpp"
@@ -30,15 +32,5 @@ struct RecoveryReport {
 // surviving rank on its host kills it (SIGKILL), so that it can neither come
 // back nor keep the job from ending.
 RecoveryReport recover(comm::World& world, std::set<int>& retired);
-
-// Whether some member of world.control() is on a node of `retired`.
-bool hasRetiredMembers(const comm::World& world, const std::set<int>& retired);
-
-// Collective over world.control(): the ranks on `retired` nodes leave it
-// (true on them; their world is then unusable) and the others' control
-// communicator becomes the one without them. The split's outcome is agreed
-// on the old communicator first, so that either every member moves on or
-// every member gets ProcFailedError (recover again).
-bool dismissRetired(comm::World& world, const std::set<int>& retired);
 
 }  // namespace kiln::fault

@@ -19,9 +19,10 @@
 namespace kiln::train {
 
 struct TrainSummary {
-    // NodeRetired: this rank left with its node; BeyondF: more than fault.f nodes lost, requeue;
-    // Requested: the stop signal (a time limit ahead), checkpointed, requeue.
-    enum class Stop { Finished, NodeRetired, BeyondF, Requested };
+    // BeyondF: more than fault.f nodes lost, requeue; Requested: the stop
+    // signal (a time limit ahead), checkpointed, requeue. The ranks of retired
+    // nodes finish with the others (benched, fault/recovery.hpp).
+    enum class Stop { Finished, BeyondF, Requested };
     Stop stopped = Stop::Finished;
     std::uint64_t firstStep = 0;  // where this invocation started (after a resume)
     std::uint64_t lastStep = 0;   // steps committed at the end

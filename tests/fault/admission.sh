@@ -7,10 +7,11 @@
 #     step 1 as a spare (an `admit` event, "+1 spare" on the progress line, the request file consumed);
 #     a node of the 2-node pipeline killed at step 5: the admitted node takes its place (the layout after
 #     is 2+1 again and runs on start-up rank 3), the failure-free losses.
-#  2. 2 nodes of 1 rank, f = 1 (1+1): rank 1 killed at step 3 leaves one node (tolerance 0, said); a node
-#     asked for then (rank 0 computes 10 s at step 4 to leave time for the request) is admitted and the job
-#     regroups onto it at once (1+1, tolerance back to 1, said; layers moved to it). The admitted process
-#     is killed at step 9: survived as well. Failure-free losses.
+#  2. 2 nodes of 2 ranks, f = 1 (1+1): rank 3 killed at step 3 leaves one node (tolerance 0, said) and
+#     rank 2 benched on the retired node; a node asked for then (rank 0 computes 10 s at step 4 to leave
+#     time for the request) is admitted (its processes told that node 1 is retired, or their layouts would
+#     differ from the job's) and the job regroups onto it at once (1+1, tolerance back to 1, said; layers
+#     moved to it). An admitted process is killed at step 9: survived as well. Failure-free losses.
 #  3. 2 nodes of 2 ranks, two nodes asked for at once: admitted as nodes of 2 ranks (start-up ranks 4 to
 #     7), then rank 2 killed: a new node stands in, the failure-free losses.
 #  4. A malformed request is refused with a warning that names the file, and removed; the run goes on.
@@ -45,23 +46,25 @@ assert "3" in last["ranks"].replace("|", ",").split(","), ("the admitted rank 3 
 echo "PASS 1: a node admitted while the job runs waits as a spare and takes a failed node's place, same losses"
 
 # 2. Degraded to one pipeline, restored to f + 1 by an admitted node, which then fails itself.
-two=(--set cluster.ranks_per_node=1 --set fault.f=1 --set plan.pipelines= --set run.steps=12)
-must clean2 2 "${two[@]}"
+two=(--set cluster.ranks_per_node=2 --set fault.f=1 --set plan.pipelines= --set run.steps=12)
+must clean2 4 "${two[@]}"
 # Rank 0 computes for 10 s at step 5 (":slow"): time for the request, written once the tolerance dropped.
 (for _ in $(seq 600); do
    grep -q "TOLERANCE fault tolerance now 0" "$work/back2.log" 2>/dev/null && { ask back2 1; break; }
    sleep 0.05
  done) &
 watcher=$!
-must back2 2 "${two[@]}" --set fault.inject=1:3:forward,0:4:forward:slow,2:9:backward
+must back2 4 "${two[@]}" --set fault.inject=3:3:forward,0:4:forward:slow,4:9:backward
 wait $watcher || true
 losses clean2; losses back2
 same_curve "$work/clean2.losses" "$work/back2.losses" 12
 # Taken at step 4's sums (or step 3's replay, when the watcher was quick): admitted after step 5 (or 4).
 grep -q "TOLERANCE fault tolerance back to 1 simultaneous node failure (fault.f = 1): nodes admitted after step [45]" \
   "$work/back2.log" || { cat "$work/back2.log"; fail "2: the tolerance was not restored after step 4 or 5"; }
-grep -q "ADMIT after step [45]: 1 node admitted (node2; .*regrouped from 1 (1 stage) to 1+1 (1+1 stages), [0-9.]* MB" \
-  "$work/back2.log" || fail "2: no regroup onto the admitted node"
+grep -q "ADMIT after step [45]: 1 node admitted (node2; start-up ranks 4 to 5) .*regrouped from 1 (2 stages) to 1+1 (2+2 stages), [0-9.]* MB" \
+  "$work/back2.log" || { cat "$work/back2.log"; fail "2: no regroup onto the admitted node"; }
+grep -q "nodes admitted after step [45]; tolerates 1 node failure at once; 1 retired node benched" "$work/back2.log" ||
+  fail "2: the layout after the admission does not say that node 1 stays benched"
 json back2 | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

@@ -111,6 +111,13 @@ const std::vector<KeySpec>& deckSchema() {
          realInRange(0.0, 1e6)},
         {"straggler.retire_steps", KeyType::Integer, "10", "Steps over which a node must be beyond straggler.retire_at (its median) before it is retired.",
          atLeast(1)},
+        {"straggler.return_at", KeyType::Real, "1.5",
+         "A retired straggler's processes stay in the job without work and time one block of the model every step; "
+         "the node comes back (as a spare, or into the pipelines when the job runs on fewer nodes than it started "
+         "with) once every one of its ranks ran it at most this many times the plan's time (scaled by the median "
+         "working rank's, as for retirement) over straggler.retire_steps steps (their median). Below "
+         "straggler.retire_at; 0 = never.",
+         realInRange(0.0, 1e6)},
 
         // [plan]
         {"plan.nodes", KeyType::Integer, "0", "Nodes that kiln plan plans for; 0 = the nodes of the job. kiln run always "

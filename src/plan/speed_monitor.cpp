@@ -44,6 +44,13 @@ StragglerPolicy stragglerPolicyFromDeck(const config::Deck& deck) {
     p.steps = static_cast<std::uint32_t>(deck.integer("straggler.steps"));
     p.retireAt = deck.real("straggler.retire_at");
     p.retireSteps = static_cast<std::uint32_t>(deck.integer("straggler.retire_steps"));
+    p.returnAt = deck.real("straggler.return_at");
+    if (p.returnAt > 0.0 && p.retireAt > 0.0 && p.returnAt >= p.retireAt)
+        throw InputError(fmt::format("straggler.return_at = {} ({}) is not below straggler.retire_at = {} ({}): a node "
+                                     "would come back as slow as what retires it; lower it, or set it to 0 to never "
+                                     "take a retired straggler back",
+                                     p.returnAt, deck.setting("straggler.return_at").origin, p.retireAt,
+                                     deck.setting("straggler.retire_at").origin));
     if (p.retireAt > 0.0 && p.rebalanceAt > 0.0 && p.retireAt < p.rebalanceAt)
         throw InputError(fmt::format("straggler.retire_at = {} ({}) is below straggler.rebalance_at = {} ({}): a node is "
                                      "retired only when it is slower than what a rebalance handles; raise it, or set it to "
@@ -56,6 +63,7 @@ StragglerPolicy stragglerPolicyFromDeck(const config::Deck& deck) {
 void SpeedMonitor::reset(const std::vector<double>& assumed) {
     assumed_ = assumed;
     window_.clear();
+    probes_.clear();
     sinceSplit_ = 0;
     skipNext_ = true;
     noted_ = false;
@@ -95,6 +103,34 @@ std::vector<std::pair<int, double>> SpeedMonitor::nodeSlowdown(const Layout& lay
         }
     }
     return {nodes.begin(), nodes.end()};
+}
+
+SpeedMonitor::Recovered SpeedMonitor::recovered(const std::vector<double>& probe, double plannedProbe,
+                                                const std::vector<int>& nodeOfRank, std::uint32_t ranksPerNode) {
+    Recovered back;
+    if (policy_.returnAt <= 0.0 || plannedProbe <= 0.0 || window_.empty() || window_.back().ratio <= 0.0) return back;
+    const double R = window_.back().ratio;
+    // This step's slowdown of each node all of whose ranks probed: its slowest rank's.
+    std::map<int, std::pair<std::uint32_t, double>> nodes;  // probing ranks, slowdown
+    for (std::size_t r = 0; r < probe.size() && r < nodeOfRank.size(); ++r) {
+        if (probe[r] <= 0.0) continue;
+        auto& [ranks, x] = nodes[nodeOfRank[r]];
+        ++ranks;
+        x = std::max(x, probe[r] / plannedProbe / R);
+    }
+    for (auto it = probes_.begin(); it != probes_.end();)
+        it = nodes.count(it->first) ? std::next(it) : probes_.erase(it);  // a node that stopped probing starts over
+    for (const auto& [node, measured] : nodes) {
+        if (measured.first != ranksPerNode) continue;  // a rank of it is gone: it cannot come back whole
+        auto& history = probes_[node];
+        history.push_back(measured.second);
+        while (history.size() > policy_.retireSteps) history.pop_front();
+        const double slowdown = median(std::vector<double>(history.begin(), history.end()));
+        if (back.node < 0 && history.size() == policy_.retireSteps && slowdown <= policy_.returnAt)
+            back = {node, slowdown};
+    }
+    if (back.node >= 0) probes_.erase(back.node);
+    return back;
 }
 
 MeasuredSpeeds SpeedMonitor::measured(const Layout& layout) const {

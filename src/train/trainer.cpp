@@ -291,7 +291,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         const State::Attempt& a = done.attempt;
         const bool last = step + 1 == end;
         if (s.publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
-        if (!last && s.followSpeeds(step + 1, a.compute) != Continue) return beyondF();
+        if (!last && s.followSpeeds(step + 1, a) != Continue) return beyondF();
         const bool due = s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0;
         if (!last && (due || a.stopRequested) && s.checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
             return beyondF();

@@ -1,6 +1,7 @@
 // Admission of new nodes into a running job: processes spawned at a step
 // boundary become members, receive the run's state and wait as spares, or
-// take layers at once when the job runs on fewer nodes than it started with.
+// take layers at once when the job runs on fewer nodes than it started with
+// (settleOnMoreNodes, which a retired straggler's return goes through too).
 #include "trainer_state.hpp"
 
 #include "kiln/train/startup_profile.hpp"
@@ -124,7 +125,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.layoutMembers = world.members();
     s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.armInjector();
-    s.settleAdmission(cursor.step);
+    s.settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
 }
 
 Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
@@ -167,7 +168,8 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
     layoutMembers = world.members();
     JoinState join{deck.integer("fault.f"), joinRow()};
     broadcastJoin(world.control(), join);
-    const std::string what = settleAdmission(step);
+    std::string what = settleOnMoreNodes(step, fmt::format("nodes admitted after step {}", step));
+    if (what.empty()) what = "they wait as spares";
     std::vector<std::string> names;
     for (int node : added) names.push_back(world.nodes().nodeNames[static_cast<std::size_t>(node)]);
     const std::string detail =
@@ -179,7 +181,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
     return Recovery::Continue;
 }
 
-std::string Trainer::State::settleAdmission(std::uint64_t step) {
+std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::string& why) {
     std::vector<int> ids;
     std::vector<std::vector<int>> ranks;
     liveNodes(world, ids, ranks, retiredNodes);
@@ -187,7 +189,7 @@ std::string Trainer::State::settleAdmission(std::uint64_t step) {
     // one running (the job runs on fewer nodes than it started with), the new
     // nodes join pipelines at once; otherwise they wait as spares.
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
-    std::string what = "they wait as spares";
+    std::string what;
     if (next.possible && !runs(parallel->layout(), next.instantiation)) {
         const std::string from = parallel->layout().describe();
         const MigrationReport moved = parallel->reconfigure(world, layoutFor(next.instantiation, /*keepLayers=*/true),
@@ -197,11 +199,10 @@ std::string Trainer::State::settleAdmission(std::uint64_t step) {
         what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
                            bytes / 1e6);
         if (next.tolerance > tolerance) {
-            const std::string why = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): "
-                                                "nodes admitted after step {}",
-                                                next.tolerance, next.tolerance == 1 ? "" : "s", f, step);
-            log::info("  TOLERANCE {}", why);
-            if (diag) diag->event(step, "tolerance", why);
+            const std::string back = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): {}",
+                                                 next.tolerance, next.tolerance == 1 ? "" : "s", f, why);
+            log::info("  TOLERANCE {}", back);
+            if (diag) diag->event(step, "tolerance", back);
         }
         tolerance = next.tolerance;
     }
@@ -209,7 +210,7 @@ std::string Trainer::State::settleAdmission(std::uint64_t step) {
     layoutMembers = world.members();
     parallel->connect(world);
     sliceLoader();
-    announceLayout(step, false, fmt::format("nodes admitted after step {}", step));
+    announceLayout(step, false, why);
     return what;
 }
 

@@ -17,19 +17,19 @@
 
 namespace kiln::train {
 
-Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const std::vector<double>& compute) {
+Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const Attempt& done) {
     // Every step: the live nodes counted in one pass over the members.
     std::set<int> live;
     for (int r : world.members())
         if (const int node = world.nodeOfOriginal(r); !retiredNodes.count(node)) live.insert(node);
     const plan::SpeedVerdict verdict =
-        speeds->observe(parallel->layout(), plan, compute, static_cast<std::uint32_t>(live.size()), tolerance);
+        speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(live.size()), tolerance);
     if (!verdict.note.empty()) {
         log::info("  SPEED      {}", verdict.note);
         if (diag) diag->event(step, "speed", verdict.note);
     }
     switch (verdict.action) {
-        case plan::SpeedVerdict::Action::None: return Recovery::Continue;
+        case plan::SpeedVerdict::Action::None: break;
         case plan::SpeedVerdict::Action::Rebalance:
             // Nothing moves but the loader's slice: every rank took the same verdict from the same times.
             parallel->redistribute(verdict.instantiation);
@@ -40,16 +40,39 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
                            /*newLayout=*/false);
             return Recovery::Continue;
         case plan::SpeedVerdict::Action::Retire:
-            try {
-                return retireStraggler(step, verdict.node, verdict.detail);
-            } catch (const ProcFailedError& e) {
-                log::detail("step {}: a rank failed while straggler node {} was retired: {}", step, verdict.node,
-                            e.what());
-                comm::revoke(world.control());
-                parallel->interrupt();
-                return recoverFromFailure(step, 0.0);
-            }
+            return atBoundary(step, fmt::format("straggler node {} was retired", verdict.node).c_str(),
+                              [&] { return retireStraggler(step, verdict.node, verdict.detail); });
     }
+    // A retired straggler that recovered: its probes, like the times above, are the same on every rank.
+    std::vector<int> nodeOfRank;
+    for (int r : world.members()) nodeOfRank.push_back(world.nodeOfOriginal(r));
+    const auto& block = plan.profile.layers.at(StragglerProbe::kLayer);
+    const auto back =
+        speeds->recovered(done.probe, block.forwardSeconds + block.backwardSeconds, nodeOfRank, plan.cluster.ranksPerNode);
+    if (back.node < 0) return Recovery::Continue;
+    const std::string why = fmt::format("its ranks ran one block at {:.2f}x the plan's time (scaled by the median working "
+                                        "rank's) over {} steps, within straggler.return_at = {}",
+                                        back.slowdown, speeds->policy().retireSteps, speeds->policy().returnAt);
+    return atBoundary(step, fmt::format("straggler node {} was taken back", back.node).c_str(),
+                      [&] { return takeBackStraggler(step, back.node, why); });
+}
+
+Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, int node, const std::string& why) {
+    const auto t0 = Clock::now();
+    // Published first, as for an admission: a regroup changes who holds what.
+    if (checkpointing->pending()) completeCheckpoint();
+    retiredNodes.erase(node);
+    if (world.node() == node) {
+        benched = false;
+        probe.reset();
+    }
+    const std::string cause = fmt::format("straggler node {} came back before step {}", node, step);
+    const std::string regrouped = settleOnMoreNodes(step, cause);
+    const std::string detail = fmt::format("before step {}: node {} recovered: {}; {} in {:.1f} ms", step, node, why,
+                                           regrouped.empty() ? std::string("it waits as a spare") : regrouped,
+                                           1e3 * since(t0));
+    log::info("  RETURN     {}", detail);
+    if (diag) diag->event(step, "return", detail);
     return Recovery::Continue;
 }
 

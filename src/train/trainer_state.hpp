@@ -20,6 +20,7 @@
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
+#include "straggler_probe.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -71,6 +72,7 @@ struct Trainer::State {
     // regroup that retires them, idle afterwards.
     std::set<int> retiredNodes;
     bool benched = false;  // this rank's node is retired: it only takes part in collectives
+    std::unique_ptr<StragglerProbe> probe;  // on the benched ranks of a retired straggler
     int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
@@ -144,16 +146,23 @@ struct Trainer::State {
     void announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
                          const plan::Regroup& next, const Regrouped& done, const std::string& why);
 
-    // At the boundary before `step`, after the committed step's compute
-    // times were gathered (`compute`, by rank of the control communicator):
-    // the speed monitor's verdict carried out (trainer_speeds.cpp). The
-    // batch split again, or a straggler node retired like a failed one (its
-    // ranks benched); a failure meanwhile is recovered from.
-    Recovery followSpeeds(std::uint64_t step, const std::vector<double>& compute);
+    // At the boundary before `step`, after the committed step `done`
+    // gathered every rank's compute and probe times: the speed monitor's
+    // verdict carried out (trainer_speeds.cpp). The batch split again, a
+    // straggler node retired like a failed one (its ranks benched, probing),
+    // or a retired straggler that recovered taken back; a failure meanwhile
+    // is recovered from.
+    struct Attempt;
+    Recovery followSpeeds(std::uint64_t step, const Attempt& done);
     // Straggler node `node` (start-up id) is retired as a failed node would
     // be, its layers handed on first, its ranks benched; `why` in words.
     // Throws ProcFailedError.
     Recovery retireStraggler(std::uint64_t step, int node, const std::string& why);
+    // Retired straggler node `node`, whose probes say it recovered (`why`),
+    // is a live node again: a spare, or in the pipelines at once when the
+    // job runs on fewer nodes than its start-up instantiation. Throws
+    // ProcFailedError.
+    Recovery takeBackStraggler(std::uint64_t step, int node, const std::string& why);
     // Resident memory when the model was about to be built: what the
     // memory report measures growth from.
     std::uint64_t residentAtStart = 0;
@@ -195,6 +204,7 @@ struct Trainer::State {
         StageWork work;
         double sync = 0.0;
         std::vector<double> compute;  // every rank's seconds computing, by rank
+        std::vector<double> probe;    // every rank's straggler probe seconds (0: none), by rank
     };
     // `wait` gains the seconds spent waiting for the batch.
     Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);
@@ -242,10 +252,12 @@ struct Trainer::State {
     Recovery admit(std::uint64_t step, int nodes);
     // The run's state for the processes being admitted (row of JoinState).
     std::vector<std::int64_t> joinRow() const;
-    // The part of admission every member does, old and new alike, once the
-    // layout covers the grown world: regroup onto more nodes if that raises
-    // the pipelines in use, then connect. Returns what it did, in words.
-    std::string settleAdmission(std::uint64_t step);
+    // What every member does once there are more live nodes (admitted, or a
+    // straggler back; old and new processes alike, once the layout covers
+    // the world): regroup onto them if that raises the pipelines in use
+    // (else they are spares), connect, announce the layout (`why`). Returns
+    // the regroup in words, or nothing when the new nodes are spares.
+    std::string settleOnMoreNodes(std::uint64_t step, const std::string& why);
 };
 
 }  // namespace kiln::train

@@ -35,6 +35,8 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         if (!a.dataError.empty()) return a;
         const StepWork work = parallel->runStep(*batch, targetsPerStep, *injector, step);
         a.work = work.stage;
+        // A benched straggler's ranks have no stage: they probe their speed meanwhile.
+        const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
         const auto s0 = Clock::now();
         // One collective over every rank for the step's scalars: the loss,
         // the squared gradient norm, and the stop signal (so that every
@@ -48,18 +50,20 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         }
         // Gathered rather than summed: every rank also learns every rank's
         // compute time (the speed monitor's input), and sums in rank order.
-        constexpr int kFields = 6;
+        constexpr int kFields = 7;
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       world.rank() == 0 ? double(admitPending) : 0.0,
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
-                                      work.stage.forward + work.stage.backward};
+                                      work.stage.forward + work.stage.backward, probeSeconds};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
         double sums[kFields] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));
+        a.probe.resize(a.compute.size());
         for (std::size_t r = 0; r < a.compute.size(); ++r) {
-            for (int k = 0; k < kFields; ++k) sums[k] += all[r * kFields + static_cast<std::size_t>(k)];
-            a.compute[r] = all[r * kFields + kFields - 1];
+            for (int k = 0; k < kFields - 2; ++k) sums[k] += all[r * kFields + static_cast<std::size_t>(k)];
+            a.compute[r] = all[r * kFields + 5];
+            a.probe[r] = all[r * kFields + 6];
         }
         a.lossSum = sums[0];
         a.gradNorm = std::sqrt(sums[1]);

@@ -14,9 +14,13 @@
 #     node: a 'straggler' event naming it, its ranks benched (members without work, said in the layout
 #     line), the two nodes left run 1+1 (still tolerating one failure), and the losses are the
 #     failure-free run's.
+#     While still slow, its benched ranks' probes keep it out (no 'return' event).
 #  3. No action on noise: the failure-free run (tiny deck, straggler.* defaults but for rebalance_at, see
 #     input/tiny-cpu.ini), nor one where rank 5 is 20 times slower in one step only (one long step is not a
 #     straggler: speeds are medians over straggler.steps), rebalances or retires anything.
+#  4. Back: as 2, but rank 3 is slow only in steps 2 to 9 of 24. Retired, its node's benched ranks time one
+#     block every step; once the lag has ended, node 1 comes back (a 'return' event, after step 10) and the
+#     job regroups from 1+1 to 2+1 at once (its layers moved back), losses those of the failure-free run.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -66,6 +70,7 @@ last=$(tail -n 1 "$work/retire.layouts" | cut -d' ' -f1)
 [[ "$last" =~ ^1:[0-9]+\+1:[0-9]+$ ]] || { cat "$work/retire.layouts"; fail "the two nodes left run $last, not 1+1"; }
 grep -q "tolerates 1 node failure at once; 1 retired node benched" <(grep "without straggler node 1" "$work/retire.log") ||
   { cat "$work/retire.log"; fail "the layout without node 1 does not tolerate a failure, or does not say node 1 is benched"; }
+if grep -q "RETURN" "$work/retire.log"; then cat "$work/retire.log"; fail "node 1 came back while still slow"; fi
 echo "PASS 2: node 1 retired as a straggler ($(awk '$2 == "straggler" { print "before step " $1 }' "$work/retire.events")), the run went on as $last with the failure-free losses"
 
 # 3. One long step.
@@ -75,3 +80,19 @@ same_curve "$work/clean.losses" "$work/spike.losses" 10 || fail "losses differ a
 if grep -Eq "REBALANCE|STRAGGLER" "$work/spike.log"; then cat "$work/spike.log"; fail "one long step was taken for a straggler"; fi
 spike_s=$(layouts spike | awk '{ print $2 }')
 echo "PASS 3: no rebalance and no retirement in the failure-free run, nor after one step 20 times slower (median step $spike_s s)"
+
+# 4. Back.
+must clean24 6 --set run.steps=24
+must back 6 --set run.steps=24 --set fault.inject=3:2-9:slow=0.05 --set straggler.steps=3 --set straggler.retire_at=4 \
+  --set straggler.retire_steps=4 --set straggler.return_at=2.5
+losses clean24; losses back
+same_curve "$work/clean24.losses" "$work/back.losses" 24 || { cat "$work/back.log"; fail "losses differ after the return"; }
+events back >"$work/back.events"
+retired=$(awk '$2 == "straggler" && / node 1 retired/ { print $1 }' "$work/back.events")
+returned=$(awk '$2 == "return" && / node 1 recovered: .*regrouped from 1\+1 \(2\+2 stages\) to 2\+1 \(4\+2 stages\)/ { print $1 }' \
+  "$work/back.events")
+[ -n "$retired" ] && [ -n "$returned" ] || { cat "$work/back.events"; fail "4: node 1 was not retired, or did not come back into 2+1"; }
+[ "$returned" -ge 11 ] || { cat "$work/back.events"; fail "4: node 1 came back before step $returned, while still slow (to step 9)"; }
+last=$(layouts back | tail -n 1 | cut -d' ' -f1)
+[[ "$last" =~ ^2:[0-9]+\+1:[0-9]+$ ]] || { layouts back; fail "4: the job runs $last after the return, not 2+1"; }
+echo "PASS 4: node 1 retired before step $retired, back before step $returned once its lag ended, the job on $last again; same losses"

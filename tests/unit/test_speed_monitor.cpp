@@ -1,7 +1,8 @@
 // The speed monitor against synthetic compute times: a steady error of the
 // profile or noise changes nothing, a slowed rank moves microbatches away from
 // its pipeline (and back once it recovers), a very slow node is retired only
-// when the nodes left keep fault.f and the plan predicts a shorter step.
+// when the nodes left keep fault.f and the plan predicts a shorter step, and
+// comes back once its probes say it recovered.
 #include "kiln/plan/speed_monitor.hpp"
 
 #include <gtest/gtest.h>
@@ -302,4 +303,39 @@ TEST(SpeedMonitor, ASplitMustPredictAWorthwhileGain) {
         }
     }
     EXPECT_GE(rebalances, 1) << "a pipeline 1.5x slow is rebalanced";
+}
+
+// A retired straggler's two benched ranks (node 9) probe one block a step:
+// the node comes back only once both have run it near the plan's time
+// (scaled like everyone's: the profile is 2x off here) over the window, not
+// while slow, not with one of its ranks gone, and not from probes a reset forgot.
+TEST(SpeedMonitor, ARetiredStragglerComesBackOnceAllItsRanksProbeFastOverTheWindow) {
+    const auto r = plan(4, 1, 16);
+    const Layout layout = place(r, r.instantiation);
+    auto p = policy(1.25, 3, 3.0, 4);
+    p.returnAt = 1.5;
+    SpeedMonitor monitor(p);
+    monitor.reset();
+    const double error = 2.0, plannedProbe = 3e-3;  // evenProfile: a block's forward and backward
+    const std::vector<double> even(layout.roles.size(), 1.0);
+    const std::vector<int> nodeOfRank{0, 1, 2, 3, 9, 9};
+    const auto step = [&](double slowness4, double slowness5) {
+        auto compute = computeTimes(r, layout, error, even);
+        compute.resize(6, 0.0);  // the benched ranks compute nothing
+        EXPECT_EQ(monitor.observe(layout, r, compute, 4, 1).action, SpeedVerdict::Action::None);
+        const std::vector<double> probe{0, 0, 0, 0, plannedProbe * error * slowness4, plannedProbe * error * slowness5};
+        return monitor.recovered(probe, plannedProbe, nodeOfRank, 2);
+    };
+    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(5.0, 1.0).node, -1) << "step " << s << ": one rank still slow";
+    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(1.0, 0.0).node, -1) << "step " << s << ": a rank of the node is gone";
+    // Both fast again: the window's median (4 steps, the slow ones before included) must come down.
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(step(1.0, 1.1).node, -1) << "step " << s;
+    const auto back = step(1.0, 1.1);
+    EXPECT_EQ(back.node, 9);
+    EXPECT_NEAR(back.slowdown, 1.1, 1e-9);  // the node's slowest rank, scaled by the working ranks' 2x
+    // Its probes were forgotten with the return (a full window again before the next), and a reset forgets them too.
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(step(1.0, 1.0).node, -1) << "step " << s << " after the return";
+    monitor.reset();
+    for (int s = 0; s < 4; ++s) EXPECT_EQ(step(1.0, 1.0).node, -1) << "step " << s << " after the reset";
+    EXPECT_EQ(step(1.0, 1.0).node, 9);  // the skipped first step, then 4 probes
 }

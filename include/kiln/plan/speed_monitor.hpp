@@ -31,6 +31,10 @@
 // Retire: a node slower than straggler.retire_at over straggler.retire_steps
 // steps, when the nodes left can still form the pipelines fault.f asks for
 // and the plan predicts a shorter step without it.
+// Return: a retired straggler's ranks stay in the job without work (benched)
+// and time one block every step (train/straggler_probe.hpp); a node whose
+// every rank probed no slower than straggler.return_at (against the plan,
+// scaled by R) over straggler.retire_steps steps comes back.
 #pragma once
 
 #include "kiln/plan/layout.hpp"
@@ -38,6 +42,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,7 @@ struct StragglerPolicy {
     std::uint32_t steps = 5;
     double retireAt = 3.0;  // 0: never retire
     std::uint32_t retireSteps = 10;
+    double returnAt = 1.5;  // 0: a retired straggler never comes back
 };
 
 // The deck's straggler.* keys.
@@ -83,6 +89,7 @@ struct MeasuredSpeeds {
 class SpeedMonitor {
 public:
     explicit SpeedMonitor(StragglerPolicy policy) : policy_(policy) {}
+    const StragglerPolicy& policy() const { return policy_; }
 
     // A new layout: history forgotten; `assumed`: the slowdown per pipeline
     // its split was made for (empty: the plan's, all 1). The step that
@@ -99,6 +106,22 @@ public:
     // The medians over the window so far (empty before any step was counted).
     MeasuredSpeeds measured(const Layout& layout) const;
 
+    // After observe(), for the benched ranks of retired stragglers:
+    // `probe[r]` the seconds rank r's probe computed (0: no probe),
+    // `plannedProbe` the plan's seconds for it, `nodeOfRank[r]` rank r's
+    // start-up node. Returns the start-up id of a node whose every rank
+    // (`ranksPerNode`) probed at most straggler.return_at times the plan
+    // (scaled by the working ranks' R) over the last straggler.retire_steps
+    // steps (and that median), and forgets its probes; node -1 when none
+    // has. Probes are forgotten on reset() too, so that processes admitted
+    // since decide alike.
+    struct Recovered {
+        int node = -1;
+        double slowdown = 0.0;
+    };
+    Recovered recovered(const std::vector<double>& probe, double plannedProbe, const std::vector<int>& nodeOfRank,
+                        std::uint32_t ranksPerNode);
+
 private:
     struct Sample {
         double ratio = 0.0;      // R
@@ -112,6 +135,7 @@ private:
     StragglerPolicy policy_;
     std::vector<double> assumed_;
     std::deque<Sample> window_;
+    std::map<int, std::deque<double>> probes_;  // benched node: its slowdown per step, newest last
     std::size_t sinceSplit_ = 0;  // samples taken since the batch was last split
     bool skipNext_ = true;
     bool noted_ = false;  // said once per layout why a slow node stays

@@ -7,6 +7,8 @@
 #   no_action   the straggler, straggler.rebalance_at = 0 and retire_at = 0: what kiln did before
 #   rebalance   the straggler, rebalanced (rebalance_at 1.5 over 3 steps), no retirement
 #   retire      the straggler, retired (retire_at 1.5 over 4 steps; the spare takes its place), no rebalance
+#   return      as retire, but slow only in steps 3 to 12: once its probes are back within return_at (1.3),
+#               the node returns as the spare (the step it came back at, and the tolerance and spares after)
 # Per run one JSON line: the median step of the layout it ended with (kiln diag), against the clean one,
 # the layouts in order, and for rebalance the step the plan predicted for the last rebalanced split (the
 # REBALANCE line: the measured slowdowns on the plan's per-stage times, scaled by the median rank's
@@ -38,6 +40,8 @@ row = {"bench": "stragglers", "run": name, "layouts": [l["layout"] for l in layo
 events = [e["kind"] for e in d["events"]]
 row["rebalances"] = events.count("rebalance")
 row["retired"] = events.count("straggler")
+row["returned_before_step"] = [e["step"] for e in d["events"] if e["kind"] == "return"]
+row["spares_at_end"] = layouts[-1]["spares"]
 log = open(f"{work}/{name}.log").read()
 found = re.findall(r"REBALANCE .*predicted step ([0-9.e+-]+) s", log)
 if found:  # the last split's prediction, against the layout it made
@@ -52,11 +56,13 @@ measure clean --set straggler.rebalance_at=0 --set straggler.retire_at=0
 measure no_action "${slow[@]}" --set straggler.rebalance_at=0 --set straggler.retire_at=0
 measure rebalance "${slow[@]}" --set straggler.rebalance_at=1.5 --set straggler.steps=3 --set straggler.retire_at=0
 measure retire "${slow[@]}" --set straggler.rebalance_at=0 --set straggler.retire_at=1.5 --set straggler.retire_steps=4
+measure return --set fault.inject=2:3-12:slow=2x --set straggler.rebalance_at=0 --set straggler.retire_at=1.5 \
+  --set straggler.retire_steps=4 --set straggler.return_at=1.3
 python3 - "$work/results.jsonl" <<'PY'
 import json, sys
 rows = {r["run"]: r for r in map(json.loads, open(sys.argv[1]))}
 clean = rows["clean"]["median_step_s"]
-for name in ("no_action", "rebalance", "retire"):
+for name in ("no_action", "rebalance", "retire", "return"):
     r = rows[name]
     print(json.dumps({"bench": "stragglers_summary", "run": name, "median_step_s": r["median_step_s"],
                       "vs_clean": round(r["median_step_s"] / clean, 3), "layouts": r["layouts"]}))

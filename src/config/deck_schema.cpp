@@ -116,7 +116,7 @@ const std::vector<KeySpec>& deckSchema() {
          "the node comes back (as a spare, or into the pipelines when the job runs on fewer nodes than it started "
          "with) once every one of its ranks ran it at most this many times the plan's time (scaled by the median "
          "working rank's, as for retirement) over straggler.retire_steps steps (their median). Below "
-         "straggler.retire_at; 0 = never.",
+         "straggler.retire_at (left at its default, at most halfway from 1 to it); 0 = never.",
          realInRange(0.0, 1e6)},
 
         // [plan]

@@ -45,6 +45,9 @@ StragglerPolicy stragglerPolicyFromDeck(const config::Deck& deck) {
     p.retireAt = deck.real("straggler.retire_at");
     p.retireSteps = static_cast<std::uint32_t>(deck.integer("straggler.retire_steps"));
     p.returnAt = deck.real("straggler.return_at");
+    // Left at its default, it stays below a lowered retire_at: halfway there from 1.
+    if (deck.setting("straggler.return_at").origin == "default" && p.retireAt > 0.0)
+        p.returnAt = std::min(p.returnAt, (1.0 + p.retireAt) / 2.0);
     if (p.returnAt > 0.0 && p.retireAt > 0.0 && p.returnAt >= p.retireAt)
         throw InputError(fmt::format("straggler.return_at = {} ({}) is not below straggler.retire_at = {} ({}): a node "
                                      "would come back as slow as what retires it; lower it, or set it to 0 to never "
@@ -105,18 +108,22 @@ std::vector<std::pair<int, double>> SpeedMonitor::nodeSlowdown(const Layout& lay
     return {nodes.begin(), nodes.end()};
 }
 
-SpeedMonitor::Recovered SpeedMonitor::recovered(const std::vector<double>& probe, double plannedProbe,
-                                                const std::vector<int>& nodeOfRank, std::uint32_t ranksPerNode) {
+SpeedMonitor::Recovered SpeedMonitor::recovered(const std::vector<double>& probe, const std::vector<int>& nodeOfRank,
+                                                int referenceNode, std::uint32_t ranksPerNode) {
     Recovered back;
-    if (policy_.returnAt <= 0.0 || plannedProbe <= 0.0 || window_.empty() || window_.back().ratio <= 0.0) return back;
-    const double R = window_.back().ratio;
-    // This step's slowdown of each node all of whose ranks probed: its slowest rank's.
+    if (policy_.returnAt <= 0.0) return back;
+    std::vector<double> reference;
+    for (std::size_t r = 0; r < probe.size() && r < nodeOfRank.size(); ++r)
+        if (probe[r] > 0.0 && nodeOfRank[r] == referenceNode) reference.push_back(probe[r]);
+    const double healthy = median(reference);
+    if (healthy <= 0.0) return back;  // no reference this step: nothing to compare with
+    // This step's slowdown of each benched node: its slowest probing rank's.
     std::map<int, std::pair<std::uint32_t, double>> nodes;  // probing ranks, slowdown
     for (std::size_t r = 0; r < probe.size() && r < nodeOfRank.size(); ++r) {
-        if (probe[r] <= 0.0) continue;
+        if (probe[r] <= 0.0 || nodeOfRank[r] == referenceNode) continue;
         auto& [ranks, x] = nodes[nodeOfRank[r]];
         ++ranks;
-        x = std::max(x, probe[r] / plannedProbe / R);
+        x = std::max(x, probe[r] / healthy);
     }
     for (auto it = probes_.begin(); it != probes_.end();)
         it = nodes.count(it->first) ? std::next(it) : probes_.erase(it);  // a node that stopped probing starts over

@@ -70,6 +70,7 @@ std::vector<std::int64_t> Trainer::State::joinRow() const {
     out.put(nodeFailures);
     // Benched nodes stay members: a newcomer must leave them out of layouts too.
     out.putAll(std::vector<int>(retiredNodes.begin(), retiredNodes.end()));
+    out.putAll(std::vector<int>(stragglerNodes.begin(), stragglerNodes.end()));
     out.put(diagHolder);
     out.put(parallel->nccl() ? 1 : 0);
     out.put(io::fence().epoch());
@@ -114,6 +115,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.spares = in.get<std::uint32_t>();
     s.nodeFailures = in.get<std::uint64_t>();
     for (const int node : in.getAll<int>()) s.retiredNodes.insert(node);
+    for (const int node : in.getAll<int>()) s.stragglerNodes.insert(node);
     s.diagHolder = in.get<int>();
     const bool nccl = in.get<int>() != 0;
     io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());

@@ -217,10 +217,9 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
     handOverDiagnostics(step);
     Regrouped done;
+    // Benched, its ranks time one block every step (from the layout announced below on).
+    stragglerNodes.insert(node);
     regroupSurvivors(step, next, done);
-    // Benched, its ranks time one block every step: the speed monitor takes the node back once it has recovered.
-    if (world.node() == node && speeds->policy().returnAt > 0.0)
-        probe = std::make_unique<StragglerProbe>(modelConfig, config.microBatch, device, config.deviceDeadline());
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
                                            "in {:.1f} ms; {:.1f} ms in all",
                                            step, why, node, parallel->layout().describe(), done.bytesMigrated / 1e6,

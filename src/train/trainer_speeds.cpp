@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace kiln::train {
@@ -46,13 +48,12 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
     // A retired straggler that recovered: its probes, like the times above, are the same on every rank.
     std::vector<int> nodeOfRank;
     for (int r : world.members()) nodeOfRank.push_back(world.nodeOfOriginal(r));
-    const auto& block = plan.profile.layers.at(StragglerProbe::kLayer);
-    const auto back =
-        speeds->recovered(done.probe, block.forwardSeconds + block.backwardSeconds, nodeOfRank, plan.cluster.ranksPerNode);
+    const auto back = speeds->recovered(done.probe, nodeOfRank, referenceNode(), plan.cluster.ranksPerNode);
     if (back.node < 0) return Recovery::Continue;
-    const std::string why = fmt::format("its ranks ran one block at {:.2f}x the plan's time (scaled by the median working "
-                                        "rank's) over {} steps, within straggler.return_at = {}",
-                                        back.slowdown, speeds->policy().retireSteps, speeds->policy().returnAt);
+    const std::string why = fmt::format("its ranks ran one block at {:.2f}x the time of reference node {}'s (median of "
+                                        "{} steps), within straggler.return_at = {}",
+                                        back.slowdown, referenceNode(), speeds->policy().retireSteps,
+                                        speeds->policy().returnAt);
     return atBoundary(step, fmt::format("straggler node {} was taken back", back.node).c_str(),
                       [&] { return takeBackStraggler(step, back.node, why); });
 }
@@ -62,10 +63,8 @@ Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, i
     // Published first, as for an admission: a regroup changes who holds what.
     if (checkpointing->pending()) completeCheckpoint();
     retiredNodes.erase(node);
-    if (world.node() == node) {
-        benched = false;
-        probe.reset();
-    }
+    stragglerNodes.erase(node);
+    if (world.node() == node) benched = false;
     const std::string cause = fmt::format("straggler node {} came back before step {}", node, step);
     const std::string regrouped = settleOnMoreNodes(step, cause);
     const std::string detail = fmt::format("before step {}: node {} recovered: {}; {} in {:.1f} ms", step, node, why,
@@ -74,6 +73,32 @@ Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, i
     log::info("  RETURN     {}", detail);
     if (diag) diag->event(step, "return", detail);
     return Recovery::Continue;
+}
+
+int Trainer::State::referenceNode() const {
+    // An idle node (a spare) probes for free; a working one adds a block to its step.
+    const auto& idle = parallel->layout().idleNodes;
+    if (!idle.empty()) return *std::min_element(idle.begin(), idle.end());
+    int lowest = -1;
+    for (int r : world.members())
+        if (const int node = world.nodeOfOriginal(r); !retiredNodes.count(node) && (lowest < 0 || node < lowest))
+            lowest = node;
+    return lowest;
+}
+
+void Trainer::State::updateProbes() {
+    // A straggler that lost a rank cannot come back whole: it stops probing.
+    std::map<int, std::uint32_t> ranksOf;
+    for (int r : world.members()) ++ranksOf[world.nodeOfOriginal(r)];
+    for (auto it = stragglerNodes.begin(); it != stragglerNodes.end();)
+        it = ranksOf[*it] == plan.cluster.ranksPerNode ? std::next(it) : stragglerNodes.erase(it);
+    const bool probes = speeds->policy().returnAt > 0.0 && !stragglerNodes.empty() &&
+                        (stragglerNodes.count(world.node()) || world.node() == referenceNode());
+    if (!probes) {
+        probe.reset();
+    } else if (!probe) {
+        probe = std::make_unique<StragglerProbe>(modelConfig, config.microBatch, device, config.deviceDeadline());
+    }
 }
 
 void Trainer::State::reportSpeeds(std::uint64_t step) {

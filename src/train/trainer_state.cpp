@@ -144,7 +144,10 @@ void Trainer::State::sliceLoader() {
 }
 
 void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout) {
-    if (newLayout && speeds) speeds->reset();
+    if (newLayout && speeds) {
+        speeds->reset();
+        updateProbes();
+    }
     const auto& layout = parallel->layout();
     const auto nodes = layout.idleNodes.size() + [&] {
         std::size_t n = 0;

@@ -72,7 +72,16 @@ struct Trainer::State {
     // regroup that retires them, idle afterwards.
     std::set<int> retiredNodes;
     bool benched = false;  // this rank's node is retired: it only takes part in collectives
-    std::unique_ptr<StragglerProbe> probe;  // on the benched ranks of a retired straggler
+    // Retired stragglers whose ranks all live: they probe their speed every
+    // step, and so do the ranks of the reference node (referenceNode()), so
+    // that the speed monitor can take them back once they have recovered.
+    std::set<int> stragglerNodes;
+    std::unique_ptr<StragglerProbe> probe;  // on the ranks that probe now
+    // The probes' yardstick: the lowest idle node (a spare: it probes for
+    // free), else the lowest live node that is not retired.
+    int referenceNode() const;
+    // Who probes, for the current members: called with every new layout.
+    void updateProbes();
     int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
     std::string notes;
     std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
@@ -107,7 +116,7 @@ struct Trainer::State {
     void sliceLoader();
     // Logs the current layout and records it in diag.h5; a new layout
     // (`newLayout`: not a rebalance of the same one) starts the speed
-    // monitor afresh.
+    // monitor afresh and settles who probes (updateProbes).
     void announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout = true);
     // Checkpoint `step` written now by `holders` (every stage that holds each
     // layer, or only live ones beyond f); collective.

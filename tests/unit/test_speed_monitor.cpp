@@ -2,8 +2,11 @@
 // profile or noise changes nothing, a slowed rank moves microbatches away from
 // its pipeline (and back once it recovers), a very slow node is retired only
 // when the nodes left keep fault.f and the plan predicts a shorter step, and
-// comes back once its probes say it recovered.
+// comes back once its probes match a healthy node's.
 #include "kiln/plan/speed_monitor.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
 
 #include <gtest/gtest.h>
 
@@ -305,37 +308,52 @@ TEST(SpeedMonitor, ASplitMustPredictAWorthwhileGain) {
     EXPECT_GE(rebalances, 1) << "a pipeline 1.5x slow is rebalanced";
 }
 
-// A retired straggler's two benched ranks (node 9) probe one block a step:
-// the node comes back only once both have run it near the plan's time
-// (scaled like everyone's: the profile is 2x off here) over the window, not
-// while slow, not with one of its ranks gone, and not from probes a reset forgot.
-TEST(SpeedMonitor, ARetiredStragglerComesBackOnceAllItsRanksProbeFastOverTheWindow) {
-    const auto r = plan(4, 1, 16);
-    const Layout layout = place(r, r.instantiation);
+// A retired straggler's two benched ranks (node 9) probe one block a step,
+// as do the two ranks of reference node 0: the straggler comes back only
+// once both its ranks ran it near the reference's time over the window
+// (its median), not while one is slow, not with one gone, not without a
+// reference, and not from probes a reset forgot.
+TEST(SpeedMonitor, ARetiredStragglerComesBackOnceAllItsRanksProbeLikeTheReference) {
     auto p = policy(1.25, 3, 3.0, 4);
     p.returnAt = 1.5;
     SpeedMonitor monitor(p);
     monitor.reset();
-    const double error = 2.0, plannedProbe = 3e-3;  // evenProfile: a block's forward and backward
-    const std::vector<double> even(layout.roles.size(), 1.0);
-    const std::vector<int> nodeOfRank{0, 1, 2, 3, 9, 9};
-    const auto step = [&](double slowness4, double slowness5) {
-        auto compute = computeTimes(r, layout, error, even);
-        compute.resize(6, 0.0);  // the benched ranks compute nothing
-        EXPECT_EQ(monitor.observe(layout, r, compute, 4, 1).action, SpeedVerdict::Action::None);
-        const std::vector<double> probe{0, 0, 0, 0, plannedProbe * error * slowness4, plannedProbe * error * slowness5};
-        return monitor.recovered(probe, plannedProbe, nodeOfRank, 2);
+    const std::vector<int> nodeOfRank{0, 0, 1, 1, 9, 9};
+    const auto step = [&](double rank4, double rank5, double reference = 3e-3) {
+        // Ranks 2 and 3 (node 1) work in pipelines and do not probe.
+        const std::vector<double> probe{reference, reference * 1.1, 0, 0, rank4, rank5};
+        return monitor.recovered(probe, nodeOfRank, 0, 2);
     };
-    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(5.0, 1.0).node, -1) << "step " << s << ": one rank still slow";
-    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(1.0, 0.0).node, -1) << "step " << s << ": a rank of the node is gone";
+    // The reference's median is 3.15e-3 here.
+    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(15e-3, 3e-3).node, -1) << "step " << s << ": one rank still slow";
+    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(3e-3, 0.0).node, -1) << "step " << s << ": a rank of the node is gone";
+    for (int s = 0; s < 10; ++s) EXPECT_EQ(step(3e-3, 3e-3, 0.0).node, -1) << "step " << s << ": no reference";
     // Both fast again: the window's median (4 steps, the slow ones before included) must come down.
-    for (int s = 0; s < 2; ++s) EXPECT_EQ(step(1.0, 1.1).node, -1) << "step " << s;
-    const auto back = step(1.0, 1.1);
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(step(3e-3, 3.3e-3).node, -1) << "step " << s;
+    const auto back = step(3e-3, 3.3e-3);
     EXPECT_EQ(back.node, 9);
-    EXPECT_NEAR(back.slowdown, 1.1, 1e-9);  // the node's slowest rank, scaled by the working ranks' 2x
+    EXPECT_NEAR(back.slowdown, 3.3 / 3.15, 1e-9);  // the node's slowest rank against the reference's median
     // Its probes were forgotten with the return (a full window again before the next), and a reset forgets them too.
-    for (int s = 0; s < 3; ++s) EXPECT_EQ(step(1.0, 1.0).node, -1) << "step " << s << " after the return";
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(step(3e-3, 3e-3).node, -1) << "step " << s << " after the return";
     monitor.reset();
-    for (int s = 0; s < 4; ++s) EXPECT_EQ(step(1.0, 1.0).node, -1) << "step " << s << " after the reset";
-    EXPECT_EQ(step(1.0, 1.0).node, 9);  // the skipped first step, then 4 probes
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(step(3e-3, 3e-3).node, -1) << "step " << s << " after the reset";
+    EXPECT_EQ(step(3e-3, 3e-3).node, 9);
+}
+
+// straggler.return_at left at its default follows a lowered retire_at (a
+// deck that only lowers retire_at must not fail on a default); set by the
+// user at or above retire_at, it is refused with both keys' origins.
+TEST(StragglerPolicy, TheReturnThresholdStaysBelowRetirement) {
+    using kiln::config::Deck;
+    EXPECT_DOUBLE_EQ(stragglerPolicyFromDeck(Deck::fromText("", "t.ini")).returnAt, 1.5);
+    EXPECT_DOUBLE_EQ(stragglerPolicyFromDeck(Deck::fromText("", "t.ini", {"straggler.retire_at=1.5"})).returnAt, 1.25);
+    EXPECT_DOUBLE_EQ(stragglerPolicyFromDeck(Deck::fromText("", "t.ini", {"straggler.retire_at=0"})).returnAt, 1.5);
+    try {
+        stragglerPolicyFromDeck(Deck::fromText("[straggler]\nretire_at = 2\nreturn_at = 2\n", "t.ini"));
+        FAIL() << "return_at = retire_at was accepted";
+    } catch (const kiln::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("straggler.return_at = 2 (t.ini:3) is not below straggler.retire_at = 2 (t.ini:2)"),
+                  std::string::npos)
+            << e.what();
+    }
 }

@@ -32,9 +32,10 @@
 // steps, when the nodes left can still form the pipelines fault.f asks for
 // and the plan predicts a shorter step without it.
 // Return: a retired straggler's ranks stay in the job without work (benched)
-// and time one block every step (train/straggler_probe.hpp); a node whose
-// every rank probed no slower than straggler.return_at (against the plan,
-// scaled by R) over straggler.retire_steps steps comes back.
+// and time one block every step (train/straggler_probe.hpp), as do the ranks
+// of a healthy reference node; a node whose every rank probed no slower than
+// straggler.return_at times the reference over straggler.retire_steps steps
+// comes back.
 #pragma once
 
 #include "kiln/plan/layout.hpp"
@@ -106,20 +107,22 @@ public:
     // The medians over the window so far (empty before any step was counted).
     MeasuredSpeeds measured(const Layout& layout) const;
 
-    // After observe(), for the benched ranks of retired stragglers:
-    // `probe[r]` the seconds rank r's probe computed (0: no probe),
-    // `plannedProbe` the plan's seconds for it, `nodeOfRank[r]` rank r's
-    // start-up node. Returns the start-up id of a node whose every rank
-    // (`ranksPerNode`) probed at most straggler.return_at times the plan
-    // (scaled by the working ranks' R) over the last straggler.retire_steps
-    // steps (and that median), and forgets its probes; node -1 when none
-    // has. Probes are forgotten on reset() too, so that processes admitted
-    // since decide alike.
+    // For the benched ranks of retired stragglers, after each committed
+    // step: `probe[r]` the seconds rank r's probe computed (0: none),
+    // `nodeOfRank[r]` its start-up node. The ranks of `referenceNode` (a
+    // healthy node) run the same probe in the same step, so a benched node's
+    // slowdown is its slowest rank's probe against their median: no plan,
+    // no profile error, the same device and contention. Returns the start-up
+    // id of a node whose every rank (`ranksPerNode`) probed and whose median
+    // slowdown over the last straggler.retire_steps steps is at most
+    // straggler.return_at (and that median), and forgets its probes; node
+    // -1 when none. Probes are forgotten on reset() too, so that processes
+    // admitted since decide alike.
     struct Recovered {
         int node = -1;
         double slowdown = 0.0;
     };
-    Recovered recovered(const std::vector<double>& probe, double plannedProbe, const std::vector<int>& nodeOfRank,
+    Recovered recovered(const std::vector<double>& probe, const std::vector<int>& nodeOfRank, int referenceNode,
                         std::uint32_t ranksPerNode);
 
 private:

@@ -33,10 +33,11 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         }
         a.dataError = comm::firstError(world.control(), problem);
         if (!a.dataError.empty()) return a;
+        // A benched straggler's ranks and the reference node's time the same block at the same moment, the
+        // step's start, so that both meet the same contention (on shared cores, a probe after the step ran alone).
+        const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
         const StepWork work = parallel->runStep(*batch, targetsPerStep, *injector, step);
         a.work = work.stage;
-        // A benched straggler's ranks have no stage: they probe their speed meanwhile.
-        const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
         const auto s0 = Clock::now();
         // One collective over every rank for the step's scalars: the loss,
         // the squared gradient norm, and the stop signal (so that every

@@ -14,7 +14,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 namespace kiln::train {
@@ -46,6 +45,7 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
                               [&] { return retireStraggler(step, verdict.node, verdict.detail); });
     }
     // A retired straggler that recovered: its probes, like the times above, are the same on every rank.
+    if (stragglerNodes.empty()) return Recovery::Continue;
     std::vector<int> nodeOfRank;
     for (int r : world.members()) nodeOfRank.push_back(world.nodeOfOriginal(r));
     const auto back = speeds->recovered(done.probe, nodeOfRank, referenceNode(), plan.cluster.ranksPerNode);
@@ -79,19 +79,23 @@ int Trainer::State::referenceNode() const {
     // An idle node (a spare) probes for free; a working one adds a block to its step.
     const auto& idle = parallel->layout().idleNodes;
     if (!idle.empty()) return *std::min_element(idle.begin(), idle.end());
-    int lowest = -1;
-    for (int r : world.members())
-        if (const int node = world.nodeOfOriginal(r); !retiredNodes.count(node) && (lowest < 0 || node < lowest))
-            lowest = node;
-    return lowest;
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks, retiredNodes);
+    return ids.empty() ? -1 : ids.front();
 }
 
 void Trainer::State::updateProbes() {
     // A straggler that lost a rank cannot come back whole: it stops probing.
-    std::map<int, std::uint32_t> ranksOf;
-    for (int r : world.members()) ++ranksOf[world.nodeOfOriginal(r)];
-    for (auto it = stragglerNodes.begin(); it != stragglerNodes.end();)
-        it = ranksOf[*it] == plan.cluster.ranksPerNode ? std::next(it) : stragglerNodes.erase(it);
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    liveNodes(world, ids, ranks);
+    for (auto it = stragglerNodes.begin(); it != stragglerNodes.end();) {
+        const auto at = std::find(ids.begin(), ids.end(), *it);
+        const bool whole = at != ids.end() && ranks[static_cast<std::size_t>(at - ids.begin())].size() ==
+                                                  plan.cluster.ranksPerNode;
+        it = whole ? std::next(it) : stragglerNodes.erase(it);
+    }
     const bool probes = speeds->policy().returnAt > 0.0 && !stragglerNodes.empty() &&
                         (stragglerNodes.count(world.node()) || world.node() == referenceNode());
     if (!probes) {

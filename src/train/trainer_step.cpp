@@ -50,21 +50,23 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
             admitHosts = request.hosts;
         }
         // Gathered rather than summed: every rank also learns every rank's
-        // compute time (the speed monitor's input), and sums in rank order.
-        constexpr int kFields = 7;
+        // compute and probe times (the speed monitor's input), and sums the
+        // first kSummed fields in rank order.
+        constexpr int kSummed = 5, kFields = kSummed + 2;
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       world.rank() == 0 ? double(admitPending) : 0.0,
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
-        double sums[kFields] = {};
+        double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));
         a.probe.resize(a.compute.size());
         for (std::size_t r = 0; r < a.compute.size(); ++r) {
-            for (int k = 0; k < kFields - 2; ++k) sums[k] += all[r * kFields + static_cast<std::size_t>(k)];
-            a.compute[r] = all[r * kFields + 5];
-            a.probe[r] = all[r * kFields + 6];
+            const double* row = &all[r * kFields];
+            for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
+            a.compute[r] = row[kSummed];
+            a.probe[r] = row[kSummed + 1];
         }
         a.lossSum = sums[0];
         a.gradNorm = std::sqrt(sums[1]);

@@ -140,6 +140,13 @@ SpeedMonitor::Recovered SpeedMonitor::recovered(const std::vector<double>& probe
     return back;
 }
 
+std::map<int, double> SpeedMonitor::probeSlowdowns() const {
+    std::map<int, double> out;
+    for (const auto& [node, history] : probes_)
+        if (!history.empty()) out[node] = median(std::vector<double>(history.begin(), history.end()));
+    return out;
+}
+
 MeasuredSpeeds SpeedMonitor::measured(const Layout& layout) const {
     MeasuredSpeeds m;
     if (window_.empty()) return m;

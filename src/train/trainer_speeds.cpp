@@ -114,10 +114,17 @@ void Trainer::State::reportSpeeds(std::uint64_t step) {
     std::pair<int, double> slowest{-1, 0.0};
     for (const auto& node : m.nodeSlowdown)
         if (node.second > slowest.second) slowest = node;
+    // Why a benched straggler has not come back: its probes against the reference's.
+    std::vector<std::string> benchedNodes;
+    for (const auto& [node, slowdown] : speeds->probeSlowdowns())
+        benchedNodes.push_back(fmt::format("node {} at {:.2f}x", node, slowdown));
     const std::string detail = fmt::format(
         "compute {:.2f}x the plan's stage times (median rank, last steps of layout {}); pipelines' slowdowns (slowest "
-        "stage against the planned bottleneck, scaled by the median rank) {}; slowest node {} at {:.2f}x",
-        m.ratio, parallel->layout().describe(), fmt::join(pipelines, ", "), slowest.first, slowest.second);
+        "stage against the planned bottleneck, scaled by the median rank) {}; slowest node {} at {:.2f}x{}",
+        m.ratio, parallel->layout().describe(), fmt::join(pipelines, ", "), slowest.first, slowest.second,
+        benchedNodes.empty() ? std::string()
+                             : fmt::format("; benched stragglers' probes against reference node {}'s: {}",
+                                           referenceNode(), fmt::join(benchedNodes, ", ")));
     log::info("  speeds     {}", detail);
     diag->event(step, "speeds", detail);
 }

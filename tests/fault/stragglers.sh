@@ -14,7 +14,8 @@
 #     node: a 'straggler' event naming it, its ranks benched (members without work, said in the layout
 #     line), the two nodes left run 1+1 (still tolerating one failure), and the losses are the
 #     failure-free run's.
-#     While still slow, its benched ranks' probes keep it out (no 'return' event).
+#     While still slow, its benched ranks' probes keep it out (no 'return' event; the end-of-run speeds
+#     line gives their slowdown against the reference node's, above straggler.return_at).
 #  3. No action on noise: the failure-free run (tiny deck, straggler.* defaults but for rebalance_at, see
 #     input/tiny-cpu.ini), nor one where rank 5 is 20 times slower in one step only (one long step is not a
 #     straggler: speeds are medians over straggler.steps), rebalances or retires anything.
@@ -71,7 +72,11 @@ last=$(tail -n 1 "$work/retire.layouts" | cut -d' ' -f1)
 grep -q "tolerates 1 node failure at once; 1 retired node benched" <(grep "without straggler node 1" "$work/retire.log") ||
   { cat "$work/retire.log"; fail "the layout without node 1 does not tolerate a failure, or does not say node 1 is benched"; }
 if grep -q "RETURN" "$work/retire.log"; then cat "$work/retire.log"; fail "node 1 came back while still slow"; fi
-echo "PASS 2: node 1 retired as a straggler ($(awk '$2 == "straggler" { print "before step " $1 }' "$work/retire.events")), the run went on as $last with the failure-free losses"
+# The end-of-run speeds line says why: node 1's probes against the reference's, above straggler.return_at (1.5 here).
+x=$(grep -o "benched stragglers' probes against reference node 0's: node 1 at [0-9.]*x" "$work/retire.log" | grep -o "[0-9.]*x$" | tr -d x)
+[ -n "$x" ] && python3 -c "import sys; sys.exit(0 if float('$x') > 1.5 else 1)" ||
+  { grep speeds "$work/retire.log"; fail "the speeds line does not give node 1's probe slowdown above 1.5 (got '$x')"; }
+echo "PASS 2: node 1 retired as a straggler ($(awk '$2 == "straggler" { print "before step " $1 }' "$work/retire.events")), the run went on as $last with the failure-free losses; still slow, its probes read ${x}x"
 
 # 3. One long step.
 must spike 6 --set fault.inject=5:5-5:slow=0.2 --set straggler.steps=3 --set straggler.retire_steps=4

@@ -326,6 +326,7 @@ TEST(SpeedMonitor, ARetiredStragglerComesBackOnceAllItsRanksProbeLikeTheReferenc
     };
     // The reference's median is 3.15e-3 here.
     for (int s = 0; s < 10; ++s) EXPECT_EQ(step(15e-3, 3e-3).node, -1) << "step " << s << ": one rank still slow";
+    EXPECT_NEAR(monitor.probeSlowdowns().at(9), 15.0 / 3.15, 1e-9);  // what the end-of-run report says
     for (int s = 0; s < 10; ++s) EXPECT_EQ(step(3e-3, 0.0).node, -1) << "step " << s << ": a rank of the node is gone";
     for (int s = 0; s < 10; ++s) EXPECT_EQ(step(3e-3, 3e-3, 0.0).node, -1) << "step " << s << ": no reference";
     // Both fast again: the window's median (4 steps, the slow ones before included) must come down.

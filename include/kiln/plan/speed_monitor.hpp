@@ -124,6 +124,8 @@ public:
     };
     Recovered recovered(const std::vector<double>& probe, const std::vector<int>& nodeOfRank, int referenceNode,
                         std::uint32_t ranksPerNode);
+    // Each probing benched node's slowdown so far (median of its window), by start-up node id.
+    std::map<int, double> probeSlowdowns() const;
 
 private:
     struct Sample {

@@ -25,12 +25,11 @@ public:
     StragglerProbe(const StragglerProbe&) = delete;
     StragglerProbe& operator=(const StragglerProbe&) = delete;
 
-    // The model layer it runs (the first block).
-    static constexpr std::uint32_t kLayer = 1;
     // Seconds the probe computed at `step`.
     double run(std::uint64_t step, const fault::FaultInjector& injector);
 
 private:
+    static constexpr std::uint32_t kLayer = 1;  // the model layer it runs: the first block
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

@@ -6,6 +6,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/ulfm.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 
 namespace kiln::train {
 
@@ -47,6 +48,7 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
                 startCheckpoint(at);
             } else {
                 checkpoint(at, parallel->holders());
+                model::releaseCpuCache();  // the write's staging is not a step's sizes
             }
             if (pendingFailure) {  // what was replayed is the checkpoint
                 pendingFailure->replay = since(begun);

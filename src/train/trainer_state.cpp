@@ -3,6 +3,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/fence.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -148,6 +149,9 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
         speeds->reset();
         updateProbes();
     }
+    // The layer transfers' buffers are not a step's sizes: given back now,
+    // not held through the next step.
+    if (newLayout) model::releaseCpuCache();
     const auto& layout = parallel->layout();
     const auto nodes = layout.idleNodes.size() + [&] {
         std::size_t n = 0;

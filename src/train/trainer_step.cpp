@@ -9,6 +9,7 @@
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/admit_request.hpp"
 #include "kiln/model/compute_clock.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 
 #include <fmt/format.h>
 
@@ -134,6 +135,7 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
     loader->commit();
     done.loss = a.lossSum / targetsPerStep;
     done.stepSeconds = since(t0);
+    model::trimCpuCache();  // what this step did not use goes back: a step's sizes repeat
     slowestStep = std::max(slowestStep, done.stepSeconds);
     comm::setTrainingThreadLimit(stepLimit());
     return Recovery::Continue;

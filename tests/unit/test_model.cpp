@@ -3,6 +3,7 @@
 // vocabulary may be padded, a rank's cores go to one thread pool, and the
 // compute clock measures between its marks.
 #include "kiln/model/compute_clock.hpp"
+#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/profiler.hpp"
 #include "kiln/model/model_config.hpp"
@@ -36,6 +37,52 @@ ModelConfig smallConfig() {
 }
 
 }  // namespace
+
+// A step's sizes repeat: a freed tensor's pages serve the next request of
+// its size, nothing more is taken from the system, and what a step no longer
+// asks for goes back at the trim after it.
+TEST(CpuAllocations, FreedBlocksServeTheSameSizeAndUnusedOnesGoBack) {
+    countCpuAllocations();
+    releaseCpuCache();
+    const auto held0 = cpuHeldBytes(), live0 = cpuAllocatedBytes();
+    constexpr std::int64_t kFloats = 1 << 20;  // 4 MiB: cached
+    auto a = torch::full({kFloats}, 1.5f);
+    const void* where = a.data_ptr();
+    EXPECT_EQ(cpuAllocatedBytes() - live0, 4 * kFloats);
+    EXPECT_EQ(cpuHeldBytes() - held0, 4 * kFloats);
+    a = torch::Tensor();
+    EXPECT_EQ(cpuAllocatedBytes(), live0);
+    EXPECT_EQ(cpuHeldBytes() - held0, 4 * kFloats) << "kept for the next request of the size";
+    EXPECT_EQ(cpuCachedFreeBytes(), 4 * kFloats);
+    auto b = torch::zeros({kFloats});
+    EXPECT_EQ(b.data_ptr(), where) << "the same pages again";
+    EXPECT_EQ(b.sum().item<float>(), 0.0f);
+    EXPECT_EQ(cpuHeldBytes() - held0, 4 * kFloats) << "nothing more from the system";
+    auto other = torch::zeros({kFloats + 4096});  // another size: its own pages
+    EXPECT_NE(other.data_ptr(), where);
+    EXPECT_EQ(cpuHeldBytes() - held0, 4 * (2 * kFloats + 4096));
+    other = torch::Tensor();
+    trimCpuCache();  // end of a "step" in which the other size was taken: kept
+    EXPECT_EQ(cpuCachedFreeBytes(), 4 * (kFloats + 4096));
+    b = torch::Tensor();
+    trimCpuCache();  // a step that took neither size: both go back
+    EXPECT_EQ(cpuCachedFreeBytes(), 4 * kFloats) << "the one freed during this step is kept once more";
+    trimCpuCache();
+    EXPECT_EQ(cpuCachedFreeBytes(), 0);
+    EXPECT_EQ(cpuHeldBytes(), held0);
+    // Small tensors come from the C heap: counted, never kept.
+    auto small = torch::ones({100});
+    EXPECT_EQ(cpuAllocatedBytes() - live0, 400);
+    small = torch::Tensor();
+    EXPECT_EQ(cpuCachedFreeBytes(), 0);
+    EXPECT_EQ(cpuHeldBytes(), held0);
+    // Between steps, everything kept can go back at once.
+    for (int k = 1; k <= 3; ++k) (void)torch::empty({kFloats * k});
+    EXPECT_EQ(cpuCachedFreeBytes(), 4 * 6 * kFloats);
+    releaseCpuCache();
+    EXPECT_EQ(cpuCachedFreeBytes(), 0);
+    EXPECT_EQ(cpuHeldBytes(), held0);
+}
 
 TEST(Model, BlockGradientMatchesFiniteDifferences) {
     torch::manual_seed(1);

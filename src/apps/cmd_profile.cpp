@@ -54,6 +54,10 @@ int profileMain(int argc, char** argv) {
     }
     fmt::print("  total forward {:.3f} ms, backward {:.3f} ms (backward/forward {:.2f}); written to {}\n", 1e3 * fwd, 1e3 * bwd,
                bwd / fwd, out);
+    if (profile.device == "cpu")
+        fmt::print("  a rank's runtime besides its tensors (libraries' code and buffers, threads): {:.1f} MB, counted on "
+                   "every stage's memory\n",
+                   profile.runtimeBytes / 1e6);
     return 0;
 }
 

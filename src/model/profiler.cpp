@@ -1,5 +1,6 @@
 #include "kiln/model/profiler.hpp"
 
+#include "kiln/base/resident_memory.hpp"
 #include "kiln/model/autocast_scope.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/model/cpu_allocations.hpp"
@@ -115,6 +116,9 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
                                 torch::Device device, bool bf16, bool eachKindOnce) {
     if (threads >= 0) useComputeThreads(threads, 1);
     plan::ModelProfile profile{config, microBatch, device.is_cuda() ? "cuda" : "cpu", {}};
+    const auto residentBefore = base::residentBytes();
+    const auto heldBefore = cpuHeldBytes();
+    resetCpuPeak();
     const auto B = static_cast<std::int64_t>(microBatch), T = static_cast<std::int64_t>(config.seqLen);
     const auto on = torch::TensorOptions().device(device);
     const std::uint32_t L = config.numLayers();
@@ -158,6 +162,9 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
                                   static_cast<std::uint64_t>(output.numel()) * 4,
                                   counted ? static_cast<std::uint64_t>(kept)
                                           : plan::activationBytesEstimate(config, i, microBatch)});
+        layer = nullptr;
+        input = output = torch::Tensor();
+        releaseCpuCache();  // the next layer's sizes are others
     }
     // Alone, a layer runs faster than in a step (warm caches, no loss, no
     // graph of the layers around it): its times are scaled to the chain's,
@@ -176,6 +183,15 @@ plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBa
     }
     profile.layers.back().forwardSeconds += step.loss;
     if (!device.is_cuda() && step.lossBytes > 0) profile.layers.back().activationBytes += static_cast<std::uint64_t>(step.lossBytes);
+    // What a rank holds besides its tensors: the resident growth beyond the
+    // tensors' own pages (kept blocks included).
+    releaseCpuCache();
+    if (!device.is_cuda()) {
+        const auto peak = base::peakResidentBytes();
+        const auto tensors = std::max<std::int64_t>(cpuPeakHeldBytes() - heldBefore, 0);
+        const auto grown = peak > residentBefore ? peak - residentBefore : 0;
+        profile.runtimeBytes = grown > std::uint64_t(tensors) ? grown - std::uint64_t(tensors) : 0;
+    }
     return profile;
 }
 

@@ -96,6 +96,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         h5::writeAttribute(file, "device", p.device);
         h5::writeAttribute(file, "micro_batch", p.microBatch);
         for (const auto& [name, member] : kShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
+        h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
         std::vector<Row> rows;
         for (const auto& l : p.layers) {
             Row r{};
@@ -122,6 +123,8 @@ ModelProfile readProfile(const std::string& path) {
     p.device = h5::readStringAttribute(file, "device", path);
     p.microBatch = h5::readUintAttribute(file, "micro_batch", path);
     for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
+    // Absent from profiles written before it was measured: nothing counted.
+    if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
     for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))
         p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
                             r.outputBytes, r.activationBytes, r.optimizer});

@@ -36,7 +36,7 @@ Link linkAfter(std::uint32_t position, std::uint32_t stages, std::uint32_t g) {
 class CostModel {
 public:
     CostModel(const ModelProfile& p, const ClusterSpec& c, std::uint32_t width)
-        : cluster_(c), layers_(p.layers.size()), width_(width) {
+        : cluster_(c), layers_(p.layers.size()), width_(width), runtime_(double(p.runtimeBytes)) {
         compute_.assign(layers_ + 1, 0.0);
         optimizer_.assign(layers_ + 1, 0.0);
         params_.assign(layers_ + 1, 0.0);
@@ -59,9 +59,19 @@ public:
                                                                double(p.model.parametersOf(index))
                                                          : 1.0;
             rankParams_[i + 1] = rankParams_[i] + double(layer.paramBytes) * paramShare;
+            layerParams_.push_back(double(layer.paramBytes) * paramShare);
             const double split = known && width > 1 ? splitActivationShare(p.model, index) : 0.0;
             activations_[i + 1] = activations_[i] + double(layer.activationBytes) * (1.0 - split + split / w);
             output_.push_back(double(layer.outputBytes));
+        }
+        // Range maxima of the layers' parameters in O(1): largest_[k][i] is
+        // the largest of layers [i, i + 2^k).
+        largest_.push_back(layerParams_);
+        for (std::size_t span = 2; span <= layers_; span *= 2) {
+            const auto& half = largest_.back();
+            std::vector<double> next(layers_ - span + 1);
+            for (std::size_t i = 0; i < next.size(); ++i) next[i] = std::max(half[i], half[i + span / 2]);
+            largest_.push_back(std::move(next));
         }
     }
 
@@ -82,23 +92,37 @@ public:
     double inFlightBytes(std::uint32_t a, std::uint32_t b) const {
         return activations_[b] - activations_[a] + (a > 0 ? output_[a - 1] : 0.0);
     }
+    // The largest of layers [a, b)'s parameter bytes on a rank.
+    double largestLayer(std::uint32_t a, std::uint32_t b) const {
+        std::size_t k = 0;
+        while ((std::size_t{2} << k) <= b - a) ++k;
+        return std::max(largest_[k][a], largest_[k][b - (std::size_t{1} << k)]);
+    }
     // Bytes on one of the stage's ranks with `inFlight` microbatches' activations kept.
     double memory(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        return Stage{a, b, 0.0, 0.0, 0.0, rankParams_[b] - rankParams_[a], inFlightBytes(a, b)}.memoryWith(inFlight);
+        Stage s;
+        s.paramBytes = rankParams_[b] - rankParams_[a];
+        s.activationBytes = inFlightBytes(a, b);
+        s.updateBytes = largestLayer(a, b);
+        s.runtimeBytes = runtime_;
+        return s.memoryWith(inFlight);
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
         return memory(a, b, inFlight) <= cluster_.memoryPerRank;
     }
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
         return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
-                inFlightBytes(a, b), stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a]};
+                inFlightBytes(a, b), stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a], largestLayer(a, b),
+                runtime_};
     }
 
 private:
     ClusterSpec cluster_;
     std::size_t layers_;
     std::uint32_t width_;
-    std::vector<double> compute_, optimizer_, params_, rankParams_, activations_, output_;
+    double runtime_;
+    std::vector<double> compute_, optimizer_, params_, rankParams_, activations_, output_, layerParams_;
+    std::vector<std::vector<double>> largest_;
 };
 
 // Suffix dynamic programme over layer boundaries for a pipeline of S stages:
@@ -328,7 +352,7 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
         for (std::uint32_t i = 0; i < L; ++i) largest = std::max(largest, cost.memory(i, i + 1, 1));
         throw InputError(fmt::format(
             "the model does not fit on {} node{} of {} rank{} with {:.3g} GB each: its largest layer alone needs {:.3g} GB "
-            "on a rank of a stage {} rank{} wide (weights, gradients, AdamW moments, one microbatch of activations), the "
+            "on a rank of a stage {} rank{} wide (weights, gradients, AdamW moments, one microbatch of activations, a layer's temporaries, the runtime), the "
             "whole model {:.3g} GB; pipelines of more than {} node{} are not possible with {} layers\n  Give more memory "
             "per rank (plan.memory_gb), more nodes, more ranks per node, or a smaller model or micro-batch "
             "(train.micro_batch).",

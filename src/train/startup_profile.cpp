@@ -30,6 +30,10 @@ plan::ModelProfile measureStartupProfile(const model::ModelConfig& config, std::
         (k % 2 == 0 ? profile.layers[k / 2].forwardSeconds : profile.layers[k / 2].backwardSeconds) =
             column[column.size() / 2];
     }
+    // The plan is the same on every rank: the largest runtime any rank measured.
+    double runtime = double(profile.runtimeBytes);
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &runtime, 1, MPI_DOUBLE, MPI_MAX, comm));
+    profile.runtimeBytes = static_cast<std::uint64_t>(runtime);
     profile.device = fmt::format("measured at start-up: {} {}, median of {} rank{}", device.is_cuda() ? "cuda" : "cpu",
                                  bf16 ? "bf16" : "fp32", ranks, ranks == 1 ? "" : "s");
     return profile;

@@ -121,6 +121,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     base::startupPhase("plan");
     s.residentAtStart = base::residentBytes();
     s.allocatedAtStart = model::cpuAllocatedBytes();
+    s.heldAtStart = model::cpuHeldBytes();
     model::resetCpuPeak();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();

@@ -121,6 +121,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());
     s.residentAtStart = base::residentBytes();
     s.allocatedAtStart = model::cpuAllocatedBytes();
+    s.heldAtStart = model::cpuHeldBytes();
     model::resetCpuPeak();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
                                                  nccl, optimizerSteps);

@@ -157,7 +157,8 @@ void Trainer::State::reportStartup(std::uint64_t step) {
 }
 
 void Trainer::State::reportMemory(std::uint64_t step) {
-    // Planned: the stage's weights, gradients and moments and its activations in flight.
+    // Planned: the stage's weights, gradients, moments, activations in
+    // flight, one layer's temporaries and the runtime the profile measured.
     double planned = 0.0;
     const auto& layout = parallel->layout();
     const auto& role = parallel->role();
@@ -166,37 +167,39 @@ void Trainer::State::reportMemory(std::uint64_t step) {
         if (const auto* t = plan.templates.forNodes(p.nodes, p.width); t && role.stage < t->stages.size())
             planned = t->stages[role.stage].memoryWith(std::min<std::uint64_t>(role.stages - role.stage, p.microbatches));
     }
-    // Measured two ways on the CPU: libtorch's counted bytes (what the model
-    // describes) and the resident set (all the process took: heap, buffers).
-    // On a GPU the counted bytes are the host's only: the device's peak is
-    // not read here yet.
+    // Measured three ways on the CPU, peaks since the model was built:
+    // libtorch's live bytes (what the layers need), the pages its tensors
+    // took from the system (kept blocks included), and the resident set
+    // (everything: what the plan is held to). On a GPU these are the host's
+    // only: the device's peak is not read here yet.
     const std::uint64_t peak = base::peakResidentBytes();
-    const double mine[3] = {double(std::max<std::int64_t>(model::cpuPeakAllocatedBytes() - allocatedAtStart, 0)),
-                            peak > residentAtStart ? double(peak - residentAtStart) : 0.0, planned};
-    std::vector<double> all(3 * static_cast<std::size_t>(world.size()));
-    KILN_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, world.control()));
+    enum { kCounted, kHeld, kResident, kPlanned, kFields };
+    const double mine[kFields] = {double(std::max<std::int64_t>(model::cpuPeakAllocatedBytes() - allocatedAtStart, 0)),
+                                  double(std::max<std::int64_t>(model::cpuPeakHeldBytes() - heldAtStart, 0)),
+                                  peak > residentAtStart ? double(peak - residentAtStart) : 0.0, planned};
+    std::vector<double> all(kFields * static_cast<std::size_t>(world.size()));
+    KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
     if (!diag) return;
     int worst = -1;
-    double worstError = -1.0, countedSum = 0.0, residentSum = 0.0, plannedSum = 0.0;
+    double worstError = -1.0, sum[kFields] = {};
     for (int r = 0; r < world.size(); ++r) {
-        const double* row = &all[3 * static_cast<std::size_t>(r)];
-        if (row[2] <= 0.0) continue;  // idle: nothing planned
-        countedSum += row[0];
-        residentSum += row[1];
-        plannedSum += row[2];
-        if (const double error = std::abs(row[0] / row[2] - 1.0); error > worstError) {
+        const double* row = &all[kFields * static_cast<std::size_t>(r)];
+        if (row[kPlanned] <= 0.0) continue;  // idle: nothing planned
+        for (int k = 0; k < kFields; ++k) sum[k] += row[k];
+        if (const double error = std::abs(row[kResident] / row[kPlanned] - 1.0); error > worstError) {
             worstError = error;
             worst = r;
         }
     }
     if (worst < 0) return;
-    const double* row = &all[3 * static_cast<std::size_t>(worst)];
+    const double* row = &all[kFields * static_cast<std::size_t>(worst)];
     const std::string detail = fmt::format(
         "peak since the model was built, against the planner's stage memory, over the ranks with a stage: "
-        "libtorch's host bytes {:.3f} GB ({:.2f}x), resident growth {:.3f} GB ({:.2f}x), planned {:.3f} GB; "
-        "furthest off start-up rank {}: {:.3f} GB counted, {:.3f} GB resident, {:.3f} GB planned ({:.2f}x)",
-        countedSum / 1e9, countedSum / plannedSum, residentSum / 1e9, residentSum / plannedSum, plannedSum / 1e9,
-        world.members()[static_cast<std::size_t>(worst)], row[0] / 1e9, row[1] / 1e9, row[2] / 1e9, row[0] / row[2]);
+        "resident growth {:.3f} GB ({:.2f}x), libtorch's pages {:.3f} GB, its live bytes {:.3f} GB ({:.2f}x), "
+        "planned {:.3f} GB; furthest off start-up rank {}: {:.3f} GB resident, {:.3f} GB planned ({:.2f}x)",
+        sum[kResident] / 1e9, sum[kResident] / sum[kPlanned], sum[kHeld] / 1e9, sum[kCounted] / 1e9,
+        sum[kCounted] / sum[kPlanned], sum[kPlanned] / 1e9, world.members()[static_cast<std::size_t>(worst)],
+        row[kResident] / 1e9, row[kPlanned] / 1e9, row[kResident] / row[kPlanned]);
     log::info("  memory     {}", detail);
     diag->event(step, "memory", detail);
 }

@@ -176,6 +176,7 @@ struct Trainer::State {
     // memory report measures growth from.
     std::uint64_t residentAtStart = 0;
     std::int64_t allocatedAtStart = 0;  // libtorch's counted host bytes then (model/cpu_allocations.hpp)
+    std::int64_t heldAtStart = 0;  // and the pages its tensors held then
     // Collective: every rank's peak resident growth since then against the
     // planner's bytes for its stage, in the log and diag.h5 (event 'memory').
     void reportMemory(std::uint64_t step);

@@ -117,12 +117,32 @@ TEST(Templates, StageCostsFollowTheLinks) {
     // Each stage's 1 MB summed across replicas: 2 MB through the node link each, 2 stages per node.
     EXPECT_NEAR(t->sync(), 2 * 2e6 / 1e8, 1e-12);
     // Memory is not divided among a node's ranks: each holds its own stage whole. The last stage keeps one
-    // microbatch in flight: its layer's 1 MB and the 0.5 MB it received; the first keeps four of its own.
-    EXPECT_NEAR(t->stages[3].memory, 4.0 * 1e6 + 1 * (1e6 + 5e5), 1e-6);
-    EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 1e6, 1e-6);
-    // With little in flight, the update's temporary copy of the weights is the larger.
-    Stage small{0, 1, 0.0, 0.0, 0.0, 1e6, 1e3};
-    EXPECT_NEAR(small.memoryWith(2), 5.0 * 1e6, 1e-6);
+    // microbatch in flight: its layer's 1 MB and the 0.5 MB it received; the first keeps four of its own. Both
+    // add one layer's weights (1 MB) for the temporaries of the backward pass and the update.
+    EXPECT_NEAR(t->stages[3].memory, 4.0 * 1e6 + 1 * (1e6 + 5e5) + 1e6, 1e-6);
+    EXPECT_NEAR(t->stages[0].memory, 4.0 * 1e6 + 4 * 1e6 + 1e6, 1e-6);
+}
+
+// The temporaries are the largest layer's weights on the stage, whatever the
+// number of layers: the update runs layer by layer.
+TEST(Templates, StageMemoryCountsTheLargestLayersTemporaries) {
+    ModelProfile p;
+    p.model.blocks = 2;
+    p.layers.push_back({"embedding", 1e-3, 2e-3, 3'000'000, 500'000, 100'000});
+    p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 500'000, 100'000});
+    p.layers.push_back({"block", 1e-3, 2e-3, 2'000'000, 500'000, 100'000});
+    p.layers.push_back({"output", 1e-3, 2e-3, 1'000'000, 500'000, 100'000});
+    const auto set = planTemplates(p, cluster(1, 1e12, 1), 0, 1);
+    const auto* t = set.forNodes(1);
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->stages.size(), 1u);
+    EXPECT_NEAR(t->stages[0].updateBytes, 3e6, 1e-6);
+    EXPECT_NEAR(t->stages[0].memory, 4.0 * 7e6 + 4e5 + 3e6, 1e-6);
+    Stage lastTwo;
+    lastTwo.paramBytes = 3e6;
+    lastTwo.activationBytes = 2e5;
+    lastTwo.updateBytes = 2e6;
+    EXPECT_NEAR(lastTwo.memoryWith(3), 4.0 * 3e6 + 3 * 2e5 + 2e6, 1e-6);
 }
 
 // With the width free, each template is the best of the exhaustive searches
@@ -356,7 +376,7 @@ TEST(Instantiation, NoPipelineTakesMoreMicrobatchesThanFit) {
     ModelProfile p;
     p.model.blocks = 2;
     for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 0, 1000});
-    const auto set = planTemplates(p, cluster(8, 6000, 1), 1, 4);
+    const auto set = planTemplates(p, cluster(8, 7000, 1), 1, 4);
     ASSERT_EQ(set.minNodes, 4u);
     EXPECT_EQ(microbatchesThatFit(*set.forNodes(4), set.memoryPerRank), 2u);
     const auto inst = instantiate(set, 8, 2, 4);
@@ -371,7 +391,7 @@ TEST(Instantiation, NoPipelineTakesMoreMicrobatchesThanFit) {
     // After a failure, 7 nodes hold one such pipeline: not the 4 microbatches. No layout that would not fit.
     RunPlan plan;
     plan.templates = set;
-    plan.cluster = cluster(8, 6000, 1);
+    plan.cluster = cluster(8, 7000, 1);
     plan.f = 1;
     plan.globalMicrobatches = 4;
     plan.instantiation = inst;
@@ -422,6 +442,28 @@ TEST(ProfileFile, OneWrittenBeforeTheOptimizerColumnReads) {
     EXPECT_EQ(profile.layers[1].forwardSeconds, 3e-3);
     EXPECT_EQ(profile.layers[1].activationBytes, 80u);
     for (const auto& layer : profile.layers) EXPECT_EQ(layer.optimizerSeconds, 0.0) << layer.kind;
+    EXPECT_EQ(profile.runtimeBytes, 0u) << "written before the runtime was measured";
+}
+
+TEST(ProfileFile, RuntimeBytesRoundTripAndCountOnEveryStage) {
+    std::mt19937 rng(5);
+    auto profile = randomProfile(rng, 6);
+    profile.runtimeBytes = 13'000'000;
+    const std::string path = "/tmp/kiln-profile-runtime-" + std::to_string(::getpid()) + ".h5";
+    writeProfile(path, profile);
+    const auto back = readProfile(path);
+    ::unlink(path.c_str());
+    EXPECT_EQ(back.runtimeBytes, 13'000'000u);
+    auto without = back;
+    without.runtimeBytes = 0;
+    const auto withSet = planTemplates(back, cluster(2, 1e12), 0, 4);
+    const auto bareSet = planTemplates(without, cluster(2, 1e12), 0, 4);
+    const auto* with = withSet.forNodes(2);
+    const auto* bare = bareSet.forNodes(2);
+    ASSERT_TRUE(with && bare);
+    ASSERT_EQ(with->stages.size(), bare->stages.size());
+    for (std::size_t s = 0; s < with->stages.size(); ++s)
+        EXPECT_NEAR(with->stages[s].memory - bare->stages[s].memory, 13e6, 1e-3) << "stage " << s;
 }
 
 TEST(PlanFile, RoundTrips) {
@@ -440,6 +482,8 @@ TEST(PlanFile, RoundTrips) {
         if (!set.forNodes(n)) continue;
         EXPECT_EQ(back.forNodes(n)->stages.size(), set.forNodes(n)->stages.size());
         EXPECT_DOUBLE_EQ(back.forNodes(n)->stepTime(10), set.forNodes(n)->stepTime(10));
+        for (std::size_t s = 0; s < set.forNodes(n)->stages.size(); ++s)
+            EXPECT_DOUBLE_EQ(back.forNodes(n)->stages[s].memoryWith(3), set.forNodes(n)->stages[s].memoryWith(3));
     }
     ASSERT_EQ(backInst.pipelines.size(), inst.pipelines.size());
     EXPECT_EQ(backInst.pipelines[0].microbatches, inst.pipelines[0].microbatches);
@@ -558,12 +602,12 @@ TEST(Layout, PinnedLayoutsThatCannotRunAreRefusedByName) {
     // Memory: a tight limit that the templates met with their reference microbatches,
     // but not with every microbatch on one pipeline in flight.
     // On 8 nodes, 4 one-layer stages fit with the 2 microbatches each of 2 such
-    // pipelines (4000 + 2 x 1000 bytes on stage 0), not with all 4 on one
+    // pipelines (4000 + 2 x 1000 + 1000 bytes on stage 0), not with all 4 on one
     // (outputs of 0 bytes: no received activation adds to the later stages).
     ModelProfile p;
     p.model.blocks = 2;
     for (int i = 0; i < 4; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 0, 1000});
-    const auto tight = planTemplates(p, cluster(8, 6000, 1), 0, 4);
+    const auto tight = planTemplates(p, cluster(8, 7000, 1), 0, 4);
     ASSERT_EQ(tight.minNodes, 4u);
     const auto memory = errorOf([&] { pinnedInstantiation(tight, "4:4", 8, 1, 4, "deck.ini:9"); });
     EXPECT_NE(memory.find("does not fit in plan.memory_gb"), std::string::npos) << memory;

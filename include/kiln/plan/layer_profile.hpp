@@ -31,6 +31,11 @@ struct ModelProfile {
     std::uint64_t microBatch = 1;
     std::string device;
     std::vector<LayerProfile> layers;
+    // What a training rank holds besides its tensors, measured on the CPU:
+    // the resident growth of a profile beyond libtorch's own bytes (the
+    // libraries' code and buffers, threads' stacks). 0 on GPUs (the device
+    // allocator's peak does not see it) and in profiles written before.
+    std::uint64_t runtimeBytes = 0;
 };
 
 // A profile from the model's shape: forward time = FLOPs / `tflops`, backward

@@ -24,7 +24,8 @@
 // backward, measured on the CPU by kiln profile, plus the activation it
 // received); each of its ranks must fit
 //     4 * param_bytes_s (weights, gradients, 2 AdamW moments)
-//       + max(in_flight * act_s, param_bytes_s (the update's temporary)) <= memory per rank,
+//       + in_flight * act_s + its largest layer's param bytes (temporaries)
+//       + the runtime's bytes (measured by kiln profile on the CPU) <= memory per rank,
 // both counted per rank: the split parameters and activations divided by w,
 // the whole ones (norms, some biases, the positions, residuals) not.
 // A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly
@@ -52,13 +53,19 @@ struct Stage {
     double paramBytes = 0.0, activationBytes = 0.0;  // activations per microbatch in flight
     double compute = 0.0;  // of `time`: the layers' own work, no transfer (0 in plan files: use `time`)
     double optimizer = 0.0;  // seconds per step of its AdamW update
+    double updateBytes = 0.0;  // its largest layer's parameter bytes on a rank
+    double runtimeBytes = 0.0;  // what a rank holds besides tensors (the profile's)
 
     // Bytes on its rank with `inFlight` microbatches' activations kept:
-    // weights, gradients and both AdamW moments, then the larger of the
-    // activations and the update's temporary (one more copy of the weights,
-    // made after the activations are freed).
+    // weights, gradients and both AdamW moments, the activations, and one
+    // layer's worth of parameter-shaped temporaries (a weight's gradient
+    // before it is added to the kept one, the update's denominators; AdamW
+    // runs layer by layer). The temporaries are added, not overlapped with
+    // the activations: host blocks are reused by exact size
+    // (model/cpu_allocations.hpp), and a weight-shaped block does not take
+    // an activation's place. Then the rank's runtime (libraries, threads).
     double memoryWith(std::uint64_t inFlight) const {
-        return 4.0 * paramBytes + std::max(double(inFlight) * activationBytes, paramBytes);
+        return 4.0 * paramBytes + double(inFlight) * activationBytes + updateBytes + runtimeBytes;
     }
 };
 

@@ -14,6 +14,7 @@
 #    same model and step by PyTorch eager and torch.compile
 #    (perf/pytorch_gpt.py), in this one run: tokens/s and MFU of each, and
 #    kiln's ratio to each. One JSON line per measurement, a summary at the end.
+#    kiln's memory line: the GPU allocator's peak against the planned stage.
 # 3. Recovery with the model on the GPU: 3 ranks share the one GPU (NCCL needs
 #    a GPU per rank, so kiln's transport is MPI through host memory there),
 #    pipelines 2+1, f = 1; rank 1 killed in step 4's backward, the survivors
@@ -87,6 +88,8 @@ EOF
 kiln run input/h200-gpt-350m.ini "${common[@]}" --set run.steps="$steps" >"$out/kiln-350m.log" 2>&1 \
   || { log "kiln run of the 350M model failed"; tail -30 "$out/kiln-350m.log"; }
 kiln diag "$work/runs/h200-gpt-350m/diag.h5" --json >"$out/kiln-350m-diag.json" 2>>"$out/gpu_check.log"
+# The memory model on the GPU (issue 22, item 4): the allocator's peak against the plan.
+grep -E "^  memory  " "$out/kiln-350m.log" | tee -a "$out/gpu_check.log"
 cp "$work/runs/h200-gpt-350m/diag.h5" "$out/kiln-350m-diag.h5" 2>/dev/null
 for mode in eager compile; do
   flag=(); [ $mode = compile ] && flag=(--compile)

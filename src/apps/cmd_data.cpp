@@ -151,9 +151,8 @@ int dataMain(int argc, char** argv) {
     log::info("  data wait {:.3f} s in total", loader.waitSeconds());
     std::uint64_t openings = 0, preads = 0;
     std::size_t openNow = 0, wholeNow = 0, blocksNow = 0;
-    std::uint64_t budget = 0;
+    const std::uint64_t budget = corpus->memoryBudget();
     for (std::size_t i = 0; i < corpus->size(); ++i) {
-        budget += corpus->reader(i).memoryBudget();
         openings += corpus->reader(i).shardOpenings();
         preads += corpus->reader(i).directReads();
         openNow += corpus->reader(i).openShards();

@@ -41,10 +41,30 @@ int planMain(int argc, char** argv) {
         return 0;
 
     const auto deck = config::Deck::fromFile(deckPath, overrides);
-    std::uint32_t tokenizerVocab = 0;
-    if (deck.integer("model.vocab") == 0) tokenizerVocab = data::Corpus(data::loaderSpecFromDeck(deck)).tokenizer().vocabSize;
-    const auto model = model::modelConfigFromDeck(deck, tokenizerVocab);
-    const auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
+    // A CPU run's stages share host memory with the loader: its budget is
+    // counted as kiln run counts it, so the corpus is opened (its manifests;
+    // the shards are not checked here) when the run is on the CPU or the
+    // vocabulary comes from the tokenizer.
+    // A deck with its vocabulary given can be planned before its data
+    // exists: then without the loader, and said.
+    const bool onCpu = deck.text("train.device") == "cpu";
+    std::optional<data::Corpus> corpus;
+    std::string noLoader;
+    const auto openCorpus = [&] {
+        corpus.emplace(data::loaderSpecFromDeck(deck), data::CorpusSharing{MPI_COMM_NULL, /*checkShards=*/false});
+    };
+    if (deck.integer("model.vocab") == 0) {
+        openCorpus();
+    } else if (onCpu) {
+        try {
+            openCorpus();
+        } catch (const InputError& e) {
+            noLoader = e.what();
+        }
+    }
+    const auto model = model::modelConfigFromDeck(deck, corpus ? corpus->tokenizer().vocabSize : 0);
+    auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
+    if (onCpu && corpus) cluster.loaderBytesPerRank = double(corpus->memoryBudget());
     if (cluster.nodes == 0) throw InputError(fmt::format("{}: kiln plan needs plan.nodes > 0 (the nodes to plan for)", deck.name()));
     // No profile in the deck and no speed to plan for: this machine's device, measured now.
     std::optional<plan::ModelProfile> measured;
@@ -69,6 +89,11 @@ int planMain(int argc, char** argv) {
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
                p.profileSource);
+    if (cluster.loaderBytesPerRank > 0)
+        fmt::print("  every rank also holds the loader's {:.1f} MB (data.shard_memory_mb) beside its stage\n",
+                   cluster.loaderBytesPerRank / 1e6);
+    if (!noLoader.empty())
+        fmt::print("  the loader's memory is not counted: its data could not be opened ({})\n", noLoader);
     fmt::print("{}", plan::describeTemplates(p, all));
     fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}; {:.1f} ms to plan):\n",
                p.cluster.nodes, p.f + 1, p.globalMicrobatches, p.microBatch,

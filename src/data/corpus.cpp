@@ -84,6 +84,12 @@ std::uint64_t windowMemoryBytes(const ShardTable& shards, std::uint64_t blockDoc
     return std::clamp(static_cast<std::uint64_t>(bytes), kAtLeast, kAtMost);
 }
 
+std::uint64_t Corpus::memoryBudget() const {
+    std::uint64_t bytes = 0;
+    for (const auto& reader : readers_) bytes += reader->memoryBudget();
+    return bytes;
+}
+
 Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     int rank = 0, ranks = 1;
     if (sharing.comm != MPI_COMM_NULL) {

@@ -36,7 +36,8 @@ Link linkAfter(std::uint32_t position, std::uint32_t stages, std::uint32_t g) {
 class CostModel {
 public:
     CostModel(const ModelProfile& p, const ClusterSpec& c, std::uint32_t width)
-        : cluster_(c), layers_(p.layers.size()), width_(width), runtime_(double(p.runtimeBytes)) {
+        : cluster_(c), layers_(p.layers.size()), width_(width),
+          runtime_(double(p.runtimeBytes) + c.loaderBytesPerRank) {
         compute_.assign(layers_ + 1, 0.0);
         optimizer_.assign(layers_ + 1, 0.0);
         params_.assign(layers_ + 1, 0.0);

@@ -4,7 +4,6 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
-#include "kiln/base/resident_memory.hpp"
 #include "kiln/base/startup_clock.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
@@ -15,7 +14,6 @@
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_threads.hpp"
-#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/device.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
@@ -77,6 +75,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(ids.size()));
     cluster.nodes = static_cast<std::uint32_t>(ids.size());
     cluster.ranksPerNode = static_cast<std::uint32_t>(ranks.front().size());
+    if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // beside the stage
     for (std::size_t n = 0; n < ranks.size(); ++n)
         if (ranks[n].size() != cluster.ranksPerNode)
             throw InputError(fmt::format("node {} has {} ranks but node {} has {}: every node must run the same number of "
@@ -119,10 +118,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
         std::fflush(stdout);
     }
     base::startupPhase("plan");
-    s.residentAtStart = base::residentBytes();
-    s.allocatedAtStart = model::cpuAllocatedBytes();
-    s.heldAtStart = model::cpuHeldBytes();
-    model::resetCpuPeak();
+    s.markMemoryBaseline();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();
     base::startupPhase("model_and_communicators");

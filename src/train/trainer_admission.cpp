@@ -9,14 +9,12 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/packing.hpp"
-#include "kiln/base/resident_memory.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/spawn.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/cursor.hpp"
 #include "kiln/io/fence.hpp"
-#include "kiln/model/cpu_allocations.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/train/startup_profile.hpp"
@@ -88,6 +86,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, s.startupNodes);
     cluster.nodes = s.startupNodes;
     cluster.ranksPerNode = in.get<std::uint32_t>();
+    if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // as the job counted it
     // A profile the job measured at start-up is the job's, not this process's to measure again.
     std::optional<plan::ModelProfile> measured;
     if (plan::profileMeasuredAtStartUp(deck)) {
@@ -119,10 +118,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.diagHolder = in.get<int>();
     const bool nccl = in.get<int>() != 0;
     io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());
-    s.residentAtStart = base::residentBytes();
-    s.allocatedAtStart = model::cpuAllocatedBytes();
-    s.heldAtStart = model::cpuHeldBytes();
-    model::resetCpuPeak();
+    s.markMemoryBaseline();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
                                                  nccl, optimizerSteps);
     s.layoutMembers = world.members();

@@ -177,8 +177,12 @@ struct Trainer::State {
     std::uint64_t residentAtStart = 0;
     std::int64_t allocatedAtStart = 0;  // libtorch's counted host bytes then (model/cpu_allocations.hpp)
     std::int64_t heldAtStart = 0;  // and the pages its tensors held then
-    // Collective: every rank's peak resident growth since then against the
-    // planner's bytes for its stage, in the log and diag.h5 (event 'memory').
+    // Takes the above, and starts the GPU allocator's peak afresh: call
+    // just before the model is built.
+    void markMemoryBaseline();
+    // Collective: every rank's peak since then (on the CPU the resident
+    // growth, on a GPU the device allocator's peak) against the planner's
+    // bytes for its stage, in the log and diag.h5 (event 'memory').
     void reportMemory(std::uint64_t step);
     // What the speed monitor measured over its window (log line and diag.h5
     // event 'speeds'): compute against the plan, each pipeline's and the

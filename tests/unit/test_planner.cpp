@@ -445,6 +445,8 @@ TEST(ProfileFile, OneWrittenBeforeTheOptimizerColumnReads) {
     EXPECT_EQ(profile.runtimeBytes, 0u) << "written before the runtime was measured";
 }
 
+// What a rank holds besides its stage (the profile's runtime, and on CPU
+// runs the loader's budget) is added to every stage's memory.
 TEST(ProfileFile, RuntimeBytesRoundTripAndCountOnEveryStage) {
     std::mt19937 rng(5);
     auto profile = randomProfile(rng, 6);
@@ -464,6 +466,12 @@ TEST(ProfileFile, RuntimeBytesRoundTripAndCountOnEveryStage) {
     ASSERT_EQ(with->stages.size(), bare->stages.size());
     for (std::size_t s = 0; s < with->stages.size(); ++s)
         EXPECT_NEAR(with->stages[s].memory - bare->stages[s].memory, 13e6, 1e-3) << "stage " << s;
+    auto withLoader = cluster(2, 1e12);
+    withLoader.loaderBytesPerRank = 5e6;
+    const auto loaderSet = planTemplates(back, withLoader, 0, 4);
+    ASSERT_EQ(loaderSet.forNodes(2)->stages.size(), bare->stages.size());
+    for (std::size_t s = 0; s < bare->stages.size(); ++s)
+        EXPECT_NEAR(loaderSet.forNodes(2)->stages[s].memoryWith(1) - bare->stages[s].memoryWith(1), 18e6, 1e-3);
 }
 
 TEST(PlanFile, RoundTrips) {

@@ -43,6 +43,9 @@ public:
     // Shards this process checked at start-up (its share), of how many in all.
     std::uint64_t shardsChecked() const { return checked_; }
     std::uint64_t shardsInAll() const { return total_; }
+    // The most host memory its readers hold shards and blocks in, together
+    // (data.shard_memory_mb, or a shuffle window of each source).
+    std::uint64_t memoryBudget() const;
 
 private:
     std::vector<std::unique_ptr<SourceReader>> readers_;

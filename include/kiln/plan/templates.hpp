@@ -25,7 +25,8 @@
 // received); each of its ranks must fit
 //     4 * param_bytes_s (weights, gradients, 2 AdamW moments)
 //       + in_flight * act_s + its largest layer's param bytes (temporaries)
-//       + the runtime's bytes (measured by kiln profile on the CPU) <= memory per rank,
+//       + the runtime's bytes (measured by kiln profile on the CPU)
+//       + the loader's budget (CPU runs) <= memory per rank,
 // both counted per rank: the split parameters and activations divided by w,
 // the whole ones (norms, some biases, the positions, residuals) not.
 // A template for n nodes minimises sum_s t_s + (m_n - 1) max_s t_s exactly
@@ -54,7 +55,7 @@ struct Stage {
     double compute = 0.0;  // of `time`: the layers' own work, no transfer (0 in plan files: use `time`)
     double optimizer = 0.0;  // seconds per step of its AdamW update
     double updateBytes = 0.0;  // its largest layer's parameter bytes on a rank
-    double runtimeBytes = 0.0;  // what a rank holds besides tensors (the profile's)
+    double runtimeBytes = 0.0;  // what a rank holds besides tensors: the profile's runtime, the loader's budget
 
     // Bytes on its rank with `inFlight` microbatches' activations kept:
     // weights, gradients and both AdamW moments, the activations, and one

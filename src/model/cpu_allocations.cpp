@@ -64,6 +64,10 @@ public:
             }
         }
         void* block = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (block == MAP_FAILED) {  // the kept blocks of other sizes first
+            release();
+            block = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        }
         if (block == MAP_FAILED) throw std::bad_alloc();
         hold(static_cast<std::int64_t>(bytes));
         return block;

@@ -8,10 +8,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
-#include <string>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -84,7 +85,8 @@ public:
     // taken every step, so what is left is what the steps no longer use.
     void trim() {
         std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& [bytes, list] : free_) {
+        for (auto it = free_.begin(); it != free_.end();) {
+            auto& [bytes, list] = *it;
             for (std::size_t k = 0; k < list.lowWater && !list.blocks.empty(); ++k) {
                 munmap(list.blocks.back(), bytes);
                 held.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
@@ -92,6 +94,8 @@ public:
                 cachedFree_ -= bytes;
             }
             list.lowWater = list.blocks.size();
+            // Sizes met once (a checkpoint's pieces) leave no entry behind.
+            it = list.blocks.empty() ? free_.erase(it) : std::next(it);
         }
     }
 
@@ -100,9 +104,8 @@ public:
         for (auto& [bytes, list] : free_) {
             for (void* block : list.blocks) munmap(block, bytes);
             held.fetch_sub(static_cast<std::int64_t>(bytes * list.blocks.size()), std::memory_order_relaxed);
-            list.blocks.clear();
-            list.lowWater = 0;
         }
+        free_.clear();
         cachedFree_ = 0;
     }
 
@@ -134,7 +137,8 @@ struct Block {
     std::size_t mapped;   // 0: from the C heap
 };
 
-void release(void* context) {
+// The deleter of every tensor's memory.
+void releaseBlock(void* context) {
     auto* block = static_cast<Block*>(context);
     live.fetch_sub(static_cast<std::int64_t>(block->bytes), std::memory_order_relaxed);
     if (block->mapped > 0) {
@@ -151,7 +155,7 @@ c10::DataPtr counted(std::size_t bytes) {
     void* data = mapped > 0 ? cache().take(mapped) : c10::alloc_cpu(bytes);
     if (mapped == 0) hold(static_cast<std::int64_t>(bytes));
     raise(peak, live.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed) + static_cast<std::int64_t>(bytes));
-    return {data, new Block{data, bytes, mapped}, &release, c10::Device(c10::DeviceType::CPU)};
+    return {data, new Block{data, bytes, mapped}, &releaseBlock, c10::Device(c10::DeviceType::CPU)};
 }
 
 // libtorch 1.13 (Debian's) declares allocate() const, libtorch 2 (the CUDA

@@ -41,12 +41,11 @@ int planMain(int argc, char** argv) {
         return 0;
 
     const auto deck = config::Deck::fromFile(deckPath, overrides);
-    // A CPU run's stages share host memory with the loader: its budget is
-    // counted as kiln run counts it, so the corpus is opened (its manifests;
-    // the shards are not checked here) when the run is on the CPU or the
-    // vocabulary comes from the tokenizer.
-    // A deck with its vocabulary given can be planned before its data
-    // exists: then without the loader, and said.
+    // The corpus's manifests are opened (its shards not checked) for the
+    // tokenizer's vocabulary and, on CPU runs, for the loader's budget, which
+    // shares host memory with the stages (counted as kiln run counts it). A
+    // deck that gives its vocabulary can be planned before its data exists:
+    // then without the loader, and said.
     const bool onCpu = deck.text("train.device") == "cpu";
     std::optional<data::Corpus> corpus;
     std::string noLoader;

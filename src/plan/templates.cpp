@@ -353,8 +353,8 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
         for (std::uint32_t i = 0; i < L; ++i) largest = std::max(largest, cost.memory(i, i + 1, 1));
         throw InputError(fmt::format(
             "the model does not fit on {} node{} of {} rank{} with {:.3g} GB each: its largest layer alone needs {:.3g} GB "
-            "on a rank of a stage {} rank{} wide (weights, gradients, AdamW moments, one microbatch of activations, a layer's temporaries, the runtime), the "
-            "whole model {:.3g} GB; pipelines of more than {} node{} are not possible with {} layers\n  Give more memory "
+            "on a rank of a stage {} rank{} wide (weights, gradients, AdamW moments, one microbatch of activations, a "
+            "layer's temporaries, the runtime), the whole model {:.3g} GB; pipelines of more than {} node{} are not possible with {} layers\n  Give more memory "
             "per rank (plan.memory_gb), more nodes, more ranks per node, or a smaller model or micro-batch "
             "(train.micro_batch).",
             cluster.nodes, cluster.nodes == 1 ? "" : "s", g, g == 1 ? "" : "s", cluster.memoryPerRank / 1e9, largest / 1e9,

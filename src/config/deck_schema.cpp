@@ -93,12 +93,14 @@ const std::vector<KeySpec>& deckSchema() {
         // [straggler]
         {"straggler.rebalance_at", KeyType::Real, "1.25",
          "Rebalance when a pipeline computes this many times slower than the share of the batch it was given assumes "
-         "(or as many times faster: a slow node that recovered), its median over the last straggler.steps committed "
-         "steps, measured against the median rank (so a profile that is off for every rank changes nothing). The batch is "
-         "split again over the same pipelines by their measured speeds, at a step boundary; the maths of the step, "
+         "(or as many times faster: a slow node that recovered) in each of the last straggler.steps committed steps "
+         "(timing noise only adds time, so one long step changes nothing), measured against the median rank (so a "
+         "profile that is off for every rank changes nothing). The batch is split again over the same pipelines by "
+         "their measured speeds (medians over those steps), at a step boundary; the maths of the step, "
          "and so the losses, stay the same. 0 = never.",
          realInRange(0.0, 1e6)},
-        {"straggler.steps", KeyType::Integer, "5", "Steps over which speeds are taken (medians) before the batch is split again.",
+        {"straggler.steps", KeyType::Integer, "5", "Steps in each of which a pipeline must be off its share before the batch is split again (by the medians "
+         "over them).",
          atLeast(1)},
         {"straggler.retire_at", KeyType::Real, "3",
          "Retire a node whose slowest stage takes this many times its pipeline's planned bottleneck stage (times "

@@ -72,7 +72,7 @@ void SpeedMonitor::reset(const std::vector<double>& assumed) {
     noted_ = false;
 }
 
-std::vector<double> SpeedMonitor::rankSlowdown(std::size_t steps) const {
+std::vector<double> SpeedMonitor::rankSlowdown(std::size_t steps, Over over) const {
     std::vector<double> out;
     if (window_.empty()) return out;
     out.assign(window_.back().x.size(), 0.0);
@@ -80,13 +80,18 @@ std::vector<double> SpeedMonitor::rankSlowdown(std::size_t steps) const {
         std::vector<double> x;
         for (auto it = window_.rbegin(); it != window_.rend() && x.size() < steps; ++it)
             if (r < it->x.size() && it->x[r] > 0.0) x.push_back(it->x[r]);
-        out[r] = median(x);
+        if (x.empty()) continue;
+        switch (over) {
+            case Over::Median: out[r] = median(x); break;
+            case Over::Fastest: out[r] = *std::min_element(x.begin(), x.end()); break;
+            case Over::Slowest: out[r] = *std::max_element(x.begin(), x.end()); break;
+        }
     }
     return out;
 }
 
-std::vector<double> SpeedMonitor::pipelineSlowdown(const Layout& layout, std::size_t steps) const {
-    const auto x = rankSlowdown(steps);
+std::vector<double> SpeedMonitor::pipelineSlowdown(const Layout& layout, std::size_t steps, Over over) const {
+    const auto x = rankSlowdown(steps, over);
     std::vector<double> out(layout.pipelines.size(), 0.0);
     for (std::size_t p = 0; p < out.size(); ++p)
         for (int rank : layout.pipelines[p].ranks)
@@ -268,17 +273,25 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
         }
     }
 
-    // Rebalance: a pipeline off its assumed speed over the samples since the last split.
+    // Rebalance: a pipeline off its assumed speed in every step since the last
+    // split. Timing noise only ever adds time (a preempted rank, a page
+    // fault), so a rank's fastest step is its speed: slower means some rank
+    // slow in each step, faster means every rank fast in each step. (Judged
+    // on medians, one long step left the median of three at the slower of the
+    // two others, and on six ranks sharing two cores that alone rebalanced.)
+    // The new split itself takes the medians, the typical step.
     if (policy_.rebalanceAt <= 0.0 || sinceSplit_ < policy_.steps) return verdict;
-    const auto now = pipelineSlowdown(layout, policy_.steps);
+    const auto fastest = pipelineSlowdown(layout, policy_.steps, Over::Fastest);
+    const auto slowest = pipelineSlowdown(layout, policy_.steps, Over::Slowest);
     std::vector<std::string> off;
     for (std::size_t p = 0; p < P; ++p) {
-        if (now[p] <= 0.0) continue;
-        const double relative = now[p] / assumed_[p];
-        if (relative > policy_.rebalanceAt)
-            off.push_back(fmt::format("pipeline {} {:.2f}x slower than its share assumed", p, relative));
-        else if (relative < 1.0 / policy_.rebalanceAt)
-            off.push_back(fmt::format("pipeline {} {:.2f}x faster than its share assumed", p, 1.0 / relative));
+        if (fastest[p] <= 0.0) continue;
+        if (fastest[p] / assumed_[p] > policy_.rebalanceAt)
+            off.push_back(fmt::format("pipeline {} at least {:.2f}x slower than its share assumed", p,
+                                      fastest[p] / assumed_[p]));
+        else if (slowest[p] / assumed_[p] < 1.0 / policy_.rebalanceAt)
+            off.push_back(fmt::format("pipeline {} at least {:.2f}x faster than its share assumed", p,
+                                      assumed_[p] / slowest[p]));
     }
     if (off.empty()) return verdict;
     double currentStep = 0.0;
@@ -301,7 +314,7 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
     verdict.action = SpeedVerdict::Action::Rebalance;
     verdict.instantiation = inst;
     verdict.slowdown = slowdown;
-    verdict.detail = fmt::format("{} over {} steps (straggler.rebalance_at = {}): the batch split again from {} to {} "
+    verdict.detail = fmt::format("{} in each of {} steps (straggler.rebalance_at = {}): the batch split again from {} to {} "
                                  "by measured speed (slowdowns {:.2f}); predicted step {:.3g} s, {:.3g} s without",
                                  fmt::join(off, ", "), policy_.steps, policy_.rebalanceAt, before, shares(inst),
                                  fmt::join(slowdown, ", "), inst.stepTime * R, currentStep * R);

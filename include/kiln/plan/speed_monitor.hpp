@@ -15,17 +15,20 @@
 // when it takes longer than that bottleneck. (Against its own stage, a stage
 // planned at almost nothing, an embedding alone, measured hundreds of times
 // "slow" from fixed per-microbatch costs alone, and a healthy node was
-// retired.) Each rank's x is smoothed by its median over a window of steps
-// (one long step is not a straggler); a pipeline's slowdown is then its
-// slowest rank's, a node's its slowest rank's.
+// retired.) Each rank's x is taken over a window of steps (its median, or
+// its fastest step where a rebalance is decided; one long step is not a
+// straggler); a pipeline's slowdown is then its slowest rank's, a node's its
+// slowest rank's.
 // Decisions are a pure function of the gathered times, so every rank that
 // gathered the same ones takes the same decision:
 // nothing else need be agreed.
 //
-// Rebalance: a pipeline whose slowdown over the last straggler.steps steps
-// is beyond straggler.rebalance_at of what its share assumes (slower, or
-// faster by the same factor: a node that recovered). The batch is split
-// again by the measured slowdowns, with the planner's exact integer
+// Rebalance: a pipeline whose slowdown in each of the last straggler.steps
+// steps is beyond straggler.rebalance_at of what its share assumes (slower,
+// or faster by the same factor: a node that recovered). Noise only adds
+// time, so one long step, however long, among otherwise fast ones changes
+// nothing. The batch is split again by the measured (median) slowdowns,
+// with the planner's exact integer
 // distribution, when that split predicts a step at least kRebalanceMinGain
 // shorter than the current one (smaller gains are noise on shared nodes).
 // Retire: a node slower than straggler.retire_at over straggler.retire_steps
@@ -132,11 +135,13 @@ private:
         double ratio = 0.0;      // R
         std::vector<double> x;   // by rank of the layout; 0: not measured
     };
-    // Each rank's median slowdown over the newest `steps` samples, then the
-    // slowest rank's of each pipeline (0: none measured) and of each node.
-    std::vector<double> pipelineSlowdown(const Layout& layout, std::size_t steps) const;
+    // Each rank's slowdown over the newest `steps` samples (their median, or
+    // its fastest or slowest step), then the slowest rank's of each pipeline
+    // (0: none measured) and of each node.
+    enum class Over { Median, Fastest, Slowest };
+    std::vector<double> pipelineSlowdown(const Layout& layout, std::size_t steps, Over over = Over::Median) const;
     std::vector<std::pair<int, double>> nodeSlowdown(const Layout& layout, std::size_t steps) const;
-    std::vector<double> rankSlowdown(std::size_t steps) const;
+    std::vector<double> rankSlowdown(std::size_t steps, Over over = Over::Median) const;
     StragglerPolicy policy_;
     std::vector<double> assumed_;
     std::deque<Sample> window_;

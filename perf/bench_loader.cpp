@@ -55,6 +55,15 @@ std::size_t openFiles() {
     return n;
 }
 
+// CPU seconds of every thread of this process so far (user and system): on a
+// shared machine, what the loader costs, without the time others took the cores.
+double cpuSeconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto s = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+    return s(usage.ru_utime) + s(usage.ru_stime);
+}
+
 double peakRssMb() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -201,6 +210,7 @@ int shards(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     std::uint64_t tokens = 0, checksum = 0;
     const auto t1 = Clock::now();
+    const double cpu1 = cpuSeconds();
     for (int step = 0; step < steps; ++step) {
         const Batch& b = loader.current();
         tokens += b.tokens.size();
@@ -208,16 +218,17 @@ int shards(int argc, char** argv) {
         loader.commit();
     }
     const double seconds = since(t1);
+    const double cpu = cpuSeconds() - cpu1;
     const std::size_t filesAfter = openFiles();
     std::uint64_t all = 0;
     MPI_Reduce(&checksum, &all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     const auto& reader = corpus->reader(0);
     fmt::print("{{\"bench\":\"loader-shards\",\"reads\":\"{}\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
-               "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},"
+               "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},\"tokens_per_cpu_s\":{:.0f},"
                "\"openings_while_streaming\":{},\"read_by_pread\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
                "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
                spec.readWithPreads ? "preads" : "hdf5", alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
-               corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0,
+               corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0, cpu > 0.0 ? tokens / cpu : 0.0,
                reader.shardOpenings() - openedAtStart, reader.directReads(), spec.openShards, rssBefore, rssOpen,
                kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),
                rank == 0 ? all : 0);

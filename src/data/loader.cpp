@@ -51,12 +51,16 @@ void DataLoader::run(Cursor from, std::uint64_t first, std::uint64_t count) {
     try {
         const std::uint64_t length = planner_.spec().seqLen + 1;
         for (;;) {
+            Ready next;
             {
                 std::unique_lock lock(mutex_);
                 changed_.wait(lock, [&] { return stop_ || ready_.size() < planner_.spec().prefetchSteps; });
                 if (stop_) return;
+                if (!spareTokens_.empty()) {
+                    next.batch.tokens = std::move(spareTokens_.back());
+                    spareTokens_.pop_back();
+                }
             }
-            Ready next;
             Batch& b = next.batch;
             b.first = first;
             b.count = count;
@@ -100,6 +104,7 @@ void DataLoader::commit() {
     {
         std::lock_guard lock(mutex_);
         cursor_ = ready_.front().plan.next;
+        if (spareTokens_.size() < 2) spareTokens_.push_back(std::move(ready_.front().batch.tokens));
         ready_.pop_front();
     }
     changed_.notify_all();

@@ -182,13 +182,31 @@ void SourceReader::makeRoom(std::uint64_t bytes) {
         if (oldest.isBlock) {
             const auto it = blocks_.find({oldest.shard, oldest.block});
             memoryBytes_ -= it->second->bytes();
+            keepBuffers(it->second->tokens, it->second->offsets);
             blocks_.erase(it);
         } else {
             memoryBytes_ -= wholeBytes(oldest.shard);
+            keepBuffers(shards_[oldest.shard]->tokenData, shards_[oldest.shard]->offsetData);
             shards_[oldest.shard].reset();
             --heldShards_;
         }
     }
+}
+
+// Two pairs at most: the next read takes what this eviction gave back, so
+// more would only hold memory outside the budget.
+void SourceReader::keepBuffers(ReadBuffer<std::uint32_t>& tokens, ReadBuffer<std::uint64_t>& offsets) {
+    if (spareBuffers_.size() >= 2) return;
+    tokens.clear();
+    offsets.clear();
+    spareBuffers_.emplace_back(std::move(tokens), std::move(offsets));
+}
+
+void SourceReader::takeBuffers(ReadBuffer<std::uint32_t>& tokens, ReadBuffer<std::uint64_t>& offsets) {
+    if (spareBuffers_.empty()) return;
+    tokens = std::move(spareBuffers_.back().first);
+    offsets = std::move(spareBuffers_.back().second);
+    spareBuffers_.pop_back();
 }
 
 SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t doc) {
@@ -202,6 +220,7 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     const std::uint64_t from = std::max(key.second * options_.blockDocs, first) - first;
     const std::uint64_t to = std::min((key.second + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
     auto held = std::make_unique<HeldBlock>();
+    takeBuffers(held->tokens, held->offsets);
     held->firstDoc = from;
     held->offsets.resize(to - from + 1);
     if (!readBlockDirectly(shard, *held)) readBlockThroughHdf5(shard, *held);
@@ -257,6 +276,7 @@ SourceReader::OpenShard& SourceReader::open(std::size_t index) {
 std::unique_ptr<SourceReader::OpenShard> SourceReader::readWholeShard(std::size_t index) {
     auto shard = std::make_unique<OpenShard>();
     shard->inMemory = true;
+    takeBuffers(shard->tokenData, shard->offsetData);
     shard->tokenData.resize(manifest_.shards.numTokens(index));
     shard->offsetData.resize(manifest_.shards.numDocs(index) + 1);
     if (readDirectly(index, *shard)) return shard;

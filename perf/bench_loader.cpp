@@ -12,13 +12,17 @@
 //     length, shuffle the documents, build and shuffle the sample index.
 //   bench_loader cursor-save [--repeat N]             (under mpirun -n k)
 //     seconds per collective cursor save.
-//   bench_loader shards SRC [--steps N] [--open-shards K] [--alone] [--hdf5-only]   (under mpirun -n k)
+//   bench_loader shards SRC [--steps N] [--open-shards K] [--alone] [--hdf5-only] [--slice N]   (under mpirun -n k)
 //     one source as the job opens it (ranks share the manifest and divide
 //     the shard checks): seconds to open, then tokens/s of N steps (seq_len
 //     2048, global batch 64, each rank its slice), shard openings per rank
 //     (read_by_pread of them without HDF5) and a checksum of every delivered
 //     token (equal for the same corpus in any number of shards).
 //     --hdf5-only: the baseline, every shard and block read through HDF5.
+//     --slice N: N samples a rank, as one rank of globalBatch / N data ranks
+//     (0: a pipeline's middle stage, which plans every batch and reads no
+//     token); steps/s and the blocks whose tokens were read.
+//     KILN_BLOCK_TOKENS_ON_DEMAND=off: every block read whole (the baseline).
 //   bench_loader manifest SHARDS DIR
 //     a synthetic source of SHARDS shards (no shard files): seconds and peak
 //     memory to write and read its manifest as JSON (version 1, every shard
@@ -205,7 +209,9 @@ int shards(int argc, char** argv) {
     const double rssOpen = kiln::base::residentBytes() / 1e6;
     const std::uint64_t openedAtStart = corpus->reader(0).shardOpenings();
     DataLoader loader(spec, corpus, BatchPlanner(spec, *corpus).initial());
-    const std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
+    std::uint64_t first = spec.globalBatch * rank / size, last = spec.globalBatch * (rank + 1) / size;
+    // --slice N: N samples a rank, as one rank of a job of globalBatch / N data ranks (0: a middle stage).
+    if (const auto slice = option(argc, argv, "--slice", ""); !slice.empty()) last = first + std::stoul(slice);
     loader.setSlice(first, last - first);
     MPI_Barrier(MPI_COMM_WORLD);
     std::uint64_t tokens = 0, checksum = 0;
@@ -225,10 +231,12 @@ int shards(int argc, char** argv) {
     const auto& reader = corpus->reader(0);
     fmt::print("{{\"bench\":\"loader-shards\",\"reads\":\"{}\",\"open\":\"{}\",\"source\":\"{}\",\"shards\":{},\"ranks\":{},\"rank\":{},"
                "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},\"tokens_per_cpu_s\":{:.0f},"
+               "\"slice\":{},\"steps_per_s\":{:.1f},\"blocks_whose_tokens_were_read\":{},"
                "\"openings_while_streaming\":{},\"read_by_pread\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
                "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
                spec.readWithPreads ? "preads" : "hdf5", alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
                corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0, cpu > 0.0 ? tokens / cpu : 0.0,
+               last - first, steps / seconds, reader.blockTokenReads(),
                reader.shardOpenings() - openedAtStart, reader.directReads(), spec.openShards, rssBefore, rssOpen,
                kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),
                rank == 0 ? all : 0);

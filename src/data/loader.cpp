@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <stdexcept>
 
 namespace kiln::data {
@@ -24,6 +26,16 @@ void DataLoader::setSlice(std::uint64_t first, std::uint64_t count) {
     stopThread();
     first_ = first;
     count_ = count;
+    // A rank without a slice (a middle stage, a benched rank) plans every
+    // batch but reads no token; a block of 64 documents holds none of a slice
+    // of s of the batch with probability (1 - s)^64, 61 % below 1/128.
+    // KILN_BLOCK_TOKENS_ON_DEMAND=off: every block read whole (the benchmark's baseline).
+    static const bool allowed = [] {
+        const char* v = std::getenv("KILN_BLOCK_TOKENS_ON_DEMAND");
+        return !(v && std::string_view(v) == "off");
+    }();
+    const bool small = allowed && (count == 0 || count * kTokensOnDemandBelow < planner_.spec().globalBatch);
+    for (std::size_t source = 0; source < corpus_->size(); ++source) corpus_->reader(source).setBlockTokensOnDemand(small);
     startThread();
 }
 

@@ -173,10 +173,10 @@ bool SourceReader::readByBlock(std::size_t index) const {
     return blockTokens * sizeof(std::uint32_t) <= options_.wholeShardBytes;
 }
 
-void SourceReader::makeRoom(std::uint64_t bytes) {
+void SourceReader::makeRoom(std::uint64_t bytes, bool keepNewest) {
     // O(1) an eviction, not a scan of what is held (some 800 shards of 15 k
     // tokens in a default budget) at every reading of a shard.
-    while (memoryBytes_ + bytes > options_.shardMemoryBytes && !held_.empty()) {
+    while (memoryBytes_ + bytes > options_.shardMemoryBytes && held_.size() > (keepNewest ? 1u : 0u)) {
         const Held oldest = held_.front();
         held_.pop_front();
         if (oldest.isBlock) {
@@ -223,7 +223,9 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     takeBuffers(held->tokens, held->offsets);
     held->firstDoc = from;
     held->offsets.resize(to - from + 1);
-    if (!readBlockDirectly(shard, *held)) readBlockThroughHdf5(shard, *held);
+    const BlockPart part = options_.blockTokensOnDemand ? BlockPart::Offsets : BlockPart::Whole;
+    if (part == BlockPart::Offsets) held->tokens = {};  // no capacity held outside the budget until they are read
+    if (!readBlockDirectly(shard, *held, part)) readBlockThroughHdf5(shard, *held, part);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();
     held->heldAt = held_.insert(held_.end(), Held{shard, key.second, true});
@@ -236,16 +238,31 @@ std::size_t SourceReader::firstUnsoundOffset(std::span<const std::uint64_t> offs
     return offsets.size();
 }
 
-void SourceReader::readBlockThroughHdf5(std::size_t shard, HeldBlock& held) {
+void SourceReader::readBlockThroughHdf5(std::size_t shard, HeldBlock& held, BlockPart part) {
     auto file = openFile(shard, /*whole=*/true);  // closed again at the end of this scope
-    readFromFile(shard, *file, /*tokens=*/false, held.firstDoc, held.offsets.size(), held.offsets.data());
-    if (const std::size_t i = firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)); i < held.offsets.size())
-        throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})", shardPath(shard).string(),
-                                     held.firstDoc + i - 1, held.offsets[i - 1], held.offsets[i]),
-                         ErrorScope::ThisRank);
-    held.tokens.resize(held.offsets.back() - held.offsets.front());
-    readFromFile(shard, *file, /*tokens=*/true, held.offsets.front(), held.tokens.size(), held.tokens.data());
+    if (part != BlockPart::Tokens) {
+        readFromFile(shard, *file, /*tokens=*/false, held.firstDoc, held.offsets.size(), held.offsets.data());
+        if (const std::size_t i = firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)); i < held.offsets.size())
+            throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})",
+                                         shardPath(shard).string(), held.firstDoc + i - 1, held.offsets[i - 1],
+                                         held.offsets[i]),
+                             ErrorScope::ThisRank);
+    }
+    if (part != BlockPart::Offsets) {
+        held.tokens.resize(held.offsets.back() - held.offsets.front());
+        readFromFile(shard, *file, /*tokens=*/true, held.offsets.front(), held.tokens.size(), held.tokens.data());
+        held.tokensRead = true;
+        ++blockTokenReads_;
+    }
     if (!forgetPlaces(shard)) noteChunkList(shard, *file);  // the shard's later blocks with preads
+}
+
+void SourceReader::readBlockTokens(std::size_t shard, HeldBlock& held) {
+    const std::uint64_t before = held.bytes();
+    if (!readBlockDirectly(shard, held, BlockPart::Tokens)) readBlockThroughHdf5(shard, held, BlockPart::Tokens);
+    // The block is the newest held (its document was just looked up): room is made from older ones.
+    makeRoom(held.bytes() - before, /*keepNewest=*/true);
+    memoryBytes_ += held.bytes() - before;
 }
 
 SourceReader::OpenShard& SourceReader::open(std::size_t index) {
@@ -289,11 +306,11 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::readWholeShard(std::size_
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {
-    const HeldBlock* held = nullptr;
+    HeldBlock* held = nullptr;
     return locate(doc, held);
 }
 
-DocumentSpan SourceReader::locate(std::uint64_t doc, const HeldBlock*& held) {
+DocumentSpan SourceReader::locate(std::uint64_t doc, HeldBlock*& held) {
     h5::LibraryLock lock(h5::libraryMutex());
     held = nullptr;
     if (doc >= numDocuments())
@@ -321,12 +338,13 @@ DocumentSpan SourceReader::locate(std::uint64_t doc, const HeldBlock*& held) {
 
 void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint64_t count, std::uint32_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());  // held from the lookup to the copy: the block cannot be evicted between
-    const HeldBlock* held = nullptr;
+    HeldBlock* held = nullptr;
     const DocumentSpan span = locate(doc, held);
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));
     if (held) {
+        if (!held->tokensRead) readBlockTokens(span.shard, *held);
         std::copy_n(held->tokens.begin() + static_cast<std::ptrdiff_t>(span.begin + begin - held->offsets.front()), count,
                     out);
     } else {

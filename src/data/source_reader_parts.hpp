@@ -25,6 +25,7 @@ struct SourceReader::HeldBlock {
     std::uint64_t firstDoc = 0;            // within the shard
     ReadBuffer<std::uint64_t> offsets;     // its documents' bounds in the shard: documents + 1 values
     ReadBuffer<std::uint32_t> tokens;      // the shard's tokens [offsets.front(), offsets.back())
+    bool tokensRead = false;               // with ReaderOptions::blockTokensOnDemand, read at their first use
     std::list<Held>::iterator heldAt;
     std::uint64_t bytes() const { return offsets.size() * sizeof(std::uint64_t) + tokens.size() * sizeof(std::uint32_t); }
 };

@@ -75,7 +75,7 @@ void SourceReader::noteChunkList(std::size_t shard, const OpenShard& file) {
     blockChunks_.emplace(shard, std::move(places));
 }
 
-bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
+bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held, BlockPart part) {
     std::optional<std::pair<ChunkPlaces, ChunkPlaces>> places;  // tokens, offsets
     if (allChecked_ && shard < chunks_.size() && chunks_[shard].known()) {
         places.emplace(chunks_[shard].tokens, chunks_[shard].offsets);
@@ -86,16 +86,23 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held) {
     if (!places) return false;
     const bool read = readFile(shardPath(shard), [&](int fd) {
         ++openings_;
-        if (!readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(), held.offsets.data(),
-                        raw_) ||
-            firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) != held.offsets.size())
+        if (part != BlockPart::Tokens &&
+            (!readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(),
+                         held.offsets.data(), raw_) ||
+             firstUnsoundOffset(held.offsets, manifest_.shards.numTokens(shard)) != held.offsets.size()))
             return false;
+        if (part == BlockPart::Offsets) return true;
         held.tokens.resize(held.offsets.back() - held.offsets.front());
         return readChunks(fd, places->first, manifest_.tokenBits / 8, held.offsets.front(), held.tokens.size(),
                           held.tokens.data(), raw_);
     });
-    if (read) ++directReads_;
-    return read;
+    if (!read) return false;
+    ++directReads_;
+    if (part != BlockPart::Offsets) {
+        held.tokensRead = true;
+        ++blockTokenReads_;
+    }
+    return true;
 }
 
 bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {

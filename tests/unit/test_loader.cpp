@@ -33,8 +33,9 @@ const fs::path& dataDir() {
     return dir;
 }
 
-// Source `name` with documents of random lengths 1..maxLength, written in shards of ~200 tokens.
-std::vector<std::uint64_t> makeSource(const std::string& name, std::size_t docs, std::uint64_t maxLength, unsigned seed) {
+// Source `name` with documents of random lengths 1..maxLength, written in shards of ~`shardTokens` tokens.
+std::vector<std::uint64_t> makeSource(const std::string& name, std::size_t docs, std::uint64_t maxLength, unsigned seed,
+                                      std::uint64_t shardTokens = 200) {
     const fs::path dir = dataDir() / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -49,7 +50,7 @@ std::vector<std::uint64_t> makeSource(const std::string& name, std::size_t docs,
                                                    ShardHeader{name, tokenizer, 16});
         lengths.push_back(1 + rng() % maxLength);
         writer->addDocument(std::vector<std::uint32_t>(lengths.back(), static_cast<std::uint32_t>(d + 1)));
-        if (writer->numTokens() > 200) {
+        if (writer->numTokens() > shardTokens) {
             manifest.shards.push_back(writer->finish());
             writer.reset();
         }
@@ -278,4 +279,26 @@ TEST_F(LoaderTest, BadSpecsAreNamed) {
     }
     const auto tooLong = spec({{"c", 1}}, 100000);
     EXPECT_THROW(Corpus corpus(tooLong), kiln::InputError);
+}
+
+// Pass criterion: a rank without a slice (a pipeline's middle stage) plans
+// the same batches as one that reads them all, step for step, from shards
+// read by the block, without reading a single block's tokens.
+TEST_F(LoaderTest, AnEmptySliceKeepsInStepWithoutReadingTokens) {
+    makeSource("blocky", 3000, 6, 17, 4000);  // shards of about 1 100 documents: read by the block
+    const auto s = spec({{"blocky", 1}});
+    auto corpus = std::make_shared<Corpus>(s);
+    const Cursor start = BatchPlanner(s, *corpus).initial();
+    DataLoader middle(s, corpus, start), full(s, start);
+    middle.setSlice(0, 0);
+    const std::uint64_t before = corpus->reader(0).blockTokenReads();  // the read-ahead of the whole batch until sliced
+    for (int step = 0; step < 40; ++step) {
+        EXPECT_TRUE(middle.current().tokens.empty());
+        EXPECT_EQ(full.current().tokens.size(), s.globalBatch * (s.seqLen + 1));
+        middle.commit();
+        full.commit();
+        ASSERT_EQ(middle.cursor(), full.cursor()) << "step " << step;
+    }
+    EXPECT_GT(corpus->reader(0).blocksInMemory(), 0u) << "the source is read by the block";
+    EXPECT_EQ(corpus->reader(0).blockTokenReads(), before);
 }

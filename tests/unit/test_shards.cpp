@@ -455,6 +455,42 @@ TEST(Shards, LargeShardsOfShortDocumentsAreReadByTheBlock) {
     EXPECT_NE(error.find("in chunk 0"), std::string::npos) << error;
 }
 
+// Pass criterion: with block tokens on demand (a rank that plans every batch
+// but reads a small slice, or none), looking documents up reads their
+// blocks' offsets alone; a document read brings its block's tokens, once,
+// and the same tokens as a block read whole; a damaged token chunk is named
+// by the read that needs it, while the lengths around it stay readable.
+TEST(Shards, BlockTokensOnDemandAreReadOnlyForTheDocumentsRead) {
+    const auto c = writeCorpus("on-demand", 1000, 1500, 60000);
+    ReaderOptions options = lazily();
+    options.blockDocs = 64;
+    options.blockTokensOnDemand = true;
+    SourceReader reader(c.dir, options);
+    std::set<std::pair<std::size_t, std::uint64_t>> pieces, read;
+    for (std::uint64_t d = 0; d < c.docs.size(); ++d) {
+        ASSERT_EQ(reader.documentLength(d), c.docs[d].size()) << d;
+        pieces.insert({reader.manifest().shards.shardOf(d), d / 64});
+    }
+    EXPECT_EQ(reader.blocksInMemory(), pieces.size());
+    EXPECT_EQ(reader.blockTokenReads(), 0u) << "lengths need no tokens";
+    for (std::uint64_t d = 5; d < c.docs.size(); d += 300) {
+        ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
+        ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
+        read.insert({reader.manifest().shards.shardOf(d), d / 64});
+    }
+    EXPECT_EQ(reader.blockTokenReads(), read.size()) << "each block's tokens read once, at its first document read";
+    EXPECT_LT(read.size(), pieces.size() / 2);
+
+    kiln::test::flipStoredBit(c.dir / c.manifest.shards[1].file, 0, 101);
+    SourceReader damaged(c.dir, options);
+    const std::uint64_t doc = reader.manifest().shards.docStarts()[1];  // the shard's first document, in chunk 0
+    ASSERT_FALSE(c.docs[doc].empty());
+    EXPECT_EQ(damaged.documentLength(doc), c.docs[doc].size());
+    const std::string error = errorOf([&] { damaged.readDocument(doc); });
+    EXPECT_NE(error.find(c.manifest.shards[1].file), std::string::npos) << error;
+    EXPECT_NE(error.find("in chunk 0"), std::string::npos) << error;
+}
+
 // Pass criterion: a table whose checksums were dropped keeps its shape and
 // counts, and refuses to hand out checksums it no longer has.
 TEST(ShardTable, DroppedChecksumsAreRefusedNotInvented) {

@@ -33,6 +33,12 @@ struct SourceAccount {
     std::uint64_t samples = 0, tokens = 0, documents = 0, epochs = 0, tokensDropped = 0;
 };
 
+// An empty slice, or one below 1/kTokensOnDemandBelow of the global batch,
+// reads a shuffle block's tokens only when one of its documents is in the
+// slice (ReaderOptions::blockTokensOnDemand; above, a second opening for
+// most blocks would cost more than the tokens it spares).
+inline constexpr std::uint64_t kTokensOnDemandBelow = 128;
+
 class DataLoader {
 public:
     // `start`: a cursor of this spec (initial() or resume()). The corpus is

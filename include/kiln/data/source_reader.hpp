@@ -59,6 +59,13 @@ struct ReaderOptions {
     // each (about 60 us). 8 bytes a chunk: 8 MiB holds every list of a source
     // of 1 k shards of 1.5 M tokens (200 bytes each) or a thousand of 64 Mi tokens.
     std::uint64_t chunkListBytes = 8u << 20;
+    // Blocks read for their offsets alone, their tokens at the first document
+    // of them that is read: a rank plans the whole global batch from document
+    // lengths but reads only its slice (none on a pipeline's middle stages),
+    // and with a slice of a per cent most blocks of a window hold none of its
+    // documents. Costs a second opening for the blocks that are read
+    // (DataLoader sets it for empty and small slices).
+    bool blockTokensOnDemand = false;
     // The start-up table of shards whose chunks lie back to back costs 32
     // bytes a shard; a source of more shards than fit here (500 k) keeps none,
     // so that memory stays bounded: its shards are read through HDF5, those
@@ -122,6 +129,8 @@ public:
     // After markAllChecked(), for a reader that only streams: the manifest's
     // checksums are no longer needed (verification, kiln inspect, keeps them).
     void dropShardChecksums() { manifest_.shards.dropChecksums(); }
+    // ReaderOptions::blockTokensOnDemand, for the blocks read from now on.
+    void setBlockTokensOnDemand(bool onDemand) { options_.blockTokensOnDemand = onDemand; }
     // Shard files opened so far (checks and reopenings after eviction included),
     // files open now, and shards held whole in memory now.
     std::uint64_t shardOpenings() const { return openings_; }
@@ -130,6 +139,8 @@ public:
     std::size_t blocksInMemory() const { return blocks_.size(); }
     // Shards and blocks read with preads, without opening their file through HDF5 (shard_chunks.hpp).
     std::uint64_t directReads() const { return directReads_; }
+    // Blocks whose tokens were read (with their offsets, or on demand).
+    std::uint64_t blockTokenReads() const { return blockTokenReads_; }
     std::uint64_t memoryBudget() const { return options_.shardMemoryBytes; }
 
     // Throws InputError naming both tokenizers unless the source was prepared with `expected`.
@@ -155,11 +166,14 @@ private:
     bool readByBlock(std::size_t shard) const;
     // The block of `doc` (in `shard`), read now unless held already.
     HeldBlock& block(std::size_t shard, std::uint64_t doc);
-    // A block's offsets and tokens: with preads where the shard's chunk list is
-    // held (false when not, or on any doubt), else through HDF5, which notes
-    // the list for the shard's next blocks.
-    bool readBlockDirectly(std::size_t shard, HeldBlock& held);
-    void readBlockThroughHdf5(std::size_t shard, HeldBlock& held);
+    // A block's offsets and tokens (or one of them): with preads where the
+    // shard's chunk list is held (false when not, or on any doubt), else
+    // through HDF5, which notes the list for the shard's next blocks.
+    enum class BlockPart { Whole, Offsets, Tokens };
+    bool readBlockDirectly(std::size_t shard, HeldBlock& held, BlockPart part);
+    void readBlockThroughHdf5(std::size_t shard, HeldBlock& held, BlockPart part);
+    // The tokens of a block held by its offsets alone (blockTokensOnDemand), at their first use.
+    void readBlockTokens(std::size_t shard, HeldBlock& held);
     // The first document whose offsets are out of order or past the shard's end
     // (`offsets` holds a block's bounds), or offsets.size() when none is.
     static std::size_t firstUnsoundOffset(std::span<const std::uint64_t> offsets, std::uint64_t numTokens);
@@ -175,9 +189,10 @@ private:
         std::uint64_t bytes() const { return (tokens.at.size() + offsets.at.size()) * sizeof(std::uint64_t) + sizeof(*this) + 64; }
     };
     // locate(), and the held block the document's tokens are in (null when read from a file).
-    DocumentSpan locate(std::uint64_t doc, const HeldBlock*& held);
-    // Evicts the least recently used whole shards and blocks until `bytes` more fit.
-    void makeRoom(std::uint64_t bytes);
+    DocumentSpan locate(std::uint64_t doc, HeldBlock*& held);
+    // Evicts the least recently used whole shards and blocks until `bytes` more
+    // fit (all but the most recently used one, with `keepNewest`).
+    void makeRoom(std::uint64_t bytes, bool keepNewest = false);
     // Buffers of evicted shards and blocks, reused by the next read: a stream
     // evicts one for every one it reads, and allocating and freeing a small
     // shard's tokens was 2 % of the loader's time on 100 k shards.
@@ -209,6 +224,7 @@ private:
     std::uint64_t blockChunkBytes_ = 0;               // their size, within options_.chunkListBytes
     std::vector<std::byte> raw_;         // read buffer of readDirectly
     std::uint64_t directReads_ = 0;
+    std::uint64_t blockTokenReads_ = 0;
     bool checksummed_ = true;
     bool allChecked_ = false;
     std::uint64_t openings_ = 0;

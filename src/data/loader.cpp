@@ -9,10 +9,11 @@
 
 namespace kiln::data {
 
+// The read-ahead starts at the first setSlice() or current(), not here: a
+// rank sliced right after (every rank of kiln run) read the whole first
+// batches first, every rank of the job at once at start-up.
 DataLoader::DataLoader(LoaderSpec spec, std::shared_ptr<Corpus> corpus, const Cursor& start)
-    : corpus_(std::move(corpus)), planner_(std::move(spec), *corpus_), cursor_(start), count_(planner_.spec().globalBatch) {
-    startThread();
-}
+    : corpus_(std::move(corpus)), planner_(std::move(spec), *corpus_), cursor_(start), count_(planner_.spec().globalBatch) {}
 
 DataLoader::DataLoader(LoaderSpec spec, const Cursor& start)
     : DataLoader(spec, std::make_shared<Corpus>(spec), start) {}
@@ -102,6 +103,7 @@ void DataLoader::run(Cursor from, std::uint64_t first, std::uint64_t count) {
 }
 
 const Batch& DataLoader::current() {
+    if (!thread_.joinable()) startThread();
     const auto start = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return !ready_.empty() || failure_; });

@@ -283,15 +283,15 @@ TEST_F(LoaderTest, BadSpecsAreNamed) {
 
 // Pass criterion: a rank without a slice (a pipeline's middle stage) plans
 // the same batches as one that reads them all, step for step, from shards
-// read by the block, without reading a single block's tokens.
+// read by the block, without reading a single block's tokens (nor before it
+// was sliced: the read-ahead starts with the slice).
 TEST_F(LoaderTest, AnEmptySliceKeepsInStepWithoutReadingTokens) {
     makeSource("blocky", 3000, 6, 17, 4000);  // shards of about 1 100 documents: read by the block
     const auto s = spec({{"blocky", 1}});
     auto corpus = std::make_shared<Corpus>(s);
     const Cursor start = BatchPlanner(s, *corpus).initial();
     DataLoader middle(s, corpus, start), full(s, start);
-    middle.setSlice(0, 0);
-    const std::uint64_t before = corpus->reader(0).blockTokenReads();  // the read-ahead of the whole batch until sliced
+    middle.setSlice(0, 0);  // before it, no read-ahead of the whole batch either
     for (int step = 0; step < 40; ++step) {
         EXPECT_TRUE(middle.current().tokens.empty());
         EXPECT_EQ(full.current().tokens.size(), s.globalBatch * (s.seqLen + 1));
@@ -300,5 +300,5 @@ TEST_F(LoaderTest, AnEmptySliceKeepsInStepWithoutReadingTokens) {
         ASSERT_EQ(middle.cursor(), full.cursor()) << "step " << step;
     }
     EXPECT_GT(corpus->reader(0).blocksInMemory(), 0u) << "the source is read by the block";
-    EXPECT_EQ(corpus->reader(0).blockTokenReads(), before);
+    EXPECT_EQ(corpus->reader(0).blockTokenReads(), 0u);
 }

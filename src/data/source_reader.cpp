@@ -220,11 +220,11 @@ SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t do
     const std::uint64_t from = std::max(key.second * options_.blockDocs, first) - first;
     const std::uint64_t to = std::min((key.second + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
     auto held = std::make_unique<HeldBlock>();
-    takeBuffers(held->tokens, held->offsets);
+    const BlockPart part = options_.blockTokensOnDemand ? BlockPart::Offsets : BlockPart::Whole;
+    // Offsets alone take no spare: its token buffer would be capacity held outside the budget.
+    if (part == BlockPart::Whole) takeBuffers(held->tokens, held->offsets);
     held->firstDoc = from;
     held->offsets.resize(to - from + 1);
-    const BlockPart part = options_.blockTokensOnDemand ? BlockPart::Offsets : BlockPart::Whole;
-    if (part == BlockPart::Offsets) held->tokens = {};  // no capacity held outside the budget until they are read
     if (!readBlockDirectly(shard, *held, part)) readBlockThroughHdf5(shard, *held, part);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();

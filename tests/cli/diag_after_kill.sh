@@ -25,6 +25,6 @@ echo "killed mid-run; diag.h5 still reads $steps steps"
 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work" --set run.steps=$((steps + 3)) --set fault.f=0 \
   --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 --set plan.pipelines= | grep "resumed from"
 after=$("$kiln" diag "$work/tiny/diag.h5")
-echo "$after" | grep -q "resume " || { echo "no resume event"; echo "$after"; exit 1; }
-echo "$after" | grep -q ": $((steps + 3)) steps recorded" || { echo "$after"; exit 1; }
+grep -q "resume " <<<"$after" || { echo "no resume event"; echo "$after"; exit 1; }
+grep -q ": $((steps + 3)) steps recorded" <<<"$after" || { echo "$after"; exit 1; }
 echo "resumed; diag.h5 holds all $((steps + 3)) steps"

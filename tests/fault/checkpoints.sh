@@ -21,10 +21,10 @@ ckpt() { echo "$work/$1/tiny/ckpt"; }
 clean_directory() {  # NAME: no temporary and no parts directory without its index
   local dir
   dir=$(ckpt "$1")
-  ls -a "$dir" | grep -q "tmp" && { ls -a "$dir"; fail "$1: a temporary is left"; }
+  grep -q "tmp" <<<"$(ls -a "$dir")" && { ls -a "$dir"; fail "$1: a temporary is left"; }
   for parts in "$dir"/*.parts; do
     [ -e "${parts%.parts}.h5" ] || fail "$1: $(basename "$parts") has no index"
-    ls -a "$parts" | grep -q "tmp" && fail "$1: a temporary is left in $(basename "$parts")"
+    grep -q "tmp" <<<"$(ls -a "$parts")" && fail "$1: a temporary is left in $(basename "$parts")"
   done
   grep -qx "step-00000010.h5" "$dir/latest" || fail "$1: latest is not step 10"
 }
@@ -56,7 +56,7 @@ same_curve <(tail -n 4 "$work/clean.losses") "$work/resumed.losses" 4
 echo "PASS 1: $writers writers, in the background, equal to the single-file checkpoint; resumed on 1 rank with the same losses"
 
 # A writer other than rank 0 (part numbers are ranks), killed after the first layer of its part of step 6.
-writer=$(ls "$(ckpt clean)/step-00000006.parts" | sed -n 's/^part-0*\([1-9][0-9]*\)\.h5$/\1/p' | head -n 1)
+writer=$(ls "$(ckpt clean)/step-00000006.parts" | sed -n 's/^part-0*\([1-9][0-9]*\)\.h5$/\1/p' | sed -n 1p)
 [ -n "$writer" ] || fail "no writer besides rank 0"
 must write_killed 6 --set checkpoint.every=3 --set fault.inject="$writer:5:write"
 grep -q "FAILURE step .*failed rank $writer " "$work/write_killed.log" || { cat "$work/write_killed.log"; fail "no recovery (write)"; }
@@ -73,8 +73,8 @@ clean_directory publish_killed
 echo "PASS 3: rank 0 killed while publishing: recovered, same losses, its temporaries removed"
 
 cp -r "$work/clean" "$work/corrupt"
-part=$(ls "$(ckpt corrupt)/step-00000010.parts"/part-*.h5 | head -n 1)
-dataset=$(h5ls -r "$part" | awk '/params\/.*Dataset/ { print $1; exit }')
+part=$(ls "$(ckpt corrupt)/step-00000010.parts"/part-*.h5 | sed -n 1p)
+dataset=$(h5ls -r "$part" | awk '/params\/.*Dataset/ && !found { print $1; found = 1 }')
 "$flip" "$part" "$dataset" >/dev/null || fail "could not flip a bit in $part $dataset"
 set +e
 "$kiln" checkpoint "$(ckpt corrupt)/step-00000010.h5" >"$work/verify.txt"

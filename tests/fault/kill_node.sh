@@ -54,8 +54,8 @@ same_curve "$work/clean.losses" "$work/failed.losses" 10
 for kind in params adam_m adam_v; do
   "$checkpoint_diff" "$work/clean/tiny/ckpt/step-00000010.h5" "$work/failed/tiny/ckpt/step-00000010.h5" $kind 1e-5
 done
-"$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "failure .*failed rank 2" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
-"$kiln" diag "$work/failed/tiny/diag.h5" | grep -q "from step       5  " || { echo "FAIL: no second layout in diag.h5"; exit 1; }
+grep -q "failure .*failed rank 2" <<<"$("$kiln" diag "$work/failed/tiny/diag.h5")" || { echo "FAIL: no failure event in diag.h5"; exit 1; }
+grep -q "from step       5  " <<<"$("$kiln" diag "$work/failed/tiny/diag.h5")" || { echo "FAIL: no second layout in diag.h5"; exit 1; }
 # The /failures table holds the recovery as numbers.
 "$kiln" diag "$work/failed/tiny/diag.h5" --json | python3 -c '
 import json, sys
@@ -89,7 +89,7 @@ for inj in 3:4:commit 3:4:checkpoint; do
   grep -q "FAILURE step 4: failed rank 3" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no recovery"; exit 1; }
   grep -q "checkpoint .*step-00000005.h5 written" "$work/$name.log" || { cat "$work/$name.log"; echo "FAIL: $inj: no checkpoint 5"; exit 1; }
   grep -qx "step-00000010.h5" "$work/$name/tiny/ckpt/latest" || { echo "FAIL: $inj: latest"; exit 1; }
-  ls -a "$work/$name/tiny/ckpt" | grep -q "tmp" && { ls -a "$work/$name/tiny/ckpt"; echo "FAIL: $inj: a temporary is left"; exit 1; }
+  grep -q "tmp" <<<"$(ls -a "$work/$name/tiny/ckpt")" && { ls -a "$work/$name/tiny/ckpt"; echo "FAIL: $inj: a temporary is left"; exit 1; }
   "$kiln" diag "$work/$name/tiny/diag.h5" --losses >"$work/$name.losses"
   same_curve "$work/clean.losses" "$work/$name.losses" 10
 done
@@ -119,7 +119,7 @@ kill_and_compare() {
 }
 kill_and_compare 0:5:allreduce
 kill_and_compare 4:5:backward
-"$kiln" diag "$work/kill-0-5-allreduce/tiny/diag.h5" | grep -q "takeover .*after rank 0 failed" || { echo "FAIL: no takeover"; exit 1; }
+grep -q "takeover .*after rank 0 failed" <<<"$("$kiln" diag "$work/kill-0-5-allreduce/tiny/diag.h5")" || { echo "FAIL: no takeover"; exit 1; }
 echo "PASS 7: rank 0 lost (diagnostics taken over) and the only 1-node pipeline lost: same losses"
 
 kill_and_compare 2:5:send

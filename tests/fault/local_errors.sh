@@ -43,7 +43,7 @@ echo "PASS 2: a training thread stuck outside MPI makes its process fall silent;
 
 rank0_of() {  # the process of start-up rank 0 of the run writing to $1
   for p in $(pgrep -f "run.out_dir=$1"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" &&
+    grep -qx "OMPI_COMM_WORLD_RANK=0" <<<"$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)" &&
       [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$kiln "* ]] && { echo "$p"; return; }
   done
 }

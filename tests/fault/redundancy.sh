@@ -148,7 +148,7 @@ losses clean32; losses halfdead
 same_curve "$work/clean32.losses" "$work/halfdead.losses" 10
 # Rank 1 dies: rank 0, alive on the retired node 0, holds diag.h5 and hands it over when it is benched.
 must handover 6 --set fault.inject=1:5:forward
-"$kiln" diag "$work/handover/tiny/diag.h5" | grep -q "takeover .*by start-up rank 2 after rank 0 was retired with its node" \
+grep -q "takeover .*by start-up rank 2 after rank 0 was retired with its node" <<<"$("$kiln" diag "$work/handover/tiny/diag.h5")" \
   || fail "6: diag.h5 was not handed over"
 losses handover
 same_curve "$work/clean32.losses" "$work/handover.losses" 10

@@ -32,7 +32,7 @@ fail() {
   echo "--- slurmctld"; tail -30 "$cluster/log/slurmctld.log"
   exit 1
 }
-field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | sed -n 1p; }
 # Waits until job $1 is in one of the states $2 (regex), at most $3 seconds.
 await() {
   local state
@@ -89,7 +89,7 @@ job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/survive.out" jobscrip
 await_log "$work/survive.out" "computing for 10 s without MPI at step 12" 120
 victim=
 for pid in $(pgrep -f "kiln run input/tiny-cpu.ini"); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=4" && victim=$pid
+  grep -qx "OMPI_COMM_WORLD_RANK=4" <<<"$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)" && victim=$pid
 done
 [ -n "$victim" ] || fail "no process of start-up rank 4 found"
 kill -KILL "$victim"
@@ -138,7 +138,7 @@ grep -q "layers .* lost every holder; no checkpoint can be written. A requeued j
   || fail "fault.f was not lowered on the requeued job (or not said once)"
 grep -q "resumed from .*step-00000010.h5 at step 10" "$work/beyond.out" || fail "did not resume from step 10"
 grep -q "kiln run: steps 10 to 20" "$work/beyond.out" || fail "the requeued attempt did not finish"
-"$build/kiln" diag "$work/beyond/tiny/diag.h5" --json | grep -q '"kind": *"fault_f"' || fail "no fault_f event in diag.h5"
+grep -q '"kind": *"fault_f"' <<<"$("$build/kiln" diag "$work/beyond/tiny/diag.h5" --json)" || fail "no fault_f event in diag.h5"
 kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/clean" --set run.steps=20 \
   --set checkpoint.resume=false --set train.grad_clip=0 --set fault.f=0 --set plan.pipelines=1 >"$work/clean.log" 2>&1 \
   || fail "the failure-free run"
@@ -173,5 +173,5 @@ await_log "$work/limit.out" "resumed from .*step-0*$stopped.h5 at step $stopped"
 scancel "$job"
 await "$job" "CANCELLED|COMPLETED|FAILED" 60
 grep -q "attempt ended with exit status 75" "$work/limit.out" || fail "the signalled attempt did not end with 75"
-ls "$work/limit/tiny/ckpt" | grep -q "tmp" && fail "a temporary checkpoint file was left"
+grep -q "tmp" <<<"$(ls "$work/limit/tiny/ckpt")" && fail "a temporary checkpoint file was left"
 echo "PASS 6: time limit: job $job stopped at step $stopped with a checkpoint, was requeued and resumed from it"

@@ -58,14 +58,29 @@ std::uint64_t BatchPlanner::spanLength(std::size_t source, std::uint64_t epoch, 
     return corpus_.reader(source).documentLength(order(source, epoch).docAt(docPos)) + 1;  // + EOS
 }
 
+std::pair<std::uint64_t, std::uint64_t> BatchPlanner::document(std::size_t source, std::uint64_t epoch,
+                                                               std::uint64_t docPos) {
+    if (walk_.source == source && walk_.epoch == epoch && docPos >= walk_.firstPos &&
+        docPos - walk_.firstPos < walk_.docs.size())
+        return walk_.docs[docPos - walk_.firstPos];
+    const std::uint64_t doc = order(source, epoch).docAt(docPos);
+    return {doc, corpus_.reader(source).documentLength(doc)};
+}
+
 SampleStart BatchPlanner::takeSample(std::size_t source, SourceCursor& c) {
     const std::uint64_t docs = corpus_.reader(source).numDocuments();
     for (;;) {
         // Walk seqLen tokens from the cursor; a sample needs one more token after them.
         const SampleStart start{static_cast<std::uint32_t>(source), c.epoch, c.docPos, c.tokenOffset};
         std::uint64_t docPos = c.docPos, offset = c.tokenOffset, need = spec_.seqLen, passed = 0;
+        walk_.source = source;
+        walk_.epoch = c.epoch;
+        walk_.firstPos = c.docPos;
+        walk_.docs.clear();
         while (docPos < docs) {
-            const std::uint64_t span = spanLength(source, c.epoch, docPos);
+            const std::uint64_t doc = order(source, c.epoch).docAt(docPos);
+            walk_.docs.emplace_back(doc, corpus_.reader(source).documentLength(doc));
+            const std::uint64_t span = walk_.docs.back().second + 1;  // + EOS
             if (offset + need < span) break;  // ends inside this span, with a token to spare
             need -= span - offset;
             offset = 0;
@@ -124,8 +139,7 @@ void BatchPlanner::readSample(const SampleStart& sample, std::uint32_t* out) {
     const std::uint32_t eos = corpus_.tokenizer().eosId;
     std::uint64_t docPos = sample.docPos, offset = sample.tokenOffset, need = spec_.seqLen + 1;
     while (need > 0) {
-        const std::uint64_t doc = order(sample.source, sample.epoch).docAt(docPos);
-        const std::uint64_t length = reader.documentLength(doc);
+        const auto [doc, length] = document(sample.source, sample.epoch, docPos);
         if (offset < length) {
             const std::uint64_t n = std::min(need, length - offset);
             reader.readTokens(doc, offset, n, out);

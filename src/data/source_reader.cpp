@@ -306,23 +306,23 @@ std::unique_ptr<SourceReader::OpenShard> SourceReader::readWholeShard(std::size_
 }
 
 DocumentSpan SourceReader::locate(std::uint64_t doc) {
-    HeldBlock* held = nullptr;
-    return locate(doc, held);
+    Location where;
+    return locate(doc, where);
 }
 
-DocumentSpan SourceReader::locate(std::uint64_t doc, HeldBlock*& held) {
+DocumentSpan SourceReader::locate(std::uint64_t doc, Location& where) {
     h5::LibraryLock lock(h5::libraryMutex());
-    held = nullptr;
+    where = {};
     if (doc >= numDocuments())
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
     const std::size_t shard = manifest_.shards.shardOf(doc);
     const std::uint64_t first = manifest_.shards.docStarts()[shard];
     const std::uint64_t local = doc - first;
     if (readByBlock(shard)) {
-        held = &block(shard, doc);
-        return {shard, held->offsets[local - held->firstDoc], held->offsets[local - held->firstDoc + 1]};
+        HeldBlock& held = *(where.block = &block(shard, doc));
+        return {shard, held.offsets[local - held.firstDoc], held.offsets[local - held.firstDoc + 1]};
     }
-    OpenShard& s = open(shard);
+    OpenShard& s = *(where.shard = &open(shard));
     if (local < s.offsetBlockStart || local + 1 >= s.offsetBlockStart + s.offsetBlock.size()) {
         s.offsetBlockStart = local - local % kOffsetBlock;
         s.offsetBlock.resize(std::min(kOffsetBlock + 1, manifest_.shards.numDocs(shard) + 1 - s.offsetBlockStart));
@@ -336,19 +336,34 @@ DocumentSpan SourceReader::locate(std::uint64_t doc, HeldBlock*& held) {
     return {shard, bounds[0], bounds[1]};
 }
 
+namespace {
+
+// Values [at, at + count) of a shard held whole.
+template <typename T>
+void copyHeld(std::span<const T> held, std::uint64_t at, std::uint64_t count, T* out, const char* what,
+              std::size_t shard) {
+    if (at + count > held.size())
+        throw std::out_of_range(fmt::format("{} [{}, {}) of shard {} of {}", what, at, at + count, shard, held.size()));
+    std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(at), count, out);
+}
+
+}  // namespace
+
 void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint64_t count, std::uint32_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());  // held from the lookup to the copy: the block cannot be evicted between
-    HeldBlock* held = nullptr;
-    const DocumentSpan span = locate(doc, held);
+    Location where;
+    const DocumentSpan span = locate(doc, where);
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));
-    if (held) {
+    if (HeldBlock* held = where.block) {
         if (!held->tokensRead) readBlockTokens(span.shard, *held);
         std::copy_n(held->tokens.begin() + static_cast<std::ptrdiff_t>(span.begin + begin - held->offsets.front()), count,
                     out);
+    } else if (where.shard->inMemory) {
+        copyHeld<std::uint32_t>(where.shard->tokenData, span.begin + begin, count, out, "tokens", span.shard);
     } else {
-        readShardTokens(span.shard, span.begin + begin, count, out);
+        readFromFile(span.shard, *where.shard, /*tokens=*/true, span.begin + begin, count, out);
     }
     // An id outside the vocabulary would index past the embedding: never hand it on.
     const std::uint32_t vocab = manifest_.tokenizer.vocabSize;
@@ -395,19 +410,6 @@ std::vector<std::uint32_t> SourceReader::readDocument(std::uint64_t doc) {
     readTokens(doc, 0, tokens.size(), tokens.data());
     return tokens;
 }
-
-namespace {
-
-// Values [at, at + count) of a shard held whole.
-template <typename T>
-void copyHeld(std::span<const T> held, std::uint64_t at, std::uint64_t count, T* out, const char* what,
-              std::size_t shard) {
-    if (at + count > held.size())
-        throw std::out_of_range(fmt::format("{} [{}, {}) of shard {} of {}", what, at, at + count, shard, held.size()));
-    std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(at), count, out);
-}
-
-}  // namespace
 
 void SourceReader::readShardTokens(std::size_t shard, std::uint64_t at, std::uint64_t count, std::uint32_t* out) {
     h5::LibraryLock lock(h5::libraryMutex());

@@ -68,11 +68,21 @@ private:
     std::uint64_t spanLength(std::size_t source, std::uint64_t epoch, std::uint64_t docPos);
     // Moves `c` to the start of its source's next complete sample and returns it.
     SampleStart takeSample(std::size_t source, SourceCursor& c);
+    // The document at `docPos` and its length without the EOS: from the last
+    // sample's walk where it passed there (readSample right after planning
+    // walks the same documents again), else looked up.
+    std::pair<std::uint64_t, std::uint64_t> document(std::size_t source, std::uint64_t epoch, std::uint64_t docPos);
 
     LoaderSpec spec_;
     Corpus& corpus_;
     MixSchedule schedule_;
     std::vector<std::optional<std::pair<std::uint64_t, EpochOrder>>> orders_;  // per source: (epoch, order)
+    // The documents (id, length) the last takeSample walked from `firstPos`.
+    struct Walk {
+        std::size_t source = 0;
+        std::uint64_t epoch = 0, firstPos = 0;
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> docs;
+    } walk_;
 };
 
 }  // namespace kiln::data

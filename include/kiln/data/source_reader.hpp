@@ -188,8 +188,15 @@ private:
         bool known() const { return !tokens.at.empty(); }
         std::uint64_t bytes() const { return (tokens.at.size() + offsets.at.size()) * sizeof(std::uint64_t) + sizeof(*this) + 64; }
     };
-    // locate(), and the held block the document's tokens are in (null when read from a file).
-    DocumentSpan locate(std::uint64_t doc, HeldBlock*& held);
+    // Where a located document's tokens are: a held block, or the shard's
+    // record (held whole, or an open file).
+    struct Location {
+        HeldBlock* block = nullptr;
+        OpenShard* shard = nullptr;
+    };
+    // locate(), and where the document's tokens are: readTokens copies from
+    // there without a second lookup of the shard.
+    DocumentSpan locate(std::uint64_t doc, Location& where);
     // Evicts the least recently used whole shards and blocks until `bytes` more
     // fit (all but the most recently used one, with `keepNewest`).
     void makeRoom(std::uint64_t bytes, bool keepNewest = false);

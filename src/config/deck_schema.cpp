@@ -267,10 +267,10 @@ const std::vector<KeySpec>& deckSchema() {
          "window. Each open file costs about 1 MB (HDF5's per-file cache and two chunks).",
          atLeast(0)},
         {"data.shard_memory_mb", KeyType::Integer, "0",
-         "Small shards (up to 1 MiB of tokens) are read whole when the stream reaches them, and larger shards of "
-         "short documents by the shuffle block (a block of up to 1 MiB), their files closed; both are held in memory "
-         "up to this many MB per source and rank, the least recently used dropped first. 0: what one shuffle window "
-         "holds of the source, a quarter more (from its mean document length; 8 to 256 MB; kiln data reports it).",
+         "Shards of short documents, small or large, are read by the shuffle block (a block's documents, up to 1 "
+         "MiB, or the part of them a small shard holds), their files closed, and held in memory up to this many MB "
+         "per source and rank, the least recently used dropped first. 0: what one shuffle window holds of the "
+         "source, a quarter more (from its mean document length; 8 to 256 MB; kiln data reports it).",
          atLeast(0)},
     };
     return schema;

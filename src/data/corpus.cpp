@@ -54,8 +54,9 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
 
 // Combines the chunk places the ranks found in their shares of `reader`'s
 // shards (each shard's entry is non-zero on the one rank that checked it), so
-// that every rank streams small shards with preads. Nothing is sent for a
-// source without such shards (large shards are not read whole).
+// that every rank streams their blocks with preads. Nothing is sent for a
+// source without such shards (shards written in pieces: their chunks are
+// listed at their second block instead).
 void shareShardChunks(MPI_Comm comm, SourceReader& reader) {
     if (comm == MPI_COMM_NULL) return;
     int known = reader.shardChunks().empty() ? 0 : 1;
@@ -78,9 +79,7 @@ std::uint64_t windowMemoryBytes(const ShardTable& shards, std::uint64_t blockDoc
     if (shards.empty() || shards.totalDocs() == 0) return kAtLeast;
     const double meanDocBytes = double(shards.totalTokens()) / double(shards.totalDocs()) * sizeof(std::uint32_t) +
                                 sizeof(std::uint64_t);
-    const double docsPerShard = double(shards.totalDocs()) / double(shards.size());
-    const bool heldWhole = docsPerShard <= 2.0 * double(blockDocs) && docsPerShard * meanDocBytes <= double(1u << 20);
-    const double bytes = 1.25 * double(windowBlocks) * double(blockDocs) * meanDocBytes * (heldWhole ? 3.0 : 1.0);
+    const double bytes = 1.25 * double(windowBlocks) * double(blockDocs) * meanDocBytes;
     return std::clamp(static_cast<std::uint64_t>(bytes), kAtLeast, kAtMost);
 }
 

@@ -9,7 +9,8 @@
 namespace kiln::data {
 
 struct SourceReader::OpenShard {
-    // A small shard is held whole (inMemory, its file closed); a large one is read through HDF5.
+    // Without shuffle blocks, or for raw access, a small shard is held whole
+    // (inMemory, its file closed); a large one is read through HDF5.
     bool inMemory = false;
     ReadBuffer<std::uint32_t> tokenData;  // filled by the read that follows: not zeroed first
     ReadBuffer<std::uint64_t> offsetData;

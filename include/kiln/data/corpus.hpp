@@ -28,9 +28,7 @@ struct CorpusSharing {
 // data.shard_memory_mb = 0: a reader's memory for held shards and blocks,
 // sized to what one shuffle window holds of `shards`, a quarter more:
 // `windowBlocks` blocks of `blockDocs` documents of the source's mean length
-// (tokens and offsets), three times that where shards are small enough to be
-// held whole (a block's documents then come with the rest of the shards they
-// lie in); at least 8 MiB, at most 256 MiB.
+// (tokens and offsets); at least 8 MiB, at most 256 MiB.
 std::uint64_t windowMemoryBytes(const ShardTable& shards, std::uint64_t blockDocs, std::uint64_t windowBlocks);
 
 class Corpus {

@@ -35,20 +35,20 @@ struct ReaderOptions {
     std::size_t tokenCacheBytes = 2 * kTokenChunk * sizeof(std::uint32_t);
     std::size_t offsetCacheBytes = 2 * kOffsetChunk * sizeof(std::uint64_t);
     std::size_t maxOpenShards = kDefaultOpenShards;  // shards read through HDF5, each an open file
-    // Shards of at most wholeShardDocs documents and wholeShardBytes (as 32-bit
-    // tokens and offsets) are read whole when the stream first reaches them and
-    // held in memory, their file closed, up to shardMemoryBytes per reader:
-    // small shards cost neither a handle each nor an opening per document. A
-    // shuffle window takes about one block from each shard it touches, so a
-    // shard of more than two blocks (2 x data.shuffle_block documents) is read
-    // by the chunk instead: reading it whole would read what this window skips.
+    // Without blocks (blockDocs = 0), and for raw access to a shard, shards of
+    // at most wholeShardDocs documents and wholeShardBytes (as 32-bit tokens
+    // and offsets) are read whole when first reached and held in memory, their
+    // file closed, up to shardMemoryBytes per reader: small shards cost neither
+    // a handle each nor an opening per document.
     std::uint64_t wholeShardDocs = 128;
     std::uint64_t wholeShardBytes = 1u << 20;
     std::uint64_t shardMemoryBytes = 64u << 20;
-    // Larger shards of short documents are read by the shuffle block
-    // (data.shuffle_block documents of the source, the unit a window takes
-    // from a shard): the block's offsets and tokens at once, the file closed,
-    // held within the same memory as whole shards. A window then holds no
+    // With blocks, every shard of short documents, small or large, is read by
+    // the shuffle block (data.shuffle_block documents of the source, the unit
+    // a window takes from a shard; a small shard's part of one): the block's
+    // offsets and tokens at once, the file closed, held within shardMemoryBytes.
+    // Reading a small shard whole brought the documents of the other blocks it
+    // straddles, evicted before their windows came. A window then holds no
     // file open: an open HDF5 file costs about 1 MB, a block of 64 documents
     // of a thousand tokens a quarter of that. Shards whose blocks average more
     // than wholeShardBytes stay open files read by the chunk. 0: never.

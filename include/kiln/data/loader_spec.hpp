@@ -27,7 +27,7 @@ struct LoaderSpec {
     std::uint64_t windowBlocks = 64;  // blocks interleaved together
     std::uint64_t prefetchSteps = 2;
     std::size_t openShards = 80;      // open shard files per source and rank (data.open_shards)
-    // Shards held whole and blocks held, per source and rank (data.shard_memory_mb);
+    // Blocks held, per source and rank (data.shard_memory_mb);
     // 0: sized to a shuffle window of each source (windowMemoryBytes in corpus.hpp).
     std::uint64_t shardMemoryBytes = 0;
     // Shards read with preads at the chunk places HDF5 reports (shard_chunks.hpp);

@@ -160,6 +160,21 @@ ReaderOptions throughFiles() {
     return o;
 }
 
+// The (shard, block) pieces of a source's documents, blocks of 64.
+std::set<std::pair<std::size_t, std::uint64_t>> blockPieces(const SourceReader& reader) {
+    std::set<std::pair<std::size_t, std::uint64_t>> pieces;
+    for (std::uint64_t d = 0; d < reader.numDocuments(); ++d) pieces.insert({reader.manifest().shards.shardOf(d), d / 64});
+    return pieces;
+}
+
+// Documents 0 .. n-1 in an order as random as a shuffle window's.
+std::vector<std::uint64_t> shuffledDocuments(std::size_t n, std::uint64_t seed) {
+    std::vector<std::uint64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+    return order;
+}
+
 }  // namespace
 
 // Pass criterion: a bit flipped on disk is caught on the read that would have
@@ -429,12 +444,9 @@ TEST(Shards, SmallShardsAreReadByTheBlockNotWhole) {
     ReaderOptions options = lazily();
     options.blockDocs = 64;
     SourceReader reader(c.dir, options);
-    std::set<std::pair<std::size_t, std::uint64_t>> pieces;
-    for (std::uint64_t d = 0; d < c.docs.size(); ++d) pieces.insert({reader.manifest().shards.shardOf(d), d / 64});
+    const auto pieces = blockPieces(reader);
     ASSERT_GT(pieces.size(), c.manifest.shards.size()) << "some shards straddle two blocks";
-    std::vector<std::uint64_t> order(c.docs.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(11));
+    const auto order = shuffledDocuments(c.docs.size(), 11);
     for (std::uint64_t d : order) ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
     EXPECT_EQ(reader.shardsInMemory(), 0u) << "not held whole";
     EXPECT_EQ(reader.blocksInMemory(), pieces.size());
@@ -459,11 +471,8 @@ TEST(Shards, LargeShardsOfShortDocumentsAreReadByTheBlock) {
     ReaderOptions options = lazily();
     options.blockDocs = 64;
     SourceReader reader(c.dir, options);
-    std::set<std::pair<std::size_t, std::uint64_t>> pieces;
-    for (std::uint64_t d = 0; d < c.docs.size(); ++d) pieces.insert({reader.manifest().shards.shardOf(d), d / 64});
-    std::vector<std::uint64_t> order(c.docs.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+    const auto pieces = blockPieces(reader);
+    const auto order = shuffledDocuments(c.docs.size(), 7);
     for (int pass = 0; pass < 2; ++pass)
         for (std::uint64_t d : order) ASSERT_EQ(reader.readDocument(d), c.docs[d]) << d;
     EXPECT_EQ(reader.openShards(), 0u);

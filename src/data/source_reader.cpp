@@ -370,15 +370,21 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
         readFromFile(span.shard, *where.shard, /*tokens=*/true, span.begin + begin, count, out);
     }
     // An id outside the vocabulary would index past the embedding: never hand it on.
+    // A branch-free test first (it vectorises: it was a tenth of the loader's time
+    // as a loop that could throw at every token); the offender is looked for only then.
     const std::uint32_t vocab = manifest_.tokenizer.vocabSize;
-    for (std::uint64_t i = 0; i < count; ++i)
-        if (out[i] >= vocab)
-            throw InputError(fmt::format("source {}: {}: document {} (number {} of the shard), token {} is id {}, outside "
-                                         "the vocabulary of {}; the shard is corrupt.\n  Check it with kiln inspect {} "
-                                         "and prepare the source again.",
-                                         manifest_.source, shardPath(span.shard).string(), doc, doc - manifest_.shards.docStarts()[span.shard],
-                                         begin + i, out[i], vocab, dir_.string(), dir_.string()),
-                             ErrorScope::ThisRank);
+    std::uint32_t outside = 0;
+    for (std::uint64_t i = 0; i < count; ++i) outside |= static_cast<std::uint32_t>(out[i] >= vocab);
+    if (outside == 0) return;
+    const auto* bad = std::find_if(out, out + count, [&](std::uint32_t id) { return id >= vocab; });
+    const auto i = static_cast<std::uint64_t>(bad - out);
+    throw InputError(fmt::format("source {}: {}: document {} (number {} of the shard), token {} is id {}, outside "
+                                 "the vocabulary of {}; the shard is corrupt.\n  Check it with kiln inspect {} "
+                                 "and prepare the source again.",
+                                 manifest_.source, shardPath(span.shard).string(), doc,
+                                 doc - manifest_.shards.docStarts()[span.shard], begin + i, out[i], vocab, dir_.string(),
+                                 dir_.string()),
+                     ErrorScope::ThisRank);
 }
 
 namespace {

@@ -111,7 +111,7 @@ std::uint32_t fletcher32(std::span<const std::byte> bytes) {
 }
 
 bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std::uint64_t from, std::uint64_t count,
-                void* out, std::vector<std::byte>& scratch) {
+                void* out, ReadBuffer<std::byte>& scratch) {
     if (count == 0) return true;
     if (places.chunkBytes <= kChecksumBytes) return false;
     const std::size_t dataBytes = places.chunkBytes - kChecksumBytes;

@@ -98,7 +98,7 @@ TEST(ShardChunks, PreadsReadWhatWasWritten) {
 
         const int fd = ::open(path.c_str(), O_RDONLY);
         ASSERT_GE(fd, 0);
-        std::vector<std::byte> buffer;
+        kiln::ReadBuffer<std::byte> buffer;
         std::mt19937_64 rng(3);
         for (int trial = 0; trial < 300; ++trial) {
             const std::uint64_t from = rng() % written.size(), count = rng() % std::min<std::uint64_t>(20000, written.size() - from);
@@ -150,7 +150,7 @@ TEST(ShardChunks, Fletcher32IsHdf5s) {
         H5Sclose(space);
         H5Fclose(file);
         const int fd = ::open(path.c_str(), O_RDONLY);
-        std::vector<std::byte> buffer;
+        kiln::ReadBuffer<std::byte> buffer;
         std::vector<std::uint8_t> out(bytes.size());
         EXPECT_TRUE(readChunks(fd, *list, 1, 0, bytes.size(), out.data(), buffer)) << "chunks of " << chunk << " bytes";
         EXPECT_EQ(out, bytes);

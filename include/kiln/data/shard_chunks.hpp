@@ -13,6 +13,8 @@
 // fast path can make nothing pass that HDF5 would refuse, and refuses nothing.
 #pragma once
 
+#include "kiln/base/read_buffer.hpp"
+
 #include <hdf5.h>
 
 #include <cstddef>
@@ -80,9 +82,9 @@ std::uint32_t fletcher32(std::span<const std::byte> bytes);
 // Reads elements [from, from + count) of `elementBytes` each (2 or 4 for
 // tokens, 8 for offsets) into `out` as 32-bit (tokens) or 64-bit (offsets)
 // values, verifying every chunk it reads; adjacent chunks are read together.
-// `fd` is the shard's file; `scratch` is reused. False on a short read or a
+// `fd` is the shard's file; `scratch` is reused (not zeroed as it grows). False on a short read or a
 // checksum that differs: read through HDF5 then.
 bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std::uint64_t from, std::uint64_t count,
-                void* out, std::vector<std::byte>& scratch);
+                void* out, ReadBuffer<std::byte>& scratch);
 
 }  // namespace kiln::data

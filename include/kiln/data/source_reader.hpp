@@ -229,7 +229,7 @@ private:
     std::vector<ShardChunks> chunks_;    // by shard, or empty
     std::map<std::size_t, BlockChunks> blockChunks_;  // of the shards read by the block most recently
     std::uint64_t blockChunkBytes_ = 0;               // their size, within options_.chunkListBytes
-    std::vector<std::byte> raw_;         // read buffer of readDirectly
+    ReadBuffer<std::byte> raw_;          // read buffer of the preads
     std::uint64_t directReads_ = 0;
     std::uint64_t blockTokenReads_ = 0;
     bool checksummed_ = true;

@@ -184,10 +184,14 @@ void SourceReader::makeRoom(std::uint64_t bytes, bool keepNewest) {
         const Held oldest = held_.front();
         held_.pop_front();
         if (oldest.isBlock) {
-            const auto it = blocks_.find({oldest.shard, oldest.block});
-            memoryBytes_ -= it->second->bytes();
-            keepBuffers(it->second->tokens, it->second->offsets);
-            blocks_.erase(it);
+            const auto it = blocks_.find(oldest.block);
+            auto& pieces = it->second;
+            const auto piece = std::find_if(pieces.begin(), pieces.end(), [&](const auto& p) { return p->shard == oldest.shard; });
+            memoryBytes_ -= (*piece)->bytes();
+            keepBuffers((*piece)->tokens, (*piece)->offsets);
+            pieces.erase(piece);
+            if (pieces.empty()) blocks_.erase(it);
+            --heldBlocks_;
         } else {
             memoryBytes_ -= wholeBytes(oldest.shard);
             keepBuffers(shards_[oldest.shard]->tokenData, shards_[oldest.shard]->offsetData);
@@ -213,27 +217,38 @@ void SourceReader::takeBuffers(ReadBuffer<std::uint32_t>& tokens, ReadBuffer<std
     spareBuffers_.pop_back();
 }
 
-SourceReader::HeldBlock& SourceReader::block(std::size_t shard, std::uint64_t doc) {
-    const auto key = std::make_pair(shard, doc / options_.blockDocs);
-    if (auto it = blocks_.find(key); it != blocks_.end()) {
-        held_.splice(held_.end(), held_, it->second->heldAt);
-        return *it->second;
-    }
+SourceReader::HeldBlock* SourceReader::heldPiece(std::uint64_t doc) {
+    if (blocks_.empty()) return nullptr;  // also without blocks (blockDocs = 0)
+    const auto it = blocks_.find(doc / options_.blockDocs);
+    if (it == blocks_.end()) return nullptr;
+    for (const auto& piece : it->second)
+        if (doc >= piece->sourceFirstDoc && doc - piece->sourceFirstDoc + 1 < piece->offsets.size()) {
+            held_.splice(held_.end(), held_, piece->heldAt);
+            return piece.get();
+        }
+    return nullptr;
+}
+
+SourceReader::HeldBlock& SourceReader::readBlock(std::size_t shard, std::uint64_t doc) {
+    const std::uint64_t number = doc / options_.blockDocs;
     // The block's documents that lie in this shard (a block may straddle two).
     const std::uint64_t first = manifest_.shards.docStarts()[shard];
-    const std::uint64_t from = std::max(key.second * options_.blockDocs, first) - first;
-    const std::uint64_t to = std::min((key.second + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
+    const std::uint64_t from = std::max(number * options_.blockDocs, first) - first;
+    const std::uint64_t to = std::min((number + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
     auto held = std::make_unique<HeldBlock>();
     const BlockPart part = options_.blockTokensOnDemand ? BlockPart::Offsets : BlockPart::Whole;
     // Offsets alone take no spare: its token buffer would be capacity held outside the budget.
     if (part == BlockPart::Whole) takeBuffers(held->tokens, held->offsets);
+    held->shard = shard;
     held->firstDoc = from;
+    held->sourceFirstDoc = first + from;
     held->offsets.resize(to - from + 1);
     if (!readBlockDirectly(shard, *held, part)) readBlockThroughHdf5(shard, *held, part);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();
-    held->heldAt = held_.insert(held_.end(), Held{shard, key.second, true});
-    return *(blocks_[key] = std::move(held));
+    held->heldAt = held_.insert(held_.end(), Held{shard, number, true});
+    ++heldBlocks_;
+    return *blocks_[number].emplace_back(std::move(held));
 }
 
 std::size_t SourceReader::firstUnsoundOffset(std::span<const std::uint64_t> offsets, std::uint64_t numTokens) {
@@ -319,13 +334,15 @@ DocumentSpan SourceReader::locate(std::uint64_t doc, Location& where) {
     where = {};
     if (doc >= numDocuments())
         throw std::out_of_range(fmt::format("document {} of source {} (it has {})", doc, manifest_.source, numDocuments()));
-    const std::size_t shard = manifest_.shards.shardOf(doc);
-    const std::uint64_t first = manifest_.shards.docStarts()[shard];
-    const std::uint64_t local = doc - first;
-    if (readByBlock(shard)) {
-        HeldBlock& held = *(where.block = &block(shard, doc));
-        return {shard, held.offsets[local - held.firstDoc], held.offsets[local - held.firstDoc + 1]};
+    HeldBlock* held = heldPiece(doc);
+    const std::size_t shard = held ? held->shard : manifest_.shards.shardOf(doc);
+    if (held || readByBlock(shard)) {
+        if (!held) held = &readBlock(shard, doc);
+        where.block = held;
+        const std::uint64_t i = doc - held->sourceFirstDoc;
+        return {shard, held->offsets[i], held->offsets[i + 1]};
     }
+    const std::uint64_t local = doc - manifest_.shards.docStarts()[shard];
     OpenShard& s = *(where.shard = &open(shard));
     if (local < s.offsetBlockStart || local + 1 >= s.offsetBlockStart + s.offsetBlock.size()) {
         s.offsetBlockStart = local - local % kOffsetBlock;

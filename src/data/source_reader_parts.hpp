@@ -23,7 +23,9 @@ struct SourceReader::OpenShard {
 };
 
 struct SourceReader::HeldBlock {
+    std::size_t shard = 0;
     std::uint64_t firstDoc = 0;            // within the shard
+    std::uint64_t sourceFirstDoc = 0;      // the same document's number in the source
     ReadBuffer<std::uint64_t> offsets;     // its documents' bounds in the shard: documents + 1 values
     ReadBuffer<std::uint32_t> tokens;      // the shard's tokens [offsets.front(), offsets.back())
     bool tokensRead = false;               // with ReaderOptions::blockTokensOnDemand, read at their first use

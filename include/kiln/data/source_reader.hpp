@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -136,7 +137,7 @@ public:
     std::uint64_t shardOpenings() const { return openings_; }
     std::size_t openShards() const { return openOrder_.size(); }
     std::size_t shardsInMemory() const { return heldShards_; }
-    std::size_t blocksInMemory() const { return blocks_.size(); }
+    std::size_t blocksInMemory() const { return heldBlocks_; }
     // Shards and blocks read with preads, without opening their file through HDF5 (shard_chunks.hpp).
     std::uint64_t directReads() const { return directReads_; }
     // Blocks whose tokens were read (with their offsets, or on demand).
@@ -164,8 +165,11 @@ private:
     // A shuffle block's documents in one shard, held in memory.
     struct HeldBlock;
     bool readByBlock(std::size_t shard) const;
-    // The block of `doc` (in `shard`), read now unless held already.
-    HeldBlock& block(std::size_t shard, std::uint64_t doc);
+    // The held piece of a block that holds `doc`, or null: found by the block
+    // number alone, before (and instead of) a search for the document's shard.
+    HeldBlock* heldPiece(std::uint64_t doc);
+    // The piece of `doc`'s block that lies in `shard`, read now (not held).
+    HeldBlock& readBlock(std::size_t shard, std::uint64_t doc);
     // A block's offsets and tokens (or one of them): with preads where the
     // shard's chunk list is held (false when not, or on any doubt), else
     // through HDF5, which notes the list for the shard's next blocks.
@@ -221,7 +225,10 @@ private:
     };
     std::list<Held> held_;
     std::size_t heldShards_ = 0;
-    std::map<std::pair<std::size_t, std::uint64_t>, std::unique_ptr<HeldBlock>> blocks_;  // by (shard, block)
+    // Held pieces by block number: one per shard the block spans, as read (four
+    // on shards of 20 documents, one on large shards).
+    std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<HeldBlock>>> blocks_;
+    std::size_t heldBlocks_ = 0;  // pieces in blocks_
     std::uint64_t uses_ = 0;               // shard and block uses so far (lastUse)
     std::size_t evictLeastRecent(std::deque<std::size_t>& order);
     std::uint64_t memoryBytes_ = 0;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 namespace kiln::data {
@@ -61,6 +63,7 @@ SourceReader::SourceReader(std::filesystem::path sourceDir, SourceManifest manif
     : dir_(std::move(sourceDir)), options_(options), manifest_(std::move(manifest)) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
+    if (options_.readWithPreads) dirFd_ = UniqueFd(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     // Made once, not per opening: an opening is the loader's costliest step for small shards.
     fileAccess_ = h5::Handle(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), dir_.string()));
     // Read only: no lock to take (one lock call less per opening; locks misbehave on some parallel file systems).

@@ -17,15 +17,16 @@ namespace kiln::data {
 
 namespace {
 
-// Opens `path` for reading, runs `read(fd)` and closes it again; false when
-// it cannot be opened (HDF5's opening then says what is wrong) or `read` fails.
+// Opens shard file `name` of the source directory `dir` (through `dirFd` when
+// open: a path walk of one name, not of the whole path, at each of the
+// stream's openings) for reading, runs `read(fd)` and closes it again; false
+// when it cannot be opened (HDF5's opening then says what is wrong) or `read` fails.
 template <typename Read>
-bool readFile(const std::filesystem::path& path, Read&& read) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool done = read(fd);
-    ::close(fd);
-    return done;
+bool readFile(int dirFd, const std::filesystem::path& dir, const std::string& name, Read&& read) {
+    // Owned: closed on every way out of `read`, exceptions (allocation) included.
+    const UniqueFd fd(dirFd >= 0 ? ::openat(dirFd, name.c_str(), O_RDONLY | O_CLOEXEC)
+                                 : ::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
+    return fd.get() >= 0 && read(fd.get());
 }
 
 }  // namespace
@@ -84,7 +85,7 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held, BlockPa
         places.emplace(listed->second.tokens, listed->second.offsets);
     }
     if (!places) return false;
-    const bool read = readFile(shardPath(shard), [&](int fd) {
+    const bool read = readFile(dirFd_.get(), dir_, manifest_.shards.file(shard), [&](int fd) {
         ++openings_;
         if (part != BlockPart::Tokens &&
             (!readChunks(fd, places->second, sizeof(std::uint64_t), held.firstDoc, held.offsets.size(),
@@ -108,7 +109,7 @@ bool SourceReader::readBlockDirectly(std::size_t shard, HeldBlock& held, BlockPa
 bool SourceReader::readDirectly(std::size_t index, OpenShard& shard) {
     if (!allChecked_ || index >= chunks_.size() || !chunks_[index].known()) return false;
     const ShardChunks& places = chunks_[index];
-    const bool read = readFile(shardPath(index), [&](int fd) {
+    const bool read = readFile(dirFd_.get(), dir_, manifest_.shards.file(index), [&](int fd) {
         ++openings_;
         return readChunks(fd, places.tokens, manifest_.tokenBits / 8, 0, shard.tokenData.size(), shard.tokenData.data(),
                           raw_) &&

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kiln/base/read_buffer.hpp"
+#include "kiln/base/unique_fd.hpp"
 #include "kiln/data/shard_chunks.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/io/hdf5.hpp"
@@ -237,6 +238,7 @@ private:
     std::map<std::size_t, BlockChunks> blockChunks_;  // of the shards read by the block most recently
     std::uint64_t blockChunkBytes_ = 0;               // their size, within options_.chunkListBytes
     ReadBuffer<std::byte> raw_;          // read buffer of the preads
+    UniqueFd dirFd_;                     // the source directory, for the preads' openat (none: by path)
     std::uint64_t directReads_ = 0;
     std::uint64_t blockTokenReads_ = 0;
     bool checksummed_ = true;

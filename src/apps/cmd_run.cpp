@@ -101,13 +101,13 @@ std::string fitFaultTolerance(const comm::World& world, config::Deck& deck, cons
 
 // How a training process ends: the requeue status when the job must go on
 // later, and a watchdog where MPI_Finalize may wait for dead peers.
-int finishRun(const train::TrainSummary& summary, const std::filesystem::path& runDir) {
+int finishRun(const train::TrainSummary& summary, const std::filesystem::path& runDir, double finalizeTimeout) {
     int status = 0;
     if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
         status = 75;  // EX_TEMPFAIL: requeue
     // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
     if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF)
-        comm::armExitWatchdog(status, 20);
+        comm::armExitWatchdog(status, finalizeTimeout);
     if (summary.stopped != train::TrainSummary::Stop::Finished) return status;
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
@@ -129,7 +129,8 @@ int joinRunningJob(config::Deck deck, const std::string& deckPath, std::vector<s
             deck = config::Deck::fromFile(deckPath, overrides);
         }
         train::Trainer trainer(deck, world, join);
-        return finishRun(trainer.run(), std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name"));
+        return finishRun(trainer.run(), std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name"),
+                         deck.real("fault.finalize_timeout_s"));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "kiln: error on rank %d (%s), a process admitted into a running job: %s\n", log::rank(),
                      log::host().c_str(), e.what());
@@ -181,7 +182,7 @@ int runMain(int argc, char** argv) {
     // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).
     if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText() + trainer.notes());
     log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());
-    return finishRun(trainer.run(), runDir);
+    return finishRun(trainer.run(), runDir, deck.real("fault.finalize_timeout_s"));
 }
 
 }  // namespace kiln::apps

@@ -249,11 +249,11 @@ World::~World() {
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);  // in a destructor: nothing to report to
 }
 
-void armExitWatchdog(int exitCode, int seconds) {
+void armExitWatchdog(int exitCode, double seconds) {
     std::thread([exitCode, seconds] {
-        std::this_thread::sleep_for(std::chrono::seconds(seconds));
-        std::fprintf(stderr, "kiln: warning [rank %d on %s]: MPI_Finalize did not return within %d s after process "
-                     "failures; exiting with status %d without it\n",
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+        std::fprintf(stderr, "kiln: warning [rank %d on %s]: MPI_Finalize did not return within %g s after process "
+                     "failures (fault.finalize_timeout_s); exiting with status %d without it\n",
                      log::rank(), log::host().c_str(), seconds, exitCode);
         std::fflush(stdout);
         std::fflush(stderr);

@@ -17,7 +17,7 @@ reached once an earlier failure moved the run on does not fire.
   throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
 Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
 failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
-no kiln process left once mpirun has returned. Runs where MPI_Finalize did not return and kiln's 20 s exit watchdog
+no kiln process left once mpirun has returned. Runs where MPI_Finalize did not return and kiln's exit watchdog (fault.finalize_timeout_s, 20 s)
 ended the ranks (Open MPI's hang after failures, issue 19 item 3) survive but are counted apart: finalize_watchdog. Prints one line per run, then
   CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D finalize_watchdog=W
 and exits 1 unless every run survived.

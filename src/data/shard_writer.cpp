@@ -133,9 +133,8 @@ ShardSummary ShardWriter::finish() {
     // HDF5 places a chunk in the file only when its chunk cache lets it go:
     // flushed now, the last token chunks lie before the offsets, not after.
     KILN_H5(H5Dflush(tokens_), context);
-    // Written once, whole: chunks no larger than the offsets themselves.
-    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, std::min<std::uint64_t>(kOffsetChunk, offsets_.size()),
-                                   context);
+    // Written once, whole, so their count is known: chunks sized to it.
+    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, offsetChunkFor(offsets_.size()), context);
     append1d(offsets, H5T_NATIVE_UINT64, offsets_.data(), 0, offsets_.size(), context);
     header_.offsetsCrc = crcUpdate(0, offsets_.data(), offsets_.size() * sizeof(std::uint64_t));
     writeShardHeader(file_, header_);

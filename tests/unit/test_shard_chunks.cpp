@@ -257,7 +257,8 @@ TEST(ShardChunks, LaterBlocksOfAShardAreReadWithPreads) {
 // Pass criterion: large shards written knowing the size aimed at (as kiln prep
 // writes them) have all their chunks back to back although they are written
 // in pieces, so the start-up check notes their places and every block is read
-// with preads; the room reserved for the index costs under 1 % of the file.
+// with preads (offsets too, in chunks sized to them); the room reserved for
+// the index costs under 1 % of the file.
 // Three sizes: ~30 chunks (no room reserved: the index fits HDF5's first
 // metadata block), ~100 chunks of 1 Ki tokens (index nodes would split them),
 // and ~20 of 64 Ki (more than HDF5's 1 MiB chunk cache holds: chunks still
@@ -278,6 +279,7 @@ TEST(ShardChunks, ShardsWrittenWithTheirAimLieInOnePiece) {
         for (const auto& places : reader.shardChunks()) {
             EXPECT_TRUE(places.known()) << c.name;
             EXPECT_GE(places.tokens.chunks, c.minChunks) << c.name;
+            EXPECT_GE(places.offsets.chunks, 2u) << c.name << ": offsets in chunks sized to them, back to back too";
         }
         const std::uint64_t checks = reader.shardOpenings();
         for (std::size_t d = 0; d < s.docs.size(); ++d) ASSERT_EQ(reader.readDocument(d), s.docs[d]) << c.name << " " << d;
@@ -287,7 +289,9 @@ TEST(ShardChunks, ShardsWrittenWithTheirAimLieInOnePiece) {
             const auto& shard = s.manifest.shards;
             const std::uint64_t docs = shard.docStarts()[k + 1] - shard.docStarts()[k];
             const std::uint64_t tokens = shardTokens(s, k).size(), chunks = (tokens + c.chunk - 1) / c.chunk;
-            const double payload = chunks * (2.0 * c.chunk + 4) + 8.0 * (docs + 1);  // chunks are stored whole
+            const std::uint64_t offsetChunk = offsetChunkFor(docs + 1), offsetChunks = (docs + offsetChunk) / offsetChunk;
+            // Chunks are stored whole, each with its checksum.
+            const double payload = chunks * (2.0 * c.chunk + 4) + offsetChunks * (8.0 * offsetChunk + 4);
             // The room reserved (none for few chunks), then HDF5's own metadata: two datasets, the attributes.
             const double room = (c.aim / c.chunk > 32 ? 8192 + 64.0 * (c.aim / c.chunk + 1) : 0.0) + 12288;
             EXPECT_LT(static_cast<double>(fs::file_size(s.dir / shardFileName(k))), payload + room + 0.01 * payload)

@@ -374,8 +374,9 @@ TEST(SourceIndex, TruncatedIndexIsNamed) {
 }
 
 // Pass criterion: a shard much smaller than the default chunk is stored in
-// chunks sized to it (an eighth of the shard), not padded to 64 Ki tokens, and
-// a corrupt chunk is still named by its index and token range.
+// chunks sized to it (an eighth of the shard), not padded to 64 Ki tokens, its
+// offsets in chunks sized to their count, and a corrupt chunk is still named
+// by its index and token range.
 TEST(ShardWriter, SmallShardsGetSmallChunks) {
     const fs::path dir = fs::temp_directory_path() / ("kiln-chunks-" + std::to_string(::getpid()));
     fs::create_directories(dir);
@@ -387,6 +388,10 @@ TEST(ShardWriter, SmallShardsGetSmallChunks) {
     EXPECT_EQ(tokenChunkFor(kBlockReadChunk * kMaxChunksAShard), kBlockReadChunk);
     EXPECT_EQ(tokenChunkFor(1u << 26), kTokenChunk) << "1024 chunks, not 4096";
     EXPECT_EQ(tokenChunkFor(24u << 20), 48u * 1024) << "512 chunks";
+    EXPECT_EQ(offsetChunkFor(21), 21u) << "one chunk";
+    EXPECT_EQ(offsetChunkFor(1898), kMinOffsetChunk);
+    EXPECT_EQ(offsetChunkFor(65537), 1025u) << "64 chunks";
+    EXPECT_EQ(offsetChunkFor(10'000'001), kOffsetChunk);
     ShardWriter sized(dir / shardFileName(0), header, tokenChunkFor(2048));
     sized.addDocument(doc);
     SourceManifest manifest{"s", header.tokenizer, 16, {}};

@@ -31,7 +31,7 @@ inline constexpr std::int64_t kOldestShardFormatVersion = 1;
 // and random access must stay one read away. A corrupt chunk is named by its
 // index: tokens [k * kTokenChunk, (k + 1) * kTokenChunk).
 inline constexpr std::uint64_t kTokenChunk = 64 * 1024;
-inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets
+inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets: the largest /doc_offsets chunk
 
 // The chunks kiln prep writes: an eighth of the shard, at least 256 tokens,
 // at most kBlockReadChunk, and larger again (up to kTokenChunk) only where a
@@ -49,6 +49,18 @@ inline constexpr std::uint64_t kOffsetChunk = 8 * 1024;  // 64 KiB of offsets
 inline constexpr std::uint64_t kBlockReadChunk = 16 * 1024;
 inline constexpr std::uint64_t kMaxChunksAShard = 512;
 std::uint64_t tokenChunkFor(std::uint64_t shardTokens);
+
+// The /doc_offsets chunks of a shard of `entries` offsets (documents + 1),
+// known when they are written: a 64th of them, at least 256 (2 KiB), at most
+// kOffsetChunk; one chunk when there are fewer. A shuffle block (64
+// documents) reads the one or two chunks holding its 65 offsets: with chunks
+// of 8 Ki entries a 64 Mi-token shard's block read 64 KiB of offsets beside
+// its 128-256 KiB of tokens, and a rank without a slice, which reads offsets
+// alone, read 125x what it used. At most 64 chunks keeps their index in
+// HDF5's first B-tree node, so they stay back to back (read with preads).
+inline constexpr std::uint64_t kMinOffsetChunk = 256;
+inline constexpr std::uint64_t kMaxOffsetChunksAShard = 64;
+std::uint64_t offsetChunkFor(std::uint64_t entries);
 
 struct ShardHeader {
     std::string source;

@@ -300,12 +300,29 @@ TEST(ShardChunks, ShardsWrittenWithTheirAimLieInOnePiece) {
     }
 }
 
+// Pass criterion: a shard written as prep writes its default shards, ending
+// after the document that reaches its aim of 1024 chunks (so a few more),
+// is in the start-up table and read with preads, documents intact.
+TEST(ShardChunks, ShardsJustOverTheirAimAreReadWithPreads) {
+    const auto s = writeSource("just-over", 1000, 1, 2700, 200, 256, 1024 * 256);
+    ASSERT_GT(shardTokens(s, 0).size() / 256, 1024u);
+    ReaderOptions options;
+    options.blockDocs = 64;
+    SourceReader reader(s.dir, options);
+    ASSERT_EQ(reader.shardChunks().size(), 1u);
+    EXPECT_TRUE(reader.shardChunks()[0].known());
+    const std::uint64_t checks = reader.shardOpenings();
+    for (std::size_t d = 0; d < s.docs.size(); ++d) ASSERT_EQ(reader.readDocument(d), s.docs[d]) << d;
+    EXPECT_GE(reader.directReads(), s.docs.size() / 64);
+    EXPECT_EQ(reader.shardOpenings() - checks, reader.directReads()) << "every block with preads";
+}
+
 // Pass criterion: a shard of more chunks than kMaxListedChunks (whose list
 // HDF5 1.10 would take O(N^2) lookups to give) is neither in the start-up
 // table nor given a chunk list: it is read through HDF5, documents intact.
 TEST(ShardChunks, ShardsOfVeryManyChunksAreReadThroughHdf5) {
-    // About 300 k tokens in chunks of 256: some 1170 chunks.
-    const auto s = writeSource("many-chunks", 1000, 1, 3000, 200, 256, 300000);
+    // About 600 k tokens in chunks of 256: some 2340 chunks.
+    const auto s = writeSource("many-chunks", 1000, 1, 6000, 200, 256, 600000);
     ASSERT_GT(shardTokens(s, 0).size() / 256, kMaxListedChunks);
     ReaderOptions options;
     options.blockDocs = 64;

@@ -30,7 +30,8 @@ bench_profiled_model() {
 # The shard-count benchmarks' working directory $work = build/perf-shards
 # (prepared corpora are reused from an earlier run kept there), an empty
 # $work/results.jsonl, the texts, and the large text as about 1 k, 10 k and
-# 100 k shards (same-1k, same-10k, same-100k: 1.5 M, 150 k, 15 k tokens each).
+# 100 k shards (same-1k, same-10k, same-100k: 1.5 M, 150 k, 15 k tokens each)
+# and as prep's default shards (same-default: 64 Mi tokens, 23 shards).
 bench_shard_workdir() {
   work=$build/perf-shards
   mkdir -p "$work"
@@ -39,6 +40,7 @@ bench_shard_workdir() {
   bench_shard_corpus "$work/large.jsonl" same-1k 1500000
   bench_shard_corpus "$work/large.jsonl" same-10k 150000
   bench_shard_corpus "$work/large.jsonl" same-100k 15000
+  bench_shard_corpus "$work/large.jsonl" same-default 67108864
 }
 
 # The shard-count benchmarks' texts in $work (issue 23): small.jsonl, 150 MB

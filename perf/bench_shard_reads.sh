@@ -18,7 +18,7 @@ bench_shard_workdir
 bench=$build/perf/bench_loader
 : >"$work/reads.jsonl"
 for round in 1 2 3 4; do
-  for name in same-1k same-10k same-100k; do
+  for name in same-default same-1k same-10k same-100k; do
     find "$work/$name/corpus" -type f -exec cat {} + >/dev/null  # page cache warm: the disk is not what is measured
     for reading in "" --hdf5-only; do
       for steps in 300 3000; do

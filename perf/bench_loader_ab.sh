@@ -24,7 +24,7 @@ out=$work/ab.jsonl
 : >"$out"
 for round in $(seq "$rounds"); do
   for name in same-default same-1k same-10k same-100k; do
-    # The three corpora do not all fit this VM's page cache: warm each before its runs.
+    # The four corpora do not all fit this VM's page cache: warm each before its runs.
     find "$work/$name/corpus" -type f -exec cat {} + >/dev/null
     for build in A B; do
       bin=$a; [ $build = B ] && bin=$b

@@ -12,7 +12,7 @@
 //     length, shuffle the documents, build and shuffle the sample index.
 //   bench_loader cursor-save [--repeat N]             (under mpirun -n k)
 //     seconds per collective cursor save.
-//   bench_loader shards SRC [--steps N] [--open-shards K] [--alone] [--hdf5-only] [--slice N]   (under mpirun -n k)
+//   bench_loader shards SRC [--steps N] [--open-shards K] [--alone] [--hdf5-only] [--no-lengths] [--slice N]   (under mpirun -n k)
 //     one source as the job opens it (ranks share the manifest and divide
 //     the shard checks): seconds to open, then tokens/s of N steps (seq_len
 //     2048, global batch 64, each rank its slice), shard openings per rank
@@ -200,6 +200,8 @@ int shards(int argc, char** argv) {
     const bool alone = flag(argc, argv, "--alone");
     // --hdf5-only: every shard and block opened and read through HDF5 (kiln before the preads).
     spec.readWithPreads = !flag(argc, argv, "--hdf5-only");
+    // --no-lengths: planned from the shards' offsets even where the source has doc_lengths.h5.
+    spec.useLengthIndex = !flag(argc, argv, "--no-lengths");
     MPI_Barrier(MPI_COMM_WORLD);
     const double rssBefore = kiln::base::residentBytes() / 1e6;
     const std::size_t filesBefore = openFiles();
@@ -233,13 +235,14 @@ int shards(int argc, char** argv) {
                "\"open_s\":{:.4f},\"checked_here\":{},\"steps\":{},\"tokens\":{},\"tokens_per_s\":{:.0f},\"tokens_per_cpu_s\":{:.0f},"
                "\"slice\":{},\"steps_per_s\":{:.1f},\"blocks_whose_tokens_were_read\":{},"
                "\"openings_while_streaming\":{},\"read_by_pread\":{},\"open_shards_limit\":{},\"rss_before_mb\":{:.1f},\"rss_after_open_mb\":{:.1f},"
-               "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"checksum\":{}}}\n",
+               "\"rss_end_mb\":{:.1f},\"peak_rss_mb\":{:.1f},\"open_files_added\":{},\"length_index\":{},\"length_group_reads\":{},"
+               "\"checksum\":{}}}\n",
                spec.readWithPreads ? "preads" : "hdf5", alone ? "alone" : "together", argv[2], reader.manifest().shards.size(), size, rank, openSeconds,
                corpus->shardsChecked(), steps, tokens, steps > 0 ? tokens / seconds : 0.0, cpu > 0.0 ? tokens / cpu : 0.0,
                last - first, steps / seconds, reader.blockTokenReads(),
                reader.shardOpenings() - openedAtStart, reader.directReads(), spec.openShards, rssBefore, rssOpen,
                kiln::base::residentBytes() / 1e6, peakRssMb(), static_cast<long>(filesAfter) - static_cast<long>(filesBefore),
-               rank == 0 ? all : 0);
+               reader.plansFromLengthIndex(), reader.lengthGroupReads(), rank == 0 ? all : 0);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 // kiln inspect: verify a prepared source, print its statistics, decode a document.
 #include "cli_options.hpp"
 #include "kiln/base/error.hpp"
+#include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/source_reader.hpp"
 #include "kiln/data/source_verify.hpp"
 #include "kiln/data/tokenizer.hpp"
@@ -37,7 +38,8 @@ int inspectMain(int argc, char** argv) {
         ("tokenizer", po::value<std::string>(&tokenizerSpec), "check the source was prepared with this tokenizer ('bytes' or a .model)")
         ("decode", po::value<std::int64_t>(&decode), "print document N decoded (needs --tokenizer)")
         ("max-chars", po::value<std::size_t>(&maxChars)->default_value(maxChars), "with --decode: print at most this many characters")
-        ("no-verify", "skip reading every token (checksums, ids, offsets)");
+        ("no-verify", "skip reading every token (checksums, ids, offsets)")
+        ("write-lengths", "after verifying, write the length index doc_lengths.h5 (sources prepared before it existed)");
     po::positional_options_description positional;
     positional.add("source", 1);
     po::variables_map values;
@@ -47,6 +49,7 @@ int inspectMain(int argc, char** argv) {
     // Shards are opened one by one as they are verified, so that every problem is reported, not only the first.
     data::ReaderOptions lazy;
     lazy.checkShardsAtOpen = false;
+    lazy.useLengthIndex = false;  // verified below, and replaced by --write-lengths, whatever its state
     data::SourceReader reader(dir, lazy);
     const auto& m = reader.manifest();
     fmt::print("source {} ({})\n  tokenizer {} (vocabulary {}, EOS {}), tokens stored as uint{}\n  {} documents, {} tokens "
@@ -76,6 +79,12 @@ int inspectMain(int argc, char** argv) {
             for (const auto& p : report.problems) fmt::print(stderr, "  PROBLEM {}\n", p);
             status = 1;
         }
+    }
+
+    if (values.count("write-lengths") && status == 0) {
+        data::writeDocLengths(dir, m);
+        fmt::print("  wrote {}/{}: the lengths of {} documents; ranks now plan without opening shards\n", dir,
+                   data::kDocLengthsName, m.numDocs());
     }
 
     if (decode >= 0) {

@@ -111,6 +111,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
     options.blockDocs = spec.blockDocs;
     options.checkShardsAtOpen = false;  // below, divided among the ranks
     options.readWithPreads = spec.readWithPreads;
+    options.useLengthIndex = spec.useLengthIndex;
     for (const auto& source : spec.sources) {
         SourceManifest manifest = sharedManifest(source, sharing.comm);
         options.shardMemoryBytes = spec.shardMemoryBytes > 0

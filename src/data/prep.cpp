@@ -4,6 +4,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/data/tokenizer.hpp"
 
@@ -193,7 +194,7 @@ void publish(const std::vector<RankResult>& results, const PrepOptions& o, const
         }
     }
     fs::remove(staging / "tokenizer-sample.txt");
-    writeManifest(staging, manifest);
+    writeManifest(staging, manifest);  // last: a source is complete once it has one
     const fs::path old = target.parent_path() / fmt::format(".{}.old", o.source);
     if (fs::exists(target)) {
         fs::remove_all(old);
@@ -225,6 +226,24 @@ std::string describeSkipped(const std::map<std::string, SkipCount>& skipped) {
 }
 
 namespace {
+
+// Collective: the length index the ranks plan from (doc_lengths.hpp), each
+// prep rank writing its own shards' part (their documents come in rank order).
+void writeLengthIndex(MPI_Comm comm, const PrepOptions& o, const RankResult& mine, const fs::path& staging) {
+    std::vector<LengthsShard> shards;
+    std::uint64_t counts[2] = {0, 0}, totals[2] = {0, 0}, firstDoc = 0;  // documents, tokens
+    for (const auto& shard : mine.shards) {
+        shards.push_back({staging / shard.file, shard.numDocs, shard.numTokens});
+        counts[0] += shard.numDocs;
+        counts[1] += shard.numTokens;
+    }
+    KILN_MPI(MPI_Exscan(&counts[0], &firstDoc, 1, MPI_UINT64_T, MPI_SUM, comm));
+    int rank = 0;
+    KILN_MPI(MPI_Comm_rank(comm, &rank));
+    if (rank == 0) firstDoc = 0;  // MPI_Exscan leaves rank 0's undefined
+    KILN_MPI(MPI_Allreduce(counts, totals, 2, MPI_UINT64_T, MPI_SUM, comm));
+    writeDocLengths(comm, staging / kDocLengthsName, {o.source, totals[0], totals[1]}, shards, firstDoc);
+}
 
 // Every rank brings the error it met (or none); if any rank met one, the
 // lowest such rank's message becomes everyone's error (printed once), and
@@ -326,6 +345,9 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
         throw InputError(fmt::format("kiln prep {}: no documents in the inputs; every record was skipped:\n{}", o.source,
                                      describeSkipped(summary.skipped)));
     }
+    // Before the swap: a source in place always has its length index.
+    problem = messageOf([&] { writeLengthIndex(comm, o, mine, staging); });
+    agreeOnErrors(comm, problem, staging);
     if (rank == 0) publish(results, o, info, tokenBits, staging, target);
     KILN_MPI(MPI_Barrier(comm));
     summary.seconds = secondsSince(start);

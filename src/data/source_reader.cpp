@@ -64,6 +64,8 @@ SourceReader::SourceReader(std::filesystem::path sourceDir, SourceManifest manif
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     if (options_.readWithPreads) dirFd_ = UniqueFd(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (options_.useLengthIndex && std::filesystem::exists(dir_ / kDocLengthsName))
+        lengths_ = std::make_unique<DocLengths>(dir_ / kDocLengthsName, manifest_);
     // Made once, not per opening: an opening is the loader's costliest step for small shards.
     fileAccess_ = h5::Handle(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), dir_.string()));
     // Read only: no lock to take (one lock call less per opening; locks misbehave on some parallel file systems).
@@ -239,7 +241,8 @@ SourceReader::HeldBlock& SourceReader::readBlock(std::size_t shard, std::uint64_
     const std::uint64_t from = std::max(number * options_.blockDocs, first) - first;
     const std::uint64_t to = std::min((number + 1) * options_.blockDocs, first + manifest_.shards.numDocs(shard)) - first;
     auto held = std::make_unique<HeldBlock>();
-    const BlockPart part = options_.blockTokensOnDemand ? BlockPart::Offsets : BlockPart::Whole;
+    // With a length index a block is read for its tokens only: planning reads no offsets.
+    const BlockPart part = options_.blockTokensOnDemand && !lengths_ ? BlockPart::Offsets : BlockPart::Whole;
     // Offsets alone take no spare: its token buffer would be capacity held outside the budget.
     if (part == BlockPart::Whole) takeBuffers(held->tokens, held->offsets);
     held->shard = shard;
@@ -332,6 +335,12 @@ DocumentSpan SourceReader::locate(std::uint64_t doc) {
     return locate(doc, where);
 }
 
+std::uint64_t SourceReader::documentLength(std::uint64_t doc) {
+    if (!lengths_) return locate(doc).length();
+    h5::LibraryLock lock(h5::libraryMutex());  // the reader's one lock: its callers may be several threads
+    return lengths_->length(doc);
+}
+
 DocumentSpan SourceReader::locate(std::uint64_t doc, Location& where) {
     h5::LibraryLock lock(h5::libraryMutex());
     where = {};
@@ -377,6 +386,16 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
     h5::LibraryLock lock(h5::libraryMutex());  // held from the lookup to the copy: the block cannot be evicted between
     Location where;
     const DocumentSpan span = locate(doc, where);
+    // Every rank planned from the index; the rank that reads the document
+    // checks the index against the shard before any token of it is used.
+    if (lengths_ && lengths_->length(doc) != span.length())
+        throw InputError(fmt::format("{}: document {} has {} tokens there but {} in {} (document {} of the shard): the "
+                                     "length index does not belong to this preparation of the source; write it again "
+                                     "with kiln inspect {} --write-lengths",
+                                     lengths_->path().string(), doc, lengths_->length(doc), span.length(),
+                                     shardPath(span.shard).string(), doc - manifest_.shards.docStarts()[span.shard],
+                                     dir_.string()),
+                         ErrorScope::ThisRank);
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));

@@ -1,12 +1,14 @@
 #include "kiln/data/source_verify.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/data/doc_lengths.hpp"
 
 #include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <bit>
+#include <memory>
 
 namespace kiln::data {
 namespace {
@@ -26,7 +28,8 @@ void addLength(SourceStats& stats, std::uint64_t length) {
     stats.numTokens += length;
 }
 
-void verifyShard(SourceReader& reader, std::size_t shard, VerifyReport& report) {
+// `lengths`: the source's length index, checked document by document against the offsets (or null).
+void verifyShard(SourceReader& reader, std::size_t shard, DocLengths* lengths, VerifyReport& report) {
     const auto& entry = reader.manifest().shards[shard];
     const std::string name = reader.shardPath(shard).string();
     const int bytesPerToken = reader.manifest().tokenBits / 8;
@@ -60,7 +63,8 @@ void verifyShard(SourceReader& reader, std::size_t shard, VerifyReport& report) 
     std::vector<std::uint64_t> offsets;
     std::uint32_t offsetsCrc = 0;
     std::uint64_t previous = 0;
-    bool monotone = true;
+    bool monotone = true, lengthsAgree = true;
+    const std::uint64_t firstDoc = reader.manifest().shards.docStarts()[shard];
     for (std::uint64_t at = 0; at < entry.numDocs + 1; at += kBlock) {
         const std::uint64_t n = std::min(kBlock, entry.numDocs + 1 - at);
         offsets.resize(n);
@@ -75,7 +79,16 @@ void verifyShard(SourceReader& reader, std::size_t shard, VerifyReport& report) 
                     report.problems.push_back(
                         fmt::format("{}: doc_offsets decrease at document {} ({} < {})", name, at + i - 1, offsets[i], previous));
                 }
-                addLength(report.stats, offsets[i] >= previous ? offsets[i] - previous : 0);
+                const std::uint64_t length = offsets[i] >= previous ? offsets[i] - previous : 0;
+                addLength(report.stats, length);
+                const std::uint64_t doc = firstDoc + at + i - 1;
+                if (lengths && lengthsAgree && lengths->length(doc) != length) {
+                    lengthsAgree = false;
+                    report.problems.push_back(fmt::format("{}: document {} has {} tokens there but {} in {} (document {} of "
+                                                          "the shard); write it again with kiln inspect --write-lengths",
+                                                          lengths->path().string(), doc, lengths->length(doc), length, name,
+                                                          at + i - 1));
+                }
             }
             previous = offsets[i];
         }
@@ -91,9 +104,17 @@ void verifyShard(SourceReader& reader, std::size_t shard, VerifyReport& report) 
 
 VerifyReport verifySource(SourceReader& reader) {
     VerifyReport report;
+    std::unique_ptr<DocLengths> lengths;
+    if (const auto path = reader.directory() / kDocLengthsName; std::filesystem::exists(path)) {
+        try {
+            lengths = std::make_unique<DocLengths>(path, reader.manifest());
+        } catch (const Error& e) {
+            report.problems.push_back(e.what());
+        }
+    }
     for (std::size_t shard = 0; shard < reader.manifest().shards.size(); ++shard) {
         try {
-            verifyShard(reader, shard, report);
+            verifyShard(reader, shard, lengths.get(), report);
         } catch (const Error& e) {
             report.problems.push_back(e.what());
         }

@@ -4,6 +4,7 @@
 // turns a skip into an error.
 #include "kiln/base/error.hpp"
 #include "kiln/data/prep.hpp"
+#include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_reader.hpp"
 #include "kiln/data/source_verify.hpp"
 #include "kiln/data/tokenizer.hpp"
@@ -135,6 +136,13 @@ TEST(Prep, SameDocumentsOnOneRankAsOnTwo) {
     const auto one = readBack(dir / "out" / "one");
     EXPECT_EQ(two.size(), 280u);
     EXPECT_EQ(one, two);
+    // Prep writes the length index the ranks plan from (doc_lengths.hpp), in document order.
+    ReaderOptions fromShards;
+    fromShards.useLengthIndex = false;
+    SourceReader reader(dir / "out" / "two", fromShards);
+    DocLengths lengths(dir / "out" / "two" / kDocLengthsName, reader.manifest());
+    for (std::uint64_t d = 0; d < reader.numDocuments(); ++d)
+        ASSERT_EQ(lengths.length(d), reader.readDocument(d).size()) << "document " << d;
 }
 
 TEST(Prep, FilePerDocumentSkipsAndCountsEmptyFiles) {
@@ -198,4 +206,49 @@ TEST(Prep, BadInputsAreNamed) {
     EXPECT_FALSE(fs::exists(dir / "out" / "s"));
     o.tokenBits = 8;
     EXPECT_THROW(prepareSource(MPI_COMM_WORLD, o), kiln::InputError);
+}
+
+// Pass criterion: the length index written by ranks that each hold any share
+// of the shards (none, one shard inside a group, all of them) is the one a
+// single process writes, byte for byte in what it lists, every group's
+// checksum sound (DocLengths verifies each group it reads).
+TEST(Prep, LengthIndexIsTheSameWhateverTheRanksShares) {
+    const fs::path dir = testDir("lengths");
+    const TokenizerInfo tokenizer{"test-tokenizer", 500, 499};
+    SourceManifest manifest{"lengths", tokenizer, 16, {}};
+    std::vector<std::uint64_t> expected;
+    if (worldRank() == 0) {
+        std::mt19937 rng(3);
+        for (int s = 0; s < 9; ++s) {
+            // Shards of 1 to 900 documents: some end inside a group, some span several.
+            ShardWriter writer(dir / shardFileName(s), ShardHeader{"lengths", tokenizer, 16});
+            const std::size_t docs = s == 4 ? 1 : 100 + rng() % 800;
+            for (std::size_t d = 0; d < docs; ++d) writer.addDocument(std::vector<std::uint32_t>(rng() % 40, 7));
+            manifest.shards.push_back(writer.finish());
+        }
+        writeManifest(dir, manifest);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    manifest = readManifest(dir);
+    ReaderOptions fromShards;
+    fromShards.useLengthIndex = false;
+    SourceReader reader(dir, fromShards);
+    for (std::uint64_t d = 0; d < reader.numDocuments(); ++d) expected.push_back(reader.documentLength(d));
+    const std::size_t n = manifest.shards.size();
+    for (const std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{4}, std::size_t{5}, n - 1, n}) {
+        // Rank 0 writes shards [0, split), rank 1 the rest.
+        std::vector<LengthsShard> mine;
+        std::uint64_t firstDoc = 0;
+        for (std::size_t s = 0; s < n; ++s) {
+            if ((s < split) == (worldRank() == 0))
+                mine.push_back({dir / manifest.shards.file(s), manifest.shards.numDocs(s), manifest.shards.numTokens(s)});
+            else if (worldRank() == 1 && s < split)
+                firstDoc += manifest.shards.numDocs(s);
+        }
+        const fs::path path = dir / ("split-" + std::to_string(split) + ".h5");
+        writeDocLengths(MPI_COMM_WORLD, path, {"lengths", manifest.numDocs(), manifest.numTokens()}, mine, firstDoc);
+        DocLengths lengths(path, manifest);
+        for (std::uint64_t d = 0; d < expected.size(); ++d)
+            ASSERT_EQ(lengths.length(d), expected[d]) << "document " << d << ", split at shard " << split;
+    }
 }

@@ -8,6 +8,7 @@
 // dropped tail, which the cursor counts.
 #include "kiln/base/error.hpp"
 #include "kiln/data/batch_planner.hpp"
+#include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/loader.hpp"
 #include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_manifest.hpp"
@@ -301,4 +302,41 @@ TEST_F(LoaderTest, AnEmptySliceKeepsInStepWithoutReadingTokens) {
     }
     EXPECT_GT(corpus->reader(0).blocksInMemory(), 0u) << "the source is read by the block";
     EXPECT_EQ(corpus->reader(0).blockTokenReads(), 0u);
+}
+
+// Pass criterion: with the source's length index, every rank plans the same
+// batches as from the shards' offsets, step for step and token for token, and
+// a rank without a slice opens no shard at all (what a pipeline's middle
+// stages and thousands of small-slice ranks gain: no metadata storm).
+TEST_F(LoaderTest, ALengthIndexPlansTheSameBatchesWithoutOpeningShards) {
+    makeSource("indexed", 3000, 6, 19, 400);  // some 130 small shards, read by the block
+    auto fromShards = spec({{"indexed", 1}});
+    fromShards.useLengthIndex = false;
+    auto indexed = fromShards;
+    indexed.useLengthIndex = true;
+    writeDocLengths(dataDir() / "indexed", readManifest(dataDir() / "indexed"));
+
+    auto plain = std::make_shared<Corpus>(fromShards);
+    auto withIndex = std::make_shared<Corpus>(indexed), middleCorpus = std::make_shared<Corpus>(indexed);
+    ASSERT_FALSE(plain->reader(0).plansFromLengthIndex());
+    ASSERT_TRUE(withIndex->reader(0).plansFromLengthIndex());
+    const Cursor start = BatchPlanner(fromShards, *plain).initial();
+    ASSERT_EQ(BatchPlanner(indexed, *withIndex).initial(), start);
+    const std::uint64_t openedAtStart = middleCorpus->reader(0).shardOpenings();
+    DataLoader a(fromShards, plain, start), b(indexed, withIndex, start), middle(indexed, middleCorpus, start);
+    a.setSlice(0, fromShards.globalBatch);
+    b.setSlice(0, indexed.globalBatch);
+    middle.setSlice(0, 0);
+    for (int step = 0; step < 300; ++step) {  // past the first epoch's end (about 10 500 tokens)
+        ASSERT_EQ(a.current().tokens, b.current().tokens) << "step " << step;
+        EXPECT_TRUE(middle.current().tokens.empty());
+        a.commit();
+        b.commit();
+        middle.commit();
+        ASSERT_EQ(a.cursor(), b.cursor()) << "step " << step;
+        ASSERT_EQ(a.cursor(), middle.cursor()) << "step " << step;
+    }
+    EXPECT_GT(a.cursor().sources[0].epoch, 0u) << "an epoch's end and its dropped tail were planned from the index too";
+    EXPECT_EQ(middleCorpus->reader(0).shardOpenings(), openedAtStart) << "planning opened a shard";
+    EXPECT_GT(middleCorpus->reader(0).lengthGroupReads(), 0u);
 }

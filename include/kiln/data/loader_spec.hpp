@@ -33,6 +33,9 @@ struct LoaderSpec {
     // Shards read with preads at the chunk places HDF5 reports (shard_chunks.hpp);
     // false: every read through HDF5, as kiln read before (the benchmarks' baseline).
     bool readWithPreads = true;
+    // Plan from each source's doc_lengths.h5 where it has one; false: from its
+    // shards' offsets (the benchmarks' baseline).
+    bool useLengthIndex = true;
     std::string tokenizer;            // "", "bytes" or a SentencePiece .model: what the sources must match
 
     // Identifies the mix (names and weights): a change starts a new weight segment.

@@ -8,6 +8,7 @@
 
 #include "kiln/base/read_buffer.hpp"
 #include "kiln/base/unique_fd.hpp"
+#include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/shard_chunks.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/io/hdf5.hpp"
@@ -75,6 +76,10 @@ struct ReaderOptions {
     std::uint64_t chunkTableBytes = 16u << 20;
     // false: no chunk places are noted, every read goes through HDF5.
     bool readWithPreads = true;
+    // Plan from the source's doc_lengths.h5 where it has one (doc_lengths.hpp):
+    // a rank then opens only the shards whose tokens it reads. false: from the
+    // shards' offsets, as for a source without it.
+    bool useLengthIndex = true;
     // Open every shard's metadata at construction (existence, counts, tokenizer
     // against the manifest), so that a missing or mismatched shard is found at
     // start-up, not when the stream first reaches it. No tokens are read.
@@ -105,7 +110,11 @@ public:
     std::uint64_t numTokens() const { return manifest_.numTokens(); }
 
     DocumentSpan locate(std::uint64_t doc);
-    std::uint64_t documentLength(std::uint64_t doc) { return locate(doc).length(); }
+    // From the length index where there is one (no shard is opened), else from the shard's offsets.
+    std::uint64_t documentLength(std::uint64_t doc);
+    // Whether lengths come from doc_lengths.h5, and its groups read so far.
+    bool plansFromLengthIndex() const { return lengths_ != nullptr; }
+    std::uint64_t lengthGroupReads() const { return lengths_ ? lengths_->groupReads() : 0; }
     // Tokens [begin, begin+count) of document `doc` into `out`.
     void readTokens(std::uint64_t doc, std::uint64_t begin, std::uint64_t count, std::uint32_t* out);
     std::vector<std::uint32_t> readDocument(std::uint64_t doc);
@@ -239,6 +248,7 @@ private:
     std::uint64_t blockChunkBytes_ = 0;               // their size, within options_.chunkListBytes
     ReadBuffer<std::byte> raw_;          // read buffer of the preads
     UniqueFd dirFd_;                     // the source directory, for the preads' openat (none: by path)
+    std::unique_ptr<DocLengths> lengths_;  // the source's length index, when it has one
     std::uint64_t directReads_ = 0;
     std::uint64_t blockTokenReads_ = 0;
     bool checksummed_ = true;

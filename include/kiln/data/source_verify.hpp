@@ -1,6 +1,7 @@
 // Full verification of a prepared source (what kiln inspect runs): every
 // shard opens and matches the manifest, checksums match, offsets are monotone
-// and end at the token count, every token id is below the vocabulary size.
+// and end at the token count, every token id is below the vocabulary size,
+// and the length index (doc_lengths.h5), where there is one, agrees with the offsets.
 #pragma once
 
 #include "kiln/data/source_reader.hpp"

@@ -150,19 +150,22 @@ int dataMain(int argc, char** argv) {
                   100 * a.realisedShare, a.samples, a.tokens, a.documents, a.epochs, a.tokensDropped);
     log::info("  data wait {:.3f} s in total", loader.waitSeconds());
     std::uint64_t openings = 0, preads = 0;
-    std::size_t openNow = 0, blocksNow = 0;
+    std::size_t openNow = 0, blocksNow = 0, indexed = 0;
     const std::uint64_t budget = corpus->memoryBudget();
     for (std::size_t i = 0; i < corpus->size(); ++i) {
         openings += corpus->reader(i).shardOpenings();
         preads += corpus->reader(i).directReads();
         openNow += corpus->reader(i).openShards();
         blocksNow += corpus->reader(i).blocksInMemory();
+        indexed += corpus->reader(i).plansFromLengthIndex() ? 1 : 0;
     }
     log::info("  shards: {} of {} checked by this rank at start-up, {} openings in all ({} read with preads, without "
               "HDF5's opening); now {} open (data.open_shards = {} per source), {} blocks held within "
               "{:.1f} MB (data.shard_memory_mb{})",
               corpus->shardsChecked(), corpus->shardsInAll(), openings, preads, openNow, spec.openShards, blocksNow,
               budget / 1048576.0, spec.shardMemoryBytes > 0 ? "" : " = 0: a shuffle window of each source");
+    log::info("  planned from the length index (doc_lengths.h5) for {} of {} source{}", indexed, corpus->size(),
+              corpus->size() == 1 ? "" : "s");
     if (!cursorOut.empty()) {
         const auto t0 = std::chrono::steady_clock::now();
         data::saveCursorFile(world.control(), cursorOut, loader.cursor(), context);

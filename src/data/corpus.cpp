@@ -155,6 +155,10 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
             log::info("  note: source {} has shards of format version 1, without per-chunk checksums: its reads are not "
                       "verified (token ids still are). Prepare it again with this kiln to have them verified.",
                       reader.directory().string());
+        if (spec.useLengthIndex && !reader.plansFromLengthIndex() && noted.insert(reader.directory().string() + "#lengths").second)
+            log::info("  note: source {} has no length index ({}): every rank opens the shard of every block it plans, "
+                      "not only those its slice reads. Write it with kiln inspect {} --write-lengths.",
+                      reader.directory().string(), kDocLengthsName, reader.directory().string());
         if (reader.numTokens() + reader.numDocuments() < spec.seqLen + 1)
             throw InputError(fmt::format("source {} holds {} tokens (with EOS), fewer than one sample of data.seq_len + 1 = {}",
                                          reader.directory().string(), reader.numTokens() + reader.numDocuments(),

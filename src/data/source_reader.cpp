@@ -250,6 +250,7 @@ SourceReader::HeldBlock& SourceReader::readBlock(std::size_t shard, std::uint64_
     held->sourceFirstDoc = first + from;
     held->offsets.resize(to - from + 1);
     if (!readBlockDirectly(shard, *held, part)) readBlockThroughHdf5(shard, *held, part);
+    checkLengths(shard, held->sourceFirstDoc, held->offsets);
     makeRoom(held->bytes());
     memoryBytes_ += held->bytes();
     held->heldAt = held_.insert(held_.end(), Held{shard, number, true});
@@ -366,7 +367,24 @@ DocumentSpan SourceReader::locate(std::uint64_t doc, Location& where) {
         throw InputError(fmt::format("{}: doc_offsets are corrupt around document {} ({} .. {})", shardPath(shard).string(),
                                      local, bounds[0], bounds[1]),
                          ErrorScope::ThisRank);
+    checkLengths(shard, doc, bounds);
     return {shard, bounds[0], bounds[1]};
+}
+
+void SourceReader::checkLengths(std::size_t shard, std::uint64_t firstDoc, std::span<const std::uint64_t> offsets) {
+    // Every rank planned from the index; the rank that reads a document has
+    // its offsets checked against it here, before any of its tokens is used.
+    if (!lengths_) return;
+    for (std::size_t i = 0; i + 1 < offsets.size(); ++i) {
+        const std::uint64_t doc = firstDoc + i, inShard = offsets[i + 1] - offsets[i];
+        if (lengths_->length(doc) == inShard) continue;
+        throw InputError(fmt::format("{}: document {} has {} tokens there but {} in {} (document {} of the shard): the "
+                                     "length index does not belong to this preparation of the source; write it again "
+                                     "with kiln inspect {} --write-lengths",
+                                     lengths_->path().string(), doc, lengths_->length(doc), inShard,
+                                     shardPath(shard).string(), doc - manifest_.shards.docStarts()[shard], dir_.string()),
+                         ErrorScope::ThisRank);
+    }
 }
 
 namespace {
@@ -386,16 +404,6 @@ void SourceReader::readTokens(std::uint64_t doc, std::uint64_t begin, std::uint6
     h5::LibraryLock lock(h5::libraryMutex());  // held from the lookup to the copy: the block cannot be evicted between
     Location where;
     const DocumentSpan span = locate(doc, where);
-    // Every rank planned from the index; the rank that reads the document
-    // checks the index against the shard before any token of it is used.
-    if (lengths_ && lengths_->length(doc) != span.length())
-        throw InputError(fmt::format("{}: document {} has {} tokens there but {} in {} (document {} of the shard): the "
-                                     "length index does not belong to this preparation of the source; write it again "
-                                     "with kiln inspect {} --write-lengths",
-                                     lengths_->path().string(), doc, lengths_->length(doc), span.length(),
-                                     shardPath(span.shard).string(), doc - manifest_.shards.docStarts()[span.shard],
-                                     dir_.string()),
-                         ErrorScope::ThisRank);
     if (begin + count > span.length())
         throw std::out_of_range(fmt::format("tokens [{}, {}) of document {} of length {}", begin, begin + count, doc,
                                             span.length()));

@@ -138,8 +138,8 @@ TEST(DocLengths, FailedWriteLeavesNothing) {
 
 // Pass criterion: an index with other counts is refused when the source is
 // opened; one with the same counts but other lengths (sound checksums) is
-// refused by the first read of a document it disagrees on, naming both files,
-// before any token of it is used; kiln inspect names it too.
+// refused by the first read of a block that holds a document it disagrees on,
+// naming both files, before any token of it is used; kiln inspect names it too.
 TEST(DocLengths, IndexOfAnotherPreparationIsRefused) {
     const fs::path a = testDir("a"), b = testDir("b");
     writeSource(a, 2500);
@@ -167,7 +167,8 @@ TEST(DocLengths, IndexOfAnotherPreparationIsRefused) {
     std::vector<std::uint32_t> tokens(61);
     const std::string disagree = errorOf([&] { reader.readTokens(1, 0, 1, tokens.data()); });
     EXPECT_NE(disagree.find(file.string()), std::string::npos) << disagree;
-    EXPECT_NE(disagree.find("document 1 has 0 tokens there but 7 in"), std::string::npos) << disagree;
+    // The block holding document 1 is checked whole when it is read: document 0 is named, the first that disagrees.
+    EXPECT_NE(disagree.find("document 0 has 7 tokens there but 0 in"), std::string::npos) << disagree;
     EXPECT_NE(disagree.find(shardFileName(0)), std::string::npos) << disagree;
     SourceReader again(b, lazily());
     const auto report = verifySource(again);

@@ -188,6 +188,9 @@ private:
     void readBlockThroughHdf5(std::size_t shard, HeldBlock& held, BlockPart part);
     // The tokens of a block held by its offsets alone (blockTokensOnDemand), at their first use.
     void readBlockTokens(std::size_t shard, HeldBlock& held);
+    // InputError naming the length index and the shard unless the documents
+    // from `firstDoc` (of the source), bounded by `offsets`, have the index's lengths.
+    void checkLengths(std::size_t shard, std::uint64_t firstDoc, std::span<const std::uint64_t> offsets);
     // The first document whose offsets are out of order or past the shard's end
     // (`offsets` holds a block's bounds), or offsets.size() when none is.
     static std::size_t firstUnsoundOffset(std::span<const std::uint64_t> offsets, std::uint64_t numTokens);

@@ -1,5 +1,6 @@
 #include "kiln/comm/error_agreement.hpp"
 
+#include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <limits>
@@ -18,6 +19,11 @@ std::string firstError(MPI_Comm comm, const std::string& mine) {
     message.resize(static_cast<std::size_t>(length));
     KILN_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
     return message;
+}
+
+void throwFirstError(MPI_Comm comm, const std::string& mine) {
+    const std::string message = comm == MPI_COMM_NULL ? mine : firstError(comm, mine);
+    if (!message.empty()) throw InputError(message, ErrorScope::AllRanks);
 }
 
 }  // namespace kiln::comm

@@ -14,23 +14,6 @@
 namespace kiln::data {
 namespace {
 
-// What went wrong in `work`, as a message (empty: nothing).
-template <typename Work>
-std::string problemOf(Work&& work) {
-    try {
-        work();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
-}
-
-// Every rank has the message of the first rank that met a problem, or none.
-void agree(MPI_Comm comm, const std::string& mine) {
-    const std::string message = comm == MPI_COMM_NULL ? mine : comm::firstError(comm, mine);
-    if (!message.empty()) throw InputError(message, ErrorScope::AllRanks);
-}
-
 // The manifest of `source`, read by rank 0 of `comm` and sent to the others.
 SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
     int rank = 0;
@@ -38,7 +21,7 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
     SourceManifest manifest;
     std::string problem;
     if (rank == 0) {
-        problem = problemOf([&] {
+        problem = comm::problemOf([&] {
             if (!std::filesystem::is_directory(source.dir))
                 throw InputError(fmt::format("data.mix names source '{}', but {} does not exist; prepare it with kiln prep "
                                              "--source {} --out {}",
@@ -47,7 +30,7 @@ SourceManifest sharedManifest(const SourceSpec& source, MPI_Comm comm) {
             manifest = readManifest(source.dir);
         });
     }
-    agree(comm, problem);
+    comm::throwFirstError(comm, problem);
     if (comm != MPI_COMM_NULL) broadcastManifest(comm, 0, manifest);
     return manifest;
 }
@@ -104,7 +87,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
                              "open only {} (ulimit -n; the hard limit is the most it can raise itself to): lower "
                              "data.open_shards or raise the limit",
                              spec.openShards, spec.sources.size(), spec.sources.size() == 1 ? "" : "s", files, limit);
-    agree(sharing.comm, tooFew);
+    comm::throwFirstError(sharing.comm, tooFew);
     ReaderOptions options;
     options.maxOpenShards = spec.openShards;
     options.wholeShardDocs = 2 * spec.blockDocs;
@@ -123,7 +106,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
 
     // The shards of all sources as one list, cut into `ranks` contiguous shares.
     for (const auto& reader : readers_) total_ += reader->manifest().shards.size();
-    std::string problem = problemOf([&] {
+    std::string problem = comm::problemOf([&] {
         if (!sharing.checkShards) return;
         const std::uint64_t begin = total_ * rank / ranks, end = total_ * (rank + 1) / ranks;
         std::uint64_t first = 0;
@@ -135,7 +118,7 @@ Corpus::Corpus(const LoaderSpec& spec, const CorpusSharing& sharing) {
         }
         checked_ = end - begin;
     });
-    agree(sharing.comm, problem);
+    comm::throwFirstError(sharing.comm, problem);
     for (auto& reader : readers_) {
         if (sharing.checkShards) shareShardChunks(sharing.comm, *reader);
         reader->markAllChecked();

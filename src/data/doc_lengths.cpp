@@ -211,22 +211,6 @@ private:
     h5::Handle serial_;
 };
 
-template <typename Work>
-std::string messageOf(Work&& work) {
-    try {
-        work();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
-}
-
-// Every rank's error, the lowest rank's message (this rank's alone without `comm`).
-void agree(MPI_Comm comm, const std::string& mine) {
-    const std::string message = comm == MPI_COMM_NULL ? mine : comm::firstError(comm, mine);
-    if (!message.empty()) throw InputError(message);
-}
-
 [[noreturn]] void unsound(const std::filesystem::path& path, const std::string& what) {
     throw InputError(fmt::format("{}: {}; write it again with kiln inspect {} --write-lengths (or remove it: the source "
                                  "is then planned from its shards)",
@@ -254,7 +238,7 @@ void writeDocLengths(MPI_Comm comm, const std::filesystem::path& path, const Len
         sums = createContiguous(file.id(), kSumsSet, groupsOf(totals.numDocs), context);
     }
     RankLengths mine(lengths, sums, firstDoc, totals.numDocs, context);
-    agree(comm, messageOf([&] {
+    comm::throwFirstError(comm, comm::problemOf([&] {
         for (const auto& shard : shards) forEachLength(shard, [&](std::uint32_t length) { mine.add(length); });
         mine.finishLengths();
     }));
@@ -280,10 +264,10 @@ void writeDocLengths(MPI_Comm comm, const std::filesystem::path& path, const Len
         if (after.size() < mine.missing())
             problem = fmt::format("{}: the ranks' shards hold fewer documents than the source's {}", context, totals.numDocs);
         else if (mine.missing() > 0)
-            problem = messageOf([&] { mine.completeGroup(after); });
+            problem = comm::problemOf([&] { mine.completeGroup(after); });
     }
-    if (problem.empty()) problem = messageOf([&] { mine.finishSums(); });
-    agree(comm, problem);
+    if (problem.empty()) problem = comm::problemOf([&] { mine.finishSums(); });
+    comm::throwFirstError(comm, problem);
     lengths.reset();
     sums.reset();
     file.commit();

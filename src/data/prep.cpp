@@ -258,16 +258,6 @@ void agreeOnErrors(MPI_Comm comm, const std::string& mine, const fs::path& stagi
     throw InputError(message);
 }
 
-template <typename Work>
-std::string messageOf(Work&& work) {
-    try {
-        work();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
 }  // namespace
 
 PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
@@ -295,7 +285,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     // A staging directory left by a killed prep is never a complete source: start afresh.
     std::string problem;
     if (rank == 0) {
-        problem = messageOf([&] {
+        problem = comm::problemOf([&] {
             fs::remove_all(staging);
             fs::create_directories(staging);
             if (!o.trainTokenizer) return;
@@ -317,7 +307,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
 
     // A bad record under --strict (or an unreadable input) on any rank stops every rank alike.
     RankResult mine;
-    problem = messageOf([&] { mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging); });
+    problem = comm::problemOf([&] { mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging); });
     agreeOnErrors(comm, problem, staging);
     const auto results = gatherResults(comm, mine, rank, size);
 
@@ -346,7 +336,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
                                      describeSkipped(summary.skipped)));
     }
     // Before the swap: a source in place always has its length index.
-    problem = messageOf([&] { writeLengthIndex(comm, o, mine, staging); });
+    problem = comm::problemOf([&] { writeLengthIndex(comm, o, mine, staging); });
     agreeOnErrors(comm, problem, staging);
     if (rank == 0) publish(results, o, info, tokenBits, staging, target);
     KILN_MPI(MPI_Barrier(comm));

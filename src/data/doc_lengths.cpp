@@ -333,14 +333,9 @@ DocLengths::DocLengths(const std::filesystem::path& path, const SourceManifest& 
 }
 
 void DocLengths::readAt(std::uint64_t at, void* into, std::size_t bytes, std::uint64_t g) {
-    for (std::size_t done = 0; done < bytes;) {
-        const ssize_t n = ::pread(fd_.get(), static_cast<char*>(into) + done, bytes - done, static_cast<off_t>(at + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            unsound(path_, fmt::format("cannot read the lengths of documents {} .. {}", g * kLengthGroup,
-                                       std::min(numDocs_, (g + 1) * kLengthGroup) - 1));
-        done += static_cast<std::size_t>(n);
-    }
+    if (!preadFully(fd_.get(), into, bytes, at))
+        unsound(path_, fmt::format("cannot read the lengths of documents {} .. {}", g * kLengthGroup,
+                                   std::min(numDocs_, (g + 1) * kLengthGroup) - 1));
 }
 
 std::uint32_t DocLengths::storedSum(std::uint64_t g) {

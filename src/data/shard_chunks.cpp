@@ -151,6 +151,16 @@ std::uint32_t fletcher32(std::span<const std::byte> bytes) {
     return static_cast<std::uint32_t>(((high == 0 ? kModulus : high) << 16) | (low == 0 ? kModulus : low));
 }
 
+bool preadFully(int fd, void* into, std::size_t bytes, std::uint64_t at) {
+    for (std::size_t done = 0; done < bytes;) {
+        const ssize_t n = ::pread(fd, static_cast<char*>(into) + done, bytes - done, static_cast<off_t>(at + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
 bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std::uint64_t from, std::uint64_t count,
                 void* out, ReadBuffer<std::byte>& scratch) {
     if (count == 0) return true;
@@ -165,12 +175,7 @@ bool readChunks(int fd, const ChunkPlaces& places, std::size_t elementBytes, std
         while (next < endChunk && places.at(next) == places.at(k) + (next - k) * places.chunkBytes) ++next;
         const std::size_t bytes = (next - k) * places.chunkBytes;
         scratch.resize(bytes);
-        for (std::size_t done = 0; done < bytes;) {
-            const ssize_t n = ::pread(fd, scratch.data() + done, bytes - done, static_cast<off_t>(places.at(k) + done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return false;  // an error or end of file: truncated
-            done += static_cast<std::size_t>(n);
-        }
+        if (!preadFully(fd, scratch.data(), bytes, places.at(k))) return false;
         for (std::uint64_t c = k; c < next; ++c) {
             const std::byte* chunk = scratch.data() + (c - k) * places.chunkBytes;
             std::uint32_t stored = 0;

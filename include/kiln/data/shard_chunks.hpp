@@ -83,6 +83,10 @@ std::optional<ChunkRun> contiguousChunks(hid_t dataset, std::uint64_t length, st
 // carry, folded every 360 words), as its filter stores after each chunk.
 std::uint32_t fletcher32(std::span<const std::byte> bytes);
 
+// `bytes` bytes of `fd` from offset `at` into `into`, retrying short reads and
+// interruptions; false on an error or the end of the file (truncated).
+bool preadFully(int fd, void* into, std::size_t bytes, std::uint64_t at);
+
 // Reads elements [from, from + count) of `elementBytes` each (2 or 4 for
 // tokens, 8 for offsets) into `out` as 32-bit (tokens) or 64-bit (offsets)
 // values, verifying every chunk it reads; adjacent chunks are read together.

@@ -31,6 +31,8 @@ bool trainingThreadOverdue() {
 
 void trainingThreadAlive() { lastSign = Clock::now().time_since_epoch().count(); }
 
+double trainingThreadLimit() { return signLimit.load(); }
+
 void setTrainingThreadLimit(double seconds) {
     trainingThreadAlive();
     signLimit = seconds;

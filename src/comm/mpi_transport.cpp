@@ -1,9 +1,15 @@
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/transport.hpp"
 #include "kiln/comm/ulfm.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <functional>
 #include <vector>
 
 namespace kiln::comm {
@@ -22,6 +28,25 @@ std::vector<MPI_Request>& parkedRequests() {
     return parked;
 }
 
+// Polls `test` (true once the wait is over) until it says so. A wait that
+// has not ended after the training thread's limit (fault.step_timeout_s) is
+// a CommunicationTimeout naming `what()`: with ranks that disagree on what
+// to exchange, every rank of the cycle ends this way instead of waiting
+// forever. The training thread is alive meanwhile (heartbeat.hpp): a peer
+// that hangs is the heartbeat detector's, which is faster.
+void pollWithDeadline(const std::function<bool()>& test, const std::function<std::string()>& what) {
+    using Clock = std::chrono::steady_clock;
+    const auto begun = Clock::now();
+    for (std::uint64_t spins = 0; !test(); ++spins) {
+        if (spins % 256 != 255) continue;
+        trainingThreadAlive();
+        const double limit = trainingThreadLimit();
+        const double waited = std::chrono::duration<double>(Clock::now() - begun).count();
+        if (limit > 0 && waited > limit)
+            throw CommunicationTimeout(fmt::format("no progress for {:.1f} s (fault.step_timeout_s) in {}", waited, what()));
+    }
+}
+
 class MpiTransport final : public Transport {
 public:
     // Over a duplicate of `comm` (owned), all its ranks.
@@ -34,7 +59,8 @@ public:
         join();
     }
     // Over `comm` itself (borrowed: nothing is created), among the ranks `group`, with its own tag.
-    MpiTransport(MPI_Comm comm, std::vector<int> group, int tag) : comm_(comm), group_(std::move(group)), tag_(tag) {
+    MpiTransport(MPI_Comm comm, std::vector<int> group, int tag, std::string label)
+        : comm_(comm), group_(std::move(group)), tag_(tag), label_(std::move(label)) {
         join();
     }
     ~MpiTransport() override {
@@ -63,7 +89,24 @@ public:
         std::size_t off = 0;
         do {
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
-            KILN_MPI(MPI_Recv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, MPI_STATUS_IGNORE));
+            MPI_Request request = MPI_REQUEST_NULL;
+            KILN_MPI(MPI_Irecv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
+            int rc = MPI_SUCCESS;
+            try {
+                pollWithDeadline(
+                    [&] {
+                        int done = 0;
+                        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+                        return done != 0 || rc != MPI_SUCCESS;
+                    },
+                    [&] { return fmt::format("{}: receiving {} bytes from rank {}", what(), bytes, group_.at(peer)); });
+            } catch (const CommunicationTimeout&) {
+                parkedRequests().push_back(request);  // the process ends: never freed under a live transfer
+                throw;
+            }
+            // A receive that ended in an error is complete (freed); one still pending is parked.
+            if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
+            KILN_MPI(rc);
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }
@@ -80,6 +123,7 @@ public:
             KILN_MPI(MPI_Send_init(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
             requests_.push_back(request);
             tickets_.push_back(ticket);
+            peerOf_.push_back(group_.at(peer));
             KILN_MPI(MPI_Start(&requests_.back()));
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
@@ -113,7 +157,29 @@ public:
         if (requests_.empty()) return;
         const int count = static_cast<int>(requests_.size());
         std::vector<MPI_Status> statuses(requests_.size());
-        const int rc = MPI_Waitall(count, requests_.data(), statuses.data());
+        int rc = MPI_SUCCESS;
+        try {
+            pollWithDeadline(
+                [&] {
+                    int done = 0;
+                    rc = MPI_Testall(count, requests_.data(), &done, statuses.data());
+                    return done != 0 || rc != MPI_SUCCESS;
+                },
+                [&] {
+                    std::vector<int> peers;
+                    for (std::size_t i = 0; i < requests_.size(); ++i) peers.push_back(peerOf_[i]);
+                    std::sort(peers.begin(), peers.end());
+                    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+                    return fmt::format("{}: {} send{} to rank{} {} not taken", what(), count, count == 1 ? "" : "s",
+                                       peers.size() == 1 ? "" : "s", fmt::join(peers, ", "));
+                });
+        } catch (const CommunicationTimeout&) {
+            for (auto r : requests_) parkedRequests().push_back(r);
+            requests_.clear();
+            tickets_.clear();
+            peerOf_.clear();
+            throw;
+        }
         std::vector<int> indices(requests_.size());
         for (int i = 0; i < count; ++i) indices[static_cast<std::size_t>(i)] = i;
         // After an error some requests may still be pending (MPI_ERR_PENDING): they are parked too.
@@ -124,6 +190,7 @@ public:
         for (auto r : requests_) parkedRequests().push_back(r);  // whatever is still pending after an error
         requests_.clear();
         tickets_.clear();
+        peerOf_.clear();
         finishedTickets_.clear();
         checkStatuses(rc, statuses, count, "MPI_Waitall");
     }
@@ -206,10 +273,12 @@ private:
                     (*statuses)[static_cast<std::size_t>(i)].MPI_ERROR;
         std::vector<MPI_Request> kept;
         std::vector<std::uint64_t> keptTickets;
+        std::vector<int> keptPeers;
         for (std::size_t i = 0; i < requests_.size(); ++i) {
             if (!finished[i]) {
                 kept.push_back(requests_[i]);
                 keptTickets.push_back(tickets_[i]);
+                keptPeers.push_back(peerOf_[i]);
                 continue;
             }
             finishedTickets_.push_back(tickets_[i]);
@@ -221,6 +290,13 @@ private:
         }
         requests_ = std::move(kept);
         tickets_ = std::move(keptTickets);
+        peerOf_ = std::move(keptPeers);
+    }
+
+    // What this transport carries and among whom, for a timeout's message.
+    std::string what() const {
+        const std::string among = fmt::format("ranks {} of the control communicator, tag {}", fmt::join(group_, ","), tag_);
+        return label_.empty() ? fmt::format("MPI transfers among {}", among) : fmt::format("{} ({})", label_, among);
     }
 
     // A multiple-completion call reports a failed request as MPI_ERR_IN_STATUS;
@@ -244,6 +320,8 @@ private:
     std::vector<float> incoming_;  // a ring step's received chunk
     std::vector<MPI_Request> requests_;
     std::vector<std::uint64_t> tickets_;  // of each request
+    std::vector<int> peerOf_;             // of each request: the rank of comm_ it sends to
+    std::string label_;                   // what it carries, for errors
     std::vector<std::uint64_t> finishedTickets_;
     std::vector<float> staging_;  // for sums of several buffers
     std::uint64_t nextTicket_ = 1;
@@ -255,8 +333,8 @@ private:
 
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm) { return std::make_unique<MpiTransport>(comm); }
 
-std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag) {
-    return std::make_unique<MpiTransport>(comm, std::move(group), tag);
+std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag, std::string label) {
+    return std::make_unique<MpiTransport>(comm, std::move(group), tag, std::move(label));
 }
 
 }  // namespace kiln::comm

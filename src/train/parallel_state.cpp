@@ -7,6 +7,7 @@
 #include "kiln/comm/link_transport.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
+#include "kiln/plan/plan_fingerprint.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,6 +26,18 @@ constexpr std::size_t kBucketBytes = std::size_t{32} << 20;
 // (gradient groups: GradientSync's). A stage's tensor sums share one tag:
 // different stages have no rank in common.
 constexpr int kPipelineTag = 7, kMigrationTag = 8, kTensorTag = 9;
+
+// What a transport of `tag` carries, for an error that names a stuck wait.
+std::string transportLabel(int tag) {
+    switch (tag) {
+        case kPipelineTag: return "the pipeline's activations and gradients";
+        case kMigrationTag: return "the migration of layers";
+        case kTensorTag: return "the sums inside a split stage";
+        default:
+            return tag >= GradientSync::kFirstSegmentTag ? "the gradient sums with the other pipelines"
+                                                         : "MPI transfers";
+    }
+}
 
 model::SliceHandle sliceFor(const plan::RankRole& role) {
     auto slice = std::make_shared<model::TensorSlice>();
@@ -90,7 +103,7 @@ std::unique_ptr<comm::Transport> ParallelState::makeTransport(MPI_Comm comm, std
     if (group.empty())
         for (int r = 0; r < size; ++r) group.push_back(r);
     // On the CPU: messages on `comm` itself, no communicator created (safe right after a failure).
-    if (!nccl_) return comm::makeMpiGroupTransport(comm, std::move(group), tag);
+    if (!nccl_) return comm::makeMpiGroupTransport(comm, std::move(group), tag, transportLabel(tag));
     // A GPU transfer that has not finished by then has a dead or hung peer.
     const std::chrono::milliseconds deadline = config_.deviceDeadline();
     if (static_cast<int>(group.size()) == size) return comm::makeNcclTransport(comm, device_.index(), deadline);
@@ -123,7 +136,14 @@ void ParallelState::redistribute(const plan::Instantiation& inst) {
     }
 }
 
+void ParallelState::requireSameLayout(const comm::World& world) {
+    const auto fingerprint = plan::fingerprintOf(layout_, "the layout (pipelines, stages, ranks, split of the batch)");
+    comm::requireAgreement(world.control(), fingerprint, world.members());
+    layoutDigest_ = fingerprint.digest();
+}
+
 void ParallelState::connect(comm::World& world) {
+    requireSameLayout(world);  // before any rank waits for a peer the layout names
     stage_.reset();
     gradients_.reset();
     tensor_.reset();
@@ -285,6 +305,8 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     bool ok = true;
     const auto t0 = std::chrono::steady_clock::now();
     try {
+        // Every rank moves layers by the same plan, or none moves any.
+        comm::requireAgreement(world.control(), plan::fingerprintOf(layout, "the layout to regroup into"), members);
         if (beforeTransfers) beforeTransfers();
         // The buffers outlive the transport, which completes pending sends when it goes.
         // On GPUs the layers move device to device over a fresh NCCL

@@ -7,6 +7,7 @@
 #include "kiln/base/startup_clock.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/loader.hpp"
@@ -15,6 +16,7 @@
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/model/device.hpp"
+#include "kiln/plan/plan_fingerprint.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
@@ -87,6 +89,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (plan::profileMeasuredAtStartUp(deck)) {
         measured = measureStartupProfile(s.modelConfig, s.config.microBatch, s.device, s.config.precision == "bf16",
                                          world.control());
+        comm::requireAgreement(world.control(), plan::fingerprintOf(*measured), world.members());
         if (world.rank() == 0) {
             std::filesystem::create_directories(s.runDir);
             plan::writeProfile(startupProfilePath(s.runDir).string(), *measured);
@@ -95,6 +98,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     }
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
+    // What every later regroup starts from, and what runs now: agreed before anyone builds a stage.
+    comm::requireAgreement(world.control(), plan::fingerprintOf(s.plan.templates), world.members());
+    comm::requireAgreement(world.control(), plan::fingerprintOf(s.plan.instantiation), world.members());
     s.f = s.plan.f;
     s.tolerance = plan::toleranceOf(s.plan.instantiation);
     s.spares = s.plan.spares;

@@ -9,6 +9,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/packing.hpp"
+#include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/spawn.hpp"
@@ -16,6 +17,7 @@
 #include "kiln/data/cursor.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/plan/layout_packing.hpp"
+#include "kiln/plan/plan_fingerprint.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/train/startup_profile.hpp"
 
@@ -181,6 +183,8 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
 }
 
 std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::string& why) {
+    // Processes admitted now planned for themselves: the templates they regroup by must be the job's.
+    comm::requireAgreement(world.control(), plan::fingerprintOf(plan.templates), world.members());
     std::vector<int> ids;
     std::vector<std::vector<int>> ranks;
     liveNodes(world, ids, ranks, retiredNodes);

@@ -35,6 +35,14 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
         case plan::SpeedVerdict::Action::Rebalance:
             // Nothing moves but the loader's slice: every rank took the same verdict from the same times.
             parallel->redistribute(verdict.instantiation);
+            // Agreed before the next step reads by it (a rank that split otherwise would wait for samples never sent).
+            if (const auto outcome = atBoundary(step, "the batch was split again",
+                                                [&] {
+                                                    parallel->requireSameLayout(world);
+                                                    return Recovery::Continue;
+                                                });
+                outcome != Recovery::Continue)
+                return outcome;
             sliceLoader();
             log::info("  REBALANCE  before step {}: {}", step, verdict.detail);
             if (diag) diag->event(step, "rebalance", verdict.detail);

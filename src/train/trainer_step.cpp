@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
+#include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
@@ -17,6 +18,24 @@
 #include <cmath>
 
 namespace kiln::train {
+namespace {
+
+// What every rank must hold alike at each step: the step, the loader's cursor
+// (so the same global batch) and the layout the step runs on.
+comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std::uint64_t layoutDigest) {
+    comm::Fingerprint f("the step, the loader's cursor and the layout");
+    f.add("step", step).add("cursor.step", c.step).add("cursor.samples", c.samples);
+    f.add("cursor.segment_start", c.segmentStart).add("cursor.weights_hash", c.weightsHash);
+    for (const auto& s : c.sources) {
+        const std::string name = "cursor." + s.name + ".";
+        f.add(name + "epoch", s.epoch).add(name + "doc_pos", s.docPos).add(name + "token_offset", s.tokenOffset);
+        f.add(name + "samples", s.samples).add(name + "segment_base", s.segmentBase);
+        f.add(name + "docs_done", s.docsDone).add(name + "tokens_dropped", s.tokensDropped);
+    }
+    return f.add("layout", layoutDigest);
+}
+
+}  // namespace
 
 Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targetsPerStep, double& wait) {
     Attempt a;
@@ -53,22 +72,31 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // Gathered rather than summed: every rank also learns every rank's
         // compute and probe times (the speed monitor's input), and sums the
         // first kSummed fields in rank order.
-        constexpr int kSummed = 5, kFields = kSummed + 2;
+        // The step's fingerprint rides along (two doubles): checked before the commit at no extra collective.
+        constexpr int kSummed = 5, kFields = kSummed + 4;
+        const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
+        double digestHigh = 0.0, digestLow = 0.0;
+        comm::digestToDoubles(agreed.digest(), digestHigh, digestLow);
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       world.rank() == 0 ? double(admitPending) : 0.0,
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
-                                      work.stage.forward + work.stage.backward, probeSeconds};
+                                      work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
         double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));
         a.probe.resize(a.compute.size());
+        std::vector<std::uint64_t> digests(a.compute.size());
         for (std::size_t r = 0; r < a.compute.size(); ++r) {
             const double* row = &all[r * kFields];
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
+            digests[r] = comm::digestFromDoubles(row[kSummed + 2], row[kSummed + 3]);
         }
+        // Every rank saw the same digests: all name the difference together, and nobody commits.
+        if (!comm::disagreementAmong(agreed.decision(), digests).empty())
+            comm::requireAgreement(world.control(), agreed, world.members());
         a.lossSum = sums[0];
         a.gradNorm = std::sqrt(sums[1]);
         a.stopRequested = sums[2] > 0;

@@ -1,5 +1,6 @@
 // The MPI tensor transport: ring send/recv of several sizes (including empty),
 // in-place sums, exchanges, and a pipeline's links, checked value by value.
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/link_transport.hpp"
 #include "kiln/comm/transport.hpp"
 
@@ -194,4 +195,45 @@ TEST(MpiTransport, ExchangeBothWays) {
                 {{fromPrev.data(), n * sizeof(float), prev}, {fromNext.data(), n * sizeof(float), next}});
     EXPECT_EQ(fromPrev.back(), static_cast<float>(prev));
     EXPECT_EQ(fromNext.back(), static_cast<float>(next + 50));
+}
+
+// A wait that makes no progress for the training thread's limit
+// (fault.step_timeout_s) is an error naming what it waited for, not a hang:
+// a receive whose sender never sends, and a large send nobody receives.
+TEST(MpiTransport, StuckWaitsEndWithTheirStory) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    auto t = kiln::comm::makeMpiGroupTransport(comm, {0, 1, 2}, 50, "the test's sums");
+    std::vector<float> small(4, 1.0f), large(std::size_t{1} << 20, 2.0f);  // 4 MiB: past any eager limit
+    kiln::comm::setTrainingThreadLimit(0.5);
+    if (t->rank() == 0) {
+        try {
+            t->recv(small.data(), small.size() * sizeof(float), 1);
+            ADD_FAILURE() << "a receive from a rank that never sent returned";
+        } catch (const kiln::comm::CommunicationTimeout& e) {
+            const std::string message = e.what();
+            EXPECT_EQ(message.rfind("no progress for ", 0), 0u) << message;
+            EXPECT_NE(message.find(" s (fault.step_timeout_s) in the test's sums (ranks 0,1,2 of the control "
+                                   "communicator, tag 50): receiving 16 bytes from rank 1"),
+                      std::string::npos)
+                << message;
+        }
+    } else if (t->rank() == 1) {
+        t->sendAsync(large.data(), large.size() * sizeof(float), 2);
+        try {
+            t->waitSends();
+            ADD_FAILURE() << "a send nobody received finished";
+        } catch (const kiln::comm::CommunicationTimeout& e) {
+            EXPECT_NE(std::string(e.what()).find("1 send to rank 2 not taken"), std::string::npos) << e.what();
+        }
+    }
+    kiln::comm::setTrainingThreadLimit(0);
+    // What was left waiting is taken, so that nothing is pending at the end.
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t->rank() == 1) MPI_Send(small.data(), 16, MPI_BYTE, 0, 50, comm);
+    if (t->rank() == 2) MPI_Recv(large.data(), static_cast<int>(large.size() * sizeof(float)), MPI_BYTE, 1, 50, comm, MPI_STATUS_IGNORE);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t.reset();
+    MPI_Comm_free(&comm);
 }

@@ -33,6 +33,10 @@ void enableHeartbeatDetector(double timeoutSeconds);
 // (during a checkpoint write, say). Both also give a sign.
 void setTrainingThreadLimit(double seconds);
 void trainingThreadAlive();
+// The limit in force (0: none). kiln's MPI transport holds its waits to it
+// (transport.hpp): a wait with no progress for that long is an error that
+// names the operation and its peers, not a silent process.
+double trainingThreadLimit();
 
 // After MPI_Init with MPI_THREAD_MULTIPLE: keeps MPI progressing, so that
 // heartbeats go out and are checked while the training thread computes.

@@ -3,6 +3,8 @@
 // activations through it; replicas all-reduce gradients through it.
 #pragma once
 
+#include "kiln/base/error.hpp"
+
 #include <mpi.h>
 
 #include <chrono>
@@ -64,6 +66,15 @@ public:
     virtual void interrupt() = 0;
 };
 
+// A wait of the MPI transport that made no progress for the training
+// thread's limit (fault.step_timeout_s, heartbeat.hpp): the peers it waited
+// for, and what for, in one line. The ranks of a job whose ranks disagree on
+// what to exchange all end this way instead of waiting forever.
+class CommunicationTimeout : public Error {
+public:
+    explicit CommunicationTimeout(std::string message) : Error(std::move(message), ErrorScope::ThisRank) {}
+};
+
 // Host-memory transport over a duplicate of `comm` (errors return, never abort).
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 // Host-memory transport among the ranks `group` of `comm` (group rank i is
@@ -74,7 +85,10 @@ std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 // a recovery may free before the transport goes, is its owner's to revoke).
 // Sums go round a ring of point-to-point messages. Transports sharing `comm`
 // need different tags.
-std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag);
+// `label` says what the transport carries ("gradient sums of layers 2-3"),
+// for a CommunicationTimeout's message.
+std::unique_ptr<Transport> makeMpiGroupTransport(MPI_Comm comm, std::vector<int> group, int tag,
+                                                 std::string label = "");
 
 // Device-memory transport over NCCL on CUDA device `device`. Every wait is
 // polled against `deadline`; a peer that never answers becomes an error, not

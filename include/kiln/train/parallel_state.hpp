@@ -80,6 +80,13 @@ public:
     // Every stage that holds each layer (the ranks of one stage each, in slot
     // order; pipeline 0's first): the candidates to write it to a checkpoint.
     std::vector<std::vector<std::vector<int>>> holders() const;
+    // Collective: every rank of world.control() holds the same layout (and
+    // split of the batch), or every rank throws DisagreementError. Made by
+    // connect() and reconfigure() before they act on it; call it after a
+    // redistribute().
+    void requireSameLayout(const comm::World& world);
+    // The current layout's fingerprint digest (folded into every step's check).
+    std::uint64_t layoutDigest() const { return layoutDigest_; }
     // Whether pipelines and gradient sums run over NCCL (the same on every rank).
     bool nccl() const { return nccl_; }
     // After a failure: every pending and future transfer returns an error.
@@ -109,6 +116,7 @@ private:
     std::unique_ptr<comm::Transport> tensor_;
     model::SliceHandle slice_;
     bool nccl_ = false;  // decided at start-up, the same on every rank
+    std::uint64_t layoutDigest_ = 0;
 };
 
 // The start-up ranks that hold each layer in `layout` (whose ranks are those of

@@ -14,8 +14,11 @@ namespace kiln::train {
 
 // Collective over `comm`: every rank times the embedding, one block and the
 // head on `device` at once (as they will compute: sharing what they share),
-// and every rank gets the median over the ranks of each layer's times, the
-// same everywhere, so that every rank plans the same layout.
+// and every rank gets the median over the ranks of every measured field
+// (forward, backward and update times, bytes kept for backward) and the
+// largest runtime, the same everywhere bit for bit, so that every rank plans
+// the same layout. (Until issue 37 the update times and bytes were each
+// rank's own: 1 start in 4 planned different layouts and deadlocked.)
 plan::ModelProfile measureStartupProfile(const model::ModelConfig& config, std::uint64_t microBatch,
                                          torch::Device device, bool bf16, MPI_Comm comm);
 

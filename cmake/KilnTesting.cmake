@@ -33,12 +33,20 @@ function(kiln_add_mpi_test name)
     list(APPEND launch --with-ft ulfm)
     set(labels fault)
   endif()
-  add_test(NAME ${name} COMMAND ${launch} $<TARGET_FILE:${name}> ${T_ARGS})
+  if(T_PASS_REGEX)
+    # The report must be there and the job must end well: a pass regex alone
+    # (ctest's PASS_REGULAR_EXPRESSION) ignores the exit code, so a crash
+    # after the PASS line would go unseen.
+    string(REPLACE ";" "@@" command "${launch};$<TARGET_FILE:${name}>;${T_ARGS}")
+    string(REPLACE ";" "@@" regex "${T_PASS_REGEX}")
+    add_test(NAME ${name}
+             COMMAND ${CMAKE_COMMAND} "-DCMD=${command}" "-DEXPECT_RC=0" "-DEXPECT_REGEX=${regex}"
+                     -P ${CMAKE_SOURCE_DIR}/tests/cli/expect.cmake)
+  else()
+    add_test(NAME ${name} COMMAND ${launch} $<TARGET_FILE:${name}> ${T_ARGS})
+  endif()
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${T_TIMEOUT}
                        ENVIRONMENT "${KILN_TEST_ENV}" PROCESSORS ${T_NP})
-  if(T_PASS_REGEX)
-    set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${T_PASS_REGEX}")
-  endif()
 endfunction()
 
 # kiln_add_cli_test(name LABEL l RC 0|nonzero REGEX r1 [r2 ...] COMMAND cmd ...)

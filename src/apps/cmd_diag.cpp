@@ -146,6 +146,7 @@ int diagMain(int argc, char** argv) {
             for (const auto& r : steps) times.push_back(r.stepTime);
             std::sort(times.begin(), times.end());
             out["median_step_s"] = times[times.size() / 2];
+            out["slowest_step_s"] = times.back();
             out["share_data_wait"] = wait / time;
             out["share_forward"] = forward / time;
             out["share_backward"] = backward / time;

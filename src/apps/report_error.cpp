@@ -23,7 +23,8 @@ int reportError(const std::exception& e) {
     if (mpiUp) MPI_Comm_size(MPI_COMM_WORLD, &size);
 
     if (allRanks) {
-        if (log::rank() == 0) std::fprintf(stderr, "kiln: error: %s\n", e.what());
+        // The process that speaks for the job (rank 0, or the survivor that took over when rank 0 was lost).
+        if (log::speaksForJob()) std::fprintf(stderr, "kiln: error: %s\n", e.what());
         if (mpiUp) MPI_Finalize();
         // Before MPI is up (a bad option) no rank can wait for another: one
         // that ended first made the launcher end the job, rank 0 at times before

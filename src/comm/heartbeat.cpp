@@ -18,6 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::atomic<Clock::rep> lastSign{0};
 std::atomic<double> signLimit{0.0};
+std::atomic<double> detectorTimeout{0.0};  // fault.hang_timeout_s, 0 when the detector is off
 
 // Whether the training thread is overdue (and the pump should let the process fall silent).
 bool trainingThreadOverdue() {
@@ -33,12 +34,18 @@ void trainingThreadAlive() { lastSign = Clock::now().time_since_epoch().count();
 
 double trainingThreadLimit() { return signLimit.load(); }
 
+double communicationDeadline() {
+    const double limit = signLimit.load();
+    return limit > 0 ? limit + 2.0 * detectorTimeout.load() : 0.0;
+}
+
 void setTrainingThreadLimit(double seconds) {
     trainingThreadAlive();
     signLimit = seconds;
 }
 
 void enableHeartbeatDetector(double timeoutSeconds) {
+    detectorTimeout = timeoutSeconds;
     // Read by MPI_Init from the environment; a value the user set wins.
     const std::string period = fmt::format("{}", timeoutSeconds / 4), timeout = fmt::format("{}", timeoutSeconds);
     for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},

@@ -1,4 +1,4 @@
-#include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/deadline.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/transport.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -7,9 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
-#include <functional>
 #include <vector>
 
 namespace kiln::comm {
@@ -26,25 +24,6 @@ constexpr std::size_t kPiece = std::size_t{1} << 30;
 std::vector<MPI_Request>& parkedRequests() {
     static std::vector<MPI_Request> parked;
     return parked;
-}
-
-// Polls `test` (true once the wait is over) until it says so. A wait that
-// has not ended after the training thread's limit (fault.step_timeout_s) is
-// a CommunicationTimeout naming `what()`: with ranks that disagree on what
-// to exchange, every rank of the cycle ends this way instead of waiting
-// forever. The training thread is alive meanwhile (heartbeat.hpp): a peer
-// that hangs is the heartbeat detector's, which is faster.
-void pollWithDeadline(const std::function<bool()>& test, const std::function<std::string()>& what) {
-    using Clock = std::chrono::steady_clock;
-    const auto begun = Clock::now();
-    for (std::uint64_t spins = 0; !test(); ++spins) {
-        if (spins % 256 != 255) continue;
-        trainingThreadAlive();
-        const double limit = trainingThreadLimit();
-        const double waited = std::chrono::duration<double>(Clock::now() - begun).count();
-        if (limit > 0 && waited > limit)
-            throw CommunicationTimeout(fmt::format("no progress for {:.1f} s (fault.step_timeout_s) in {}", waited, what()));
-    }
 }
 
 class MpiTransport final : public Transport {

@@ -1,6 +1,7 @@
 #include "kiln/comm/ulfm.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/comm/deadline.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <algorithm>
@@ -94,7 +95,13 @@ MPI_Comm shrink(MPI_Comm comm) {
 int agree(MPI_Comm comm, int flag) {
     // A failure of a not yet acknowledged rank is reported as an error after the
     // agreement completes; the value agreed is still valid.
-    const int rc = MPIX_Comm_agree(comm, &flag);
+    // Non-blocking and polled against the step's deadline (deadline.hpp): an
+    // agreement that never completes (Open MPI #13915) ends this rank with
+    // that said, instead of a job that waits forever.
+    MPI_Request request = MPI_REQUEST_NULL;
+    int rc = MPIX_Comm_iagree(comm, &flag, &request);
+    if (rc == MPI_SUCCESS)
+        rc = waitWithDeadline(request, nullptr, [] { return std::string("the agreement that commits the step or a recovery (MPIX_Comm_iagree)"); });
     int errorClass = MPI_SUCCESS;
     MPI_Error_class(rc, &errorClass);
     // On a revoked communicator the agreement still completes (it is how survivors decide what to do).

@@ -135,8 +135,13 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
 void FaultInjector::at(std::uint64_t step, Phase phase) {
     for (std::size_t k = 0; k < mine_.size(); ++k) {
         const auto& i = mine_[k];
-        if (i.step != step || i.phase != phase || fired_[k] || i.action == Injection::Action::Lag) continue;
-        fired_[k] = true;
+        if (i.step != step || i.phase != phase || i.action == Injection::Action::Lag) continue;
+        {
+            // The training thread and the checkpoint writer's thread both ask (phases write, publish).
+            const std::lock_guard<std::mutex> lock(firedMutex_);
+            if (fired_[k]) continue;
+            fired_[k] = true;
+        }
         if (i.action == Injection::Action::Stop) {
             log::warn("fault injection: stopping this process (SIGSTOP) at step {} in {}", step, phaseName(phase));
             std::raise(SIGSTOP);

@@ -227,13 +227,32 @@ void DiagFile::step(const StepRecord& record, const std::vector<std::uint64_t>& 
     append(sourceTokens_, H5T_NATIVE_UINT64, row.data(), row.size());
 }
 
+void fitText(char* field, std::size_t size, const std::string& text) {
+    if (size == 0) return;
+    std::memset(field, 0, size);
+    if (text.size() < size) {
+        std::memcpy(field, text.data(), text.size());
+        return;
+    }
+    // The marker's own length depends on the count it shows: settle both.
+    std::size_t kept = size - 1, cut = 0;
+    std::string marker;
+    for (int i = 0; i < 3; ++i) {
+        cut = text.size() - kept;
+        marker = "...[+" + std::to_string(cut) + "]";
+        kept = size - 1 >= marker.size() ? size - 1 - marker.size() : 0;
+    }
+    const std::string shown = text.substr(0, kept) + marker;
+    std::memcpy(field, shown.data(), std::min(shown.size(), size - 1));
+}
+
 void DiagFile::event(std::uint64_t step, const std::string& kind, const std::string& detail) {
     h5::LibraryLock lock(h5::libraryMutex());
     EventRecord e;
     e.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     e.step = step;
-    std::strncpy(e.kind, kind.c_str(), sizeof(e.kind) - 1);
-    std::strncpy(e.detail, detail.c_str(), sizeof(e.detail) - 1);
+    fitText(e.kind, kind);
+    fitText(e.detail, detail);
     append(events_, eventType_, &e);
 }
 

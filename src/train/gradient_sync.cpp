@@ -165,6 +165,7 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
             }
         bucket.sums = torch::Tensor();
     }
+    afterFirstBucket_ = nullptr;  // it may refer to the caller's step: never kept beyond it
     for (std::uint32_t l : layers_)  // single-holder segments: zeros where no gradient reached
         for (auto& p : model.layer(l - model.firstLayer()).parameters())
             if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);

@@ -177,7 +177,8 @@ StepWork ParallelState::runStep(const data::Batch& batch, double targetsPerStep,
                                 std::uint64_t step) {
     StepWork work;
     if (auto gradients = model_->gradients(); !gradients.empty()) at::_foreach_zero_(gradients);
-    gradients_->beginStep([&] { injector.at(step, fault::Phase::Sums); });
+    // By value: the sync keeps it until finish(), and a failed attempt leaves before that.
+    gradients_->beginStep([injector = &injector, step] { injector->at(step, fault::Phase::Sums); });
     PipelineStage::LayerDone layerDone;
     const bool duringBackward =
         config_.gradSums == "during_backward" || (config_.gradSums == "auto" && gradients_->asynchronous());

@@ -177,6 +177,14 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     const std::uint64_t S = role_.stages, s = role_.stage;
     injector_ = &injector;
     layerDone_ = &layerDone;
+    // Both point at the caller's objects: never kept beyond this call, however it ends (a failure throws).
+    struct Forget {
+        PipelineStage& stage;
+        ~Forget() {
+            stage.injector_ = nullptr;
+            stage.layerDone_ = nullptr;
+        }
+    } forget{*this};
     // Only the last backward leaves final gradients; the sums wait for nothing else.
     cutMicrobatch_ = layerDone ? m - 1 : ~0ull;
     step_ = step;

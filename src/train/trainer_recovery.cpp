@@ -71,10 +71,6 @@ std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std:
     return out;
 }
 
-template <std::size_t N>
-void copyText(char (&field)[N], const std::string& text) {
-    std::strncpy(field, text.c_str(), N - 1);
-}
 
 }  // namespace
 
@@ -100,8 +96,8 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             record.revoke += report.revokeSeconds;
             record.shrink += report.shrinkSeconds;
             record.regroup += report.regroupSeconds;
-            copyText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
-            copyText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
+            io::fitText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
+            io::fitText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
             handOverDiagnostics(step);
             if (world.originalRank() == diagHolder) io::fence().publish();
             if (pendingFailure) {
@@ -114,7 +110,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             injector->at(step, fault::Phase::Regroup);
             const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
             const auto stop = [&](const std::string& reason) {
-                copyText(record.layout, "stopped: beyond f");
+                io::fitText(record.layout, "stopped: beyond f");
                 if (diag) diag->failure(record);
                 return stopBeyondF(step, what, reason, t0);
             };
@@ -137,7 +133,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             record.bytesMigrated = done.bytesMigrated;
             std::vector<std::string> shares;
             for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
-            copyText(record.layout, fmt::format("{}", fmt::join(shares, "+")));
+            io::fitText(record.layout, fmt::format("{}", fmt::join(shares, "+")));
             pendingFailure = record;
             const std::string detail = fmt::format(
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",

@@ -47,8 +47,8 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
         ranks.push_back(fmt::format("{}", fmt::join(startup, ",")));
     }
     const auto layoutText = fmt::format("{}", fmt::join(shares, "+")), ranksText = fmt::format("{}", fmt::join(ranks, "|"));
-    std::strncpy(r.layout, layoutText.c_str(), sizeof(r.layout) - 1);
-    std::strncpy(r.ranks, ranksText.c_str(), sizeof(r.ranks) - 1);
+    io::fitText(r.layout, layoutText);
+    io::fitText(r.ranks, ranksText);
     return r;
 }
 

@@ -9,6 +9,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/admit_request.hpp"
+#include "kiln/io/fence.hpp"
 #include "kiln/model/compute_clock.hpp"
 #include "kiln/model/cpu_allocations.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 // (so the same global batch) and the layout the step runs on.
 comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std::uint64_t layoutDigest) {
     comm::Fingerprint f("the step, the loader's cursor and the layout");
-    f.add("step", step).add("cursor.step", c.step).add("cursor.samples", c.samples);
+    f.add("step", step).add("fence_epoch", io::fence().epoch()).add("cursor.step", c.step).add("cursor.samples", c.samples);
     f.add("cursor.segment_start", c.segmentStart).add("cursor.weights_hash", c.weightsHash);
     for (const auto& s : c.sources) {
         const std::string name = "cursor." + s.name + ".";
@@ -82,6 +83,8 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
+        // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
+        // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
         KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
         double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));

@@ -15,6 +15,16 @@ reached once an earlier failure moved the run on does not fire.
   checkpoint a rank killed just before a checkpoint write
   write      a rank killed in its background write of a checkpoint's part (or rank 0 while it publishes it)
   throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
+With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
+  jobs       8 ranks as 4 nodes of 2 with 2+1+1 pinned (the above); 8 ranks as 4 nodes of 2, 6 ranks as 6 nodes
+             and 12 ranks as 6 nodes of 2, each with nothing pinned: a profile measured at start-up, the planner's
+             layout and stage widths (fault.f = 2 throughout)
+  admit      a node asked for (RUN/admit) at a random moment, maybe a rank of another node killed later
+  admitkill  a node asked for, and a rank of the job killed from outside 0-20 ms after rank 0 took the request
+             (while the new processes are spawned and merged)
+  duty       one rank stopped and continued (SIGSTOP/SIGCONT) 30-80 ms of every 100 ms for 2-4 s: a straggler
+             by duty cycle, which the speed monitor may rebalance around; no failure (fault.hang_timeout_s = 4)
+  straggle   one rank lagging (fault.inject slow=) for some steps: retired as a straggler and maybe taken back
 Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
 failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
 no kiln process left once mpirun has returned. Runs where MPI_Finalize did not return and kiln's exit watchdog (fault.finalize_timeout_s, 20 s)
@@ -45,19 +55,37 @@ def node(rank):
     return rank // PER_NODE
 
 
-def command(args, out, inject):
-    return [args.mpirun, "-n", str(RANKS), "--oversubscribe", "--with-ft", "ulfm", args.kiln, "run", "input/tiny-cpu.ini",
-            "--set", f"run.out_dir={out}", "--set", f"data.dir={args.data}", "--set", "data.mix=licenses:1",
-            "--set", "data.tokenizer=bytes", "--set", "train.grad_clip=0", "--set", f"run.steps={STEPS}",
-            "--set", "checkpoint.every=4", "--set", f"cluster.ranks_per_node={PER_NODE}", "--set", "fault.f=2",
-            "--set", "plan.pipelines=2+1+1", "--set", "fault.hang_timeout_s=4", "--set", f"fault.inject={inject}"]
+# Jobs a --wide campaign draws from: (name, ranks, ranks per node, settings). The first is the classic one.
+PINNED = ("pinned 8x2", 8, 2, ["plan.pipelines=2+1+1"])
+UNPINNED = ["plan.pipelines=", "plan.stage_width=0", "plan.device_tflops=0"]
+JOBS = [PINNED, ("unpinned 8x2", 8, 2, UNPINNED), ("unpinned 6x1", 6, 1, UNPINNED), ("unpinned 12x2", 12, 2, UNPINNED)]
+# Straggler settings of the wide jobs: decisions within the 12 steps (as tests/fault/stragglers.sh sets them).
+STRAGGLERS = ["straggler.steps=3", "straggler.retire_at=4", "straggler.retire_steps=4"]
 
 
-def draw(rng):
-    """A schedule: (kind, fault.inject text, ranks killed, outside kill or None)."""
-    kind = rng.choice(["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "write", "throw"])
-    a = rng.randrange(RANKS)
-    b = rng.choice([r for r in range(RANKS) if node(r) != node(a)])
+def command(args, out, inject, job=PINNED):
+    _, ranks, per_node, settings = job
+    sets = [f"run.out_dir={out}", f"data.dir={args.data}", "data.mix=licenses:1", "data.tokenizer=bytes",
+            "train.grad_clip=0", f"run.steps={STEPS}", "checkpoint.every=4", f"cluster.ranks_per_node={per_node}",
+            "fault.f=2", "fault.hang_timeout_s=4", f"fault.inject={inject}"] + settings
+    if args.wide:
+        sets += STRAGGLERS
+    cmd = [args.mpirun, "-n", str(ranks), "--oversubscribe", "--with-ft", "ulfm", args.kiln, "run", "input/tiny-cpu.ini"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
+def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE):
+    """A schedule: (kind, fault.inject text, ranks killed, outside action or None). An outside action is
+    ("kill", rank, delay) after the first injected kill, ("admitkill", rank, delay) after rank 0 took an admission
+    request, or ("duty", rank, stopped share, seconds)."""
+    kinds = ["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "write", "throw"]
+    if wide:
+        kinds += ["admit", "admitkill", "duty", "straggle"]
+    kind = rng.choice(kinds)
+    a = rng.randrange(ranks)
+    b = rng.choice([r for r in range(ranks) if r // per_node != a // per_node])
     step = rng.randrange(1, STEPS - 1)
     phase = rng.choice(PHASES)
     outside = None
@@ -69,7 +97,19 @@ def draw(rng):
         first = rng.choice(["forward", "backward", "send", "allreduce", "sums"])
         items, killed = [f"{a}:{step}:{first}", f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}"], {a, b}
     elif kind == "timed":
-        items, killed, outside = [f"{a}:{step}:{phase}"], {a, b}, (b, rng.uniform(0.0, 0.010))
+        items, killed, outside = [f"{a}:{step}:{phase}"], {a, b}, ("kill", b, rng.uniform(0.0, 0.010))
+    elif kind == "admit":
+        items, killed = [], set()
+        if rng.random() < 0.5:
+            items, killed = [f"{a}:{rng.randrange(6, STEPS - 1)}:{phase}"], {a}
+        outside = ("admit", None, rng.uniform(0.0, 3.0))
+    elif kind == "admitkill":
+        items, killed, outside = [], {a}, ("admitkill", a, rng.uniform(0.0, 0.020))
+    elif kind == "duty":
+        items, killed, outside = [], set(), ("duty", a, rng.uniform(0.3, 0.8), rng.uniform(2.0, 4.0))
+    elif kind == "straggle":
+        last = rng.choice([step + 3, STEPS])  # over at some step (it may come back), or to the end
+        items, killed = [f"{a}:{step}-{last}:slow={rng.choice([0.05, 0.1])}"], set()
     elif kind == "stop":
         items, killed = [f"{a}:{step}:{phase}:stop"], {a}
     elif kind == "rank0":
@@ -124,16 +164,18 @@ def losses(args, out):
     return [tuple(float(x) for x in line.split()) for line in text.splitlines() if line.strip()]
 
 
-def run(args, out, inject, outside, log_path, landed=None):
+def run(args, out, inject, outside, log_path, landed=None, job=PINNED):
     """Runs kiln; returns (exit status or None when it hung, seconds). Outside kills that landed go into `landed`."""
     env = dict(os.environ, PRTE_MCA_state_base_recoverable="1")
     t0 = time.time()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(command(args, out, inject), stdout=log, stderr=subprocess.STDOUT, env=env,
+        proc = subprocess.Popen(command(args, out, inject, job), stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, cwd=args.source)
         if outside:
-            threading.Thread(target=kill_after_first_death, args=(log_path, out, proc, landed) + outside,
-                             daemon=True).start()
+            what, rest = outside[0], outside[1:]
+            target = {"kill": kill_after_first_death, "admit": admit_after, "admitkill": kill_during_admission,
+                      "duty": duty_cycle}[what]
+            threading.Thread(target=target, args=(log_path, out, proc, landed) + rest, daemon=True).start()
         try:
             status = proc.wait(timeout=LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -162,6 +204,58 @@ def kill_after_first_death(log_path, out, proc, landed, rank, delay):
             landed.add(rank)
         except ProcessLookupError:
             pass
+
+
+def admit_after(log_path, out, proc, landed, _rank, delay):
+    """Asks for one more node (RUN/admit) `delay` seconds after the run's first step."""
+    while proc.poll() is None:
+        with open(log_path, errors="replace") as f:
+            if re.search(r"step +1/", f.read()):
+                break
+        time.sleep(0.01)
+    time.sleep(delay)
+    os.makedirs(os.path.join(out, "tiny"), exist_ok=True)
+    with open(os.path.join(out, "tiny", "admit"), "w") as f:
+        f.write("1\n")
+
+
+def kill_during_admission(log_path, out, proc, landed, rank, delay):
+    """Asks for a node after the first step, then SIGKILLs `rank` `delay` s after rank 0 took the request."""
+    admit_after(log_path, out, proc, landed, None, 0.0)
+    target = pid_of(rank, out)
+    request = os.path.join(out, "tiny", "admit")
+    while proc.poll() is None and os.path.exists(request):
+        time.sleep(0.0005)
+    time.sleep(delay)
+    if target is not None and proc.poll() is None:
+        try:
+            os.kill(target, signal.SIGKILL)
+            landed.add(rank)
+        except ProcessLookupError:
+            pass
+
+
+def duty_cycle(log_path, out, proc, landed, rank, stopped, seconds):
+    """Stops and continues `rank` (`stopped` of every 100 ms) for `seconds`, from its first step on."""
+    while proc.poll() is None:
+        with open(log_path, errors="replace") as f:
+            if re.search(r"step +1/", f.read()):
+                break
+        time.sleep(0.01)
+    target = pid_of(rank, out)
+    end = time.time() + seconds
+    while target is not None and proc.poll() is None and time.time() < end:
+        try:
+            os.kill(target, signal.SIGSTOP)
+            time.sleep(0.1 * stopped)
+            os.kill(target, signal.SIGCONT)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1 * (1.0 - stopped))
+    try:
+        os.kill(target, signal.SIGCONT)
+    except (ProcessLookupError, TypeError):
+        pass
 
 
 def killed_in(log_path, outside_done):
@@ -216,6 +310,18 @@ def check(args, out, reference, killed, status):
     return problems, diff
 
 
+def describe_outside(outside):
+    if not outside:
+        return ""
+    if outside[0] == "kill":
+        return f" + rank {outside[1]} killed {1e3 * outside[2]:.1f} ms after"
+    if outside[0] == "admit":
+        return f" + a node asked for {outside[2]:.1f} s after step 1"
+    if outside[0] == "admitkill":
+        return f" + a node asked for, rank {outside[1]} killed {1e3 * outside[2]:.1f} ms after rank 0 took the request"
+    return f" + rank {outside[1]} stopped {100 * outside[2]:.0f} % of each 100 ms for {outside[3]:.1f} s"
+
+
 def finalize_watchdogs(log_path):
     """How many ranks of a run kiln's exit watchdog ended because MPI_Finalize did not return (issue 19 item 3)."""
     with open(log_path, errors="replace") as log:
@@ -231,6 +337,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--keep", action="store_true", help="keep the output of runs that survived")
+    parser.add_argument("--wide", action="store_true",
+                        help="draw the job too (unpinned, measured profiles, 6-12 ranks) and admissions, duty cycles, stragglers")
     parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     args = parser.parse_args()
     args.kiln, args.data, args.work = (os.path.abspath(p) for p in (args.kiln, args.data, args.work))
@@ -245,15 +353,21 @@ def main():
 
     rng = random.Random(args.seed)
     counts = {"survived": 0, "crashed": 0, "hung": 0}
+    by_kind = {}
     watchdog_runs = 0
     worst = 0.0
     for i in range(args.runs):
-        kind, inject, _, outside = draw(rng)
+        job = rng.choice(JOBS) if args.wide else PINNED
+        kind, inject, _, outside = draw(rng, args.wide, job[1], job[2])
         out = os.path.join(args.work, f"run{i:03d}")
         landed = set()
-        status, seconds = run(args, out, inject, outside, out + ".log", landed)
+        status, seconds = run(args, out, inject, outside, out + ".log", landed, job)
         killed = killed_in(out + ".log", landed)
-        what = f"{kind:<10} {inject}" + (f" + rank {outside[0]} killed {1e3 * outside[1]:.1f} ms after" if outside else "")
+        what = f"{kind:<10} {inject}" + describe_outside(outside)
+        if args.wide:
+            what = f"[{job[0]}] {what}"
+        tally = by_kind.setdefault((job[0], kind), [0, 0])
+        tally[0] += 1
         if status is None:
             counts["hung"] += 1
             print(f"run {i:3d} HUNG     {what} ({seconds:.0f} s; {out}.log)", flush=True)
@@ -269,9 +383,13 @@ def main():
             print(f"run {i:3d} FAILED   {what}: {'; '.join(problems)} ({out}.log)", flush=True)
         else:
             counts["survived"] += 1
+            tally[1] += 1
             print(f"run {i:3d} survived {what} ({seconds:.1f} s, max diff {diff:.1e})", flush=True)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
+    if args.wide:
+        for (job, kind), (runs, survived) in sorted(by_kind.items()):
+            print(f"TABLE job={job.replace(' ', '_')} kind={kind} runs={runs} survived={survived}")
     print(f"CHAOS runs={args.runs} survived={counts['survived']} crashed={counts['crashed']} hung={counts['hung']} "
           f"max_loss_diff={worst:.2e} finalize_watchdog={watchdog_runs} seed={args.seed}")
     sys.exit(0 if counts["survived"] == args.runs else 1)

@@ -84,7 +84,11 @@ losses spike
 same_curve "$work/clean.losses" "$work/spike.losses" 10 || fail "losses differ after one slow step"
 if grep -Eq "REBALANCE|STRAGGLER" "$work/spike.log"; then cat "$work/spike.log"; fail "one long step was taken for a straggler"; fi
 spike_s=$(layouts spike | awk '{ print $2 }')
-echo "PASS 3: no rebalance and no retirement in the failure-free run, nor after one step 20 times slower (median step $spike_s s)"
+# The spike must have happened: one step at least 0.15 s longer than the median (it adds 0.2 s a microbatch).
+read -r median slowest < <(json spike | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["median_step_s"], d["slowest_step_s"])')
+python3 -c "import sys; sys.exit(0 if $slowest > $median + 0.15 else 1)" ||
+  fail "no slow step in the spike run (slowest $slowest s, median $median s): the spike was not injected"
+echo "PASS 3: no rebalance and no retirement in the failure-free run, nor after one step 20 times slower (median step $spike_s s, slowest $slowest s)"
 
 # 4. Back.
 must clean24 6 --set run.steps=24

@@ -214,8 +214,9 @@ TEST(MpiTransport, StuckWaitsEndWithTheirStory) {
         } catch (const kiln::comm::CommunicationTimeout& e) {
             const std::string message = e.what();
             EXPECT_EQ(message.rfind("no progress for ", 0), 0u) << message;
-            EXPECT_NE(message.find(" s (fault.step_timeout_s) in the test's sums (ranks 0,1,2 of the control "
-                                   "communicator, tag 50): receiving 16 bytes from rank 1"),
+            EXPECT_NE(message.find(" s (fault.step_timeout_s, plus twice fault.hang_timeout_s for the detector to find a "
+                                   "hung peer first) in the test's sums (ranks 0,1,2 of the control communicator, tag "
+                                   "50): receiving 16 bytes from rank 1"),
                       std::string::npos)
                 << message;
         }

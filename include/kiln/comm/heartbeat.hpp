@@ -33,10 +33,14 @@ void enableHeartbeatDetector(double timeoutSeconds);
 // (during a checkpoint write, say). Both also give a sign.
 void setTrainingThreadLimit(double seconds);
 void trainingThreadAlive();
-// The limit in force (0: none). kiln's MPI transport holds its waits to it
-// (transport.hpp): a wait with no progress for that long is an error that
-// names the operation and its peers, not a silent process.
+// The limit in force (0: none).
 double trainingThreadLimit();
+// How long a wait for peers may make no progress before it is an error
+// (deadline.hpp): the limit above, plus twice the heartbeat timeout, so
+// that a peer stuck outside MPI (silent after the limit) or stopped is
+// declared failed by the detector first, and only a wait nothing will end
+// (ranks that disagree) becomes an error. 0 when there is no limit.
+double communicationDeadline();
 
 // After MPI_Init with MPI_THREAD_MULTIPLE: keeps MPI progressing, so that
 // heartbeats go out and are checked while the training thread computes.

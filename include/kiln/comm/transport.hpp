@@ -3,7 +3,7 @@
 // activations through it; replicas all-reduce gradients through it.
 #pragma once
 
-#include "kiln/base/error.hpp"
+#include "kiln/comm/deadline.hpp"
 
 #include <mpi.h>
 
@@ -66,16 +66,9 @@ public:
     virtual void interrupt() = 0;
 };
 
-// A wait of the MPI transport that made no progress for the training
-// thread's limit (fault.step_timeout_s, heartbeat.hpp): the peers it waited
-// for, and what for, in one line. The ranks of a job whose ranks disagree on
-// what to exchange all end this way instead of waiting forever.
-class CommunicationTimeout : public Error {
-public:
-    explicit CommunicationTimeout(std::string message) : Error(std::move(message), ErrorScope::ThisRank) {}
-};
-
-// Host-memory transport over a duplicate of `comm` (errors return, never abort).
+// Host-memory transport over a duplicate of `comm` (errors return, never
+// abort). Its waits have a deadline (deadline.hpp): a CommunicationTimeout
+// names the transport (`label`), the peers and what was waited for.
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 // Host-memory transport among the ranks `group` of `comm` (group rank i is
 // rank group[i] of `comm`), on `comm` itself with messages tagged `tag`: it

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <mutex>
 #include <vector>
 
 namespace kiln::fault {
@@ -69,7 +70,8 @@ public:
 
 private:
     std::vector<Injection> mine_;
-    std::vector<bool> fired_;
+    std::vector<bool> fired_;  // guarded by firedMutex_
+    std::mutex firedMutex_;
 };
 
 }  // namespace kiln::fault

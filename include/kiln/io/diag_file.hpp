@@ -86,6 +86,15 @@ struct EventRecord {
     char detail[512] = {};  // older files hold 224: HDF5 converts either way
 };
 
+// Copies `text` into a record's fixed-size text field (`size` bytes with the
+// terminating zero). Text that does not fit keeps its start and ends in
+// "...[+N]", N the characters cut: a field is never cut silently.
+void fitText(char* field, std::size_t size, const std::string& text);
+template <std::size_t N>
+void fitText(char (&field)[N], const std::string& text) {
+    fitText(field, N, text);
+}
+
 // Opens a diag.h5 for reading, also while its run writes it or after the run was killed.
 h5::Handle openDiagForReading(const std::string& path);
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Open MPI's crash inside MPIX_Comm_shrink when a second process dies during it (issue 37, item 6).
+#   perf/ulfm_shrink_race.sh [RUNS] [MAX_DELAY_US] [BINARY]
+# Each run: 8 ranks, the last dies at once, the others notice it and shrink, the second-to-last dies a random
+# 0..MAX_DELAY_US microseconds after noticing the first failure (so, often, while the others are inside the
+# shrink). Prints one JSON line: runs that ended well, crashed (a signal, e.g. the segmentation fault in
+# ompi_comm_revoke_local under ompi_comm_activate), or hung (60 s), with the binary's Open MPI. KEEP=DIR keeps
+# the output of crashed runs there.
+set -uo pipefail
+runs=${1:-200} max=${2:-3000} bin=${3:-build/ulfm_comm_creation}
+mpirun=${MPIRUN:-mpirun}
+fine=0 crash=0 hang=0 segv=0
+for i in $(seq 1 "$runs"); do
+  delay=$((RANDOM * 32768 + RANDOM)); delay=$((delay % (max + 1)))
+  out=$(timeout 60 "$mpirun" -n 8 --oversubscribe --with-ft ulfm "$bin" "$delay" shrink 2>&1); rc=$?
+  # Under ULFM a survivor that crashes is one more failure: the others may still end well, so a crash is
+  # read from the output (Open MPI's report of the signal), not from the exit status alone.
+  if grep -qiE "segmentation|signal 11|SIGSEGV|signal 6|SIGABRT" <<<"$out"; then
+    crash=$((crash + 1))
+    if grep -qiE "segmentation|signal 11|SIGSEGV" <<<"$out"; then segv=$((segv + 1)); fi
+    [ -n "${KEEP:-}" ] && printf '%s\n' "$out" >"${KEEP}/crash-$i.log"
+  else
+    case "$rc" in
+      0) fine=$((fine + 1)) ;;
+      124) hang=$((hang + 1)) ;;
+      *) crash=$((crash + 1)) ;;
+    esac
+  fi
+done
+version=$("$mpirun" --version 2>&1 | head -1)
+printf '{"bench":"ulfm-shrink-race","runs":%d,"max_delay_us":%d,"fine":%d,"crashed":%d,"segfaults":%d,"hung":%d,"mpi":"%s"}\n' \
+  "$runs" "$max" "$fine" "$crash" "$segv" "$hang" "$version"

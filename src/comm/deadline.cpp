@@ -1,0 +1,40 @@
+#include "kiln/comm/deadline.hpp"
+
+#include "kiln/comm/heartbeat.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace kiln::comm {
+
+void pollWithDeadline(const std::function<bool()>& test, const std::function<std::string()>& what) {
+    using Clock = std::chrono::steady_clock;
+    const auto begun = Clock::now();
+    for (std::uint64_t spins = 0; !test(); ++spins) {
+        if (spins % 256 != 255) continue;
+        trainingThreadAlive();
+        const double limit = communicationDeadline();
+        const double waited = std::chrono::duration<double>(Clock::now() - begun).count();
+        if (limit > 0 && waited > limit)
+            throw CommunicationTimeout(fmt::format(
+                "no progress for {:.1f} s (fault.step_timeout_s, plus twice fault.hang_timeout_s for the detector to "
+                "find a hung peer first) in {}",
+                waited, what()));
+    }
+}
+
+int waitWithDeadline(MPI_Request& request, MPI_Status* status, const std::function<std::string()>& what) {
+    int rc = MPI_SUCCESS;
+    pollWithDeadline(
+        [&] {
+            int done = 0;
+            rc = MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE);
+            return done != 0 || rc != MPI_SUCCESS;
+        },
+        what);
+    return rc;
+}
+
+}  // namespace kiln::comm

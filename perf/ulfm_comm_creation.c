@@ -18,11 +18,15 @@
  * create no communicator after a shrink on the CPU (README, Faults).
  *
  * With a second argument "shrink" (issue 37, item 6) there are no rounds: the second failure is timed into
- * the shrink itself (the only communicator kiln creates after a failure), and a run ends once the shrunk
- * communicator answers a barrier. perf/ulfm_shrink_race.sh runs it with random delays and counts.
+ * the shrink itself (the only communicator kiln creates after a failure): the second-to-last rank dies DELAY
+ * microseconds after the last, so that its notice arrives while the others shrink; a run ends once the shrunk
+ * communicator answers a barrier. With a third argument "guard", kiln's guard (src/comm/revoke_guard.c,
+ * linked in) is armed first. perf/ulfm_shrink_race.sh runs it with random delays and counts.
  */
 #include <mpi.h>
 #include <mpi-ext.h>
+
+#include "kiln/comm/revoke_guard.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +50,8 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     const int delay = argc > 1 ? atoi(argv[1]) : 1000;
     const int rounds = argc > 2 && argv[2][0] == 's' ? 0 : 16; /* "shrink": the shrink alone */
+    char why[160] = "off";
+    const int guarded = argc > 3 && argv[3][0] == 'g' && kiln_arm_revoke_guard(why, (int)sizeof why);
     MPI_Comm comm = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -53,6 +59,12 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     if (rank == size - 1) raise(SIGKILL);
+    /* "shrink": the second dies DELAY us after the first, not after noticing it (the runtime's notice of a
+     * death takes milliseconds): its notice then reaches the others while they shrink for the first. */
+    if (rounds == 0 && rank == size - 2) {
+        usleep((useconds_t)delay);
+        raise(SIGKILL);
+    }
     MPI_Barrier(comm); /* fails: the first failure is noticed here */
     if (rank == size - 2) {
         usleep((useconds_t)delay);
@@ -81,6 +93,8 @@ int main(int argc, char** argv) {
     while (rounds == 0 && MPI_Barrier(comm) != MPI_SUCCESS) comm = repaired(comm);
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) printf("COMM-CREATION ok: %d rounds after two failures (delay %d us)\n", rounds, delay);
+    if (guarded && kiln_revoke_guard_saves() > 0) printf("COMM-CREATION guard: lent its table %ld time(s)\n", kiln_revoke_guard_saves());
+    if (argc > 3 && !guarded && rank == 0) printf("COMM-CREATION guard not armed: %s\n", why);
     MPI_Comm_free(&comm);
     MPI_Finalize();
     return 0;

@@ -49,6 +49,7 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
                                                   "each failure while the nodes allow)",
                                                   f, f == 1 ? "" : "s")
                                     : "");
+    if (world.faultTolerant()) log::info("  faults     guard against Open MPI's crash in a shrink hit by a second failure: {}", comm::revokeGuardStatus());
     const auto& mix = deck.mix("data.mix");
     double total = 0.0;
     for (const auto& e : mix) total += e.weight;

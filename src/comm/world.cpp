@@ -1,5 +1,7 @@
 #include "kiln/comm/world.hpp"
 
+#include "kiln/comm/revoke_guard.h"
+
 #include "kiln/base/log.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
@@ -54,6 +56,11 @@ void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
 
 }  // namespace
 
+namespace {
+bool guardArmed = false;
+std::string guardStatus = "not armed: MPI not started";
+}  // namespace
+
 MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     if (hangTimeoutSeconds > 0) enableHeartbeatDetector(hangTimeoutSeconds);
     // Open MPI's hierarchical collectives (coll/han) split a communicator into node-local and cross-node ones
@@ -81,7 +88,18 @@ MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     log::setIdentity(rank, hostName());
+    // Before any failure can be noticed: Open MPI 5.0's crash when a failure is noticed while a communicator
+    // is created (a shrink hit by a second failure) is guarded (revoke_guard.h).
+    char why[160] = {};
+    guardArmed = kiln_arm_revoke_guard(why, sizeof why) == 1;
+    guardStatus = why;
     if (hangTimeoutSeconds > 0) heartbeat_ = std::make_unique<HeartbeatPump>(hangTimeoutSeconds);
+}
+
+std::string revokeGuardStatus() {
+    return guardArmed ? fmt::format("{}; it lent its table {} time{}", guardStatus, kiln_revoke_guard_saves(),
+                                    kiln_revoke_guard_saves() == 1 ? "" : "s")
+                      : guardStatus;
 }
 
 MpiSession::~MpiSession() {

@@ -27,6 +27,11 @@ private:
     std::unique_ptr<HeartbeatPump> heartbeat_;
 };
 
+// Whether kiln's guard against Open MPI 5.0's crash inside a communicator's
+// creation hit by a second failure is armed, and how often it acted
+// (revoke_guard.h), in words.
+std::string revokeGuardStatus();
+
 class World {
 public:
     // Where a rank's node comes from: Slurm's SLURMD_NODENAME (when every rank

@@ -198,6 +198,11 @@ def kill_after_first_death(log_path, out, proc, landed, rank, delay):
                 break
         time.sleep(0.0005)
     time.sleep(delay)
+    kill_landed(target, rank, proc, landed)
+
+
+def kill_landed(target, rank, proc, landed):
+    """SIGKILLs process `target` (start-up rank `rank`) while the run goes on; adds the rank to `landed` if it did."""
     if target is not None and proc.poll() is None:
         try:
             os.kill(target, signal.SIGKILL)
@@ -206,13 +211,17 @@ def kill_after_first_death(log_path, out, proc, landed, rank, delay):
             pass
 
 
-def admit_after(log_path, out, proc, landed, _rank, delay):
-    """Asks for one more node (RUN/admit) `delay` seconds after the run's first step."""
+def wait_for_first_step(log_path, proc):
     while proc.poll() is None:
         with open(log_path, errors="replace") as f:
             if re.search(r"step +1/", f.read()):
-                break
+                return
         time.sleep(0.01)
+
+
+def admit_after(log_path, out, proc, landed, _rank, delay):
+    """Asks for one more node (RUN/admit) `delay` seconds after the run's first step."""
+    wait_for_first_step(log_path, proc)
     time.sleep(delay)
     os.makedirs(os.path.join(out, "tiny"), exist_ok=True)
     with open(os.path.join(out, "tiny", "admit"), "w") as f:
@@ -227,21 +236,12 @@ def kill_during_admission(log_path, out, proc, landed, rank, delay):
     while proc.poll() is None and os.path.exists(request):
         time.sleep(0.0005)
     time.sleep(delay)
-    if target is not None and proc.poll() is None:
-        try:
-            os.kill(target, signal.SIGKILL)
-            landed.add(rank)
-        except ProcessLookupError:
-            pass
+    kill_landed(target, rank, proc, landed)
 
 
 def duty_cycle(log_path, out, proc, landed, rank, stopped, seconds):
     """Stops and continues `rank` (`stopped` of every 100 ms) for `seconds`, from its first step on."""
-    while proc.poll() is None:
-        with open(log_path, errors="replace") as f:
-            if re.search(r"step +1/", f.read()):
-                break
-        time.sleep(0.01)
+    wait_for_first_step(log_path, proc)
     target = pid_of(rank, out)
     end = time.time() + seconds
     while target is not None and proc.poll() is None and time.time() < end:

@@ -34,6 +34,8 @@ void trainingThreadAlive() { lastSign = Clock::now().time_since_epoch().count();
 
 double trainingThreadLimit() { return signLimit.load(); }
 
+double heartbeatTimeout() { return detectorTimeout.load(); }
+
 double communicationDeadline() {
     const double limit = signLimit.load();
     return limit > 0 ? limit + 2.0 * detectorTimeout.load() : 0.0;

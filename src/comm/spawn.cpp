@@ -1,5 +1,8 @@
 #include "kiln/comm/spawn.hpp"
 
+#include "kiln/comm/heartbeat.hpp"
+#include "kiln/base/log.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
@@ -7,6 +10,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <csignal>
+#include <thread>
+#include <mutex>
+#include <condition_variable>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -37,7 +47,51 @@ bool spawnedIntoJob() {
     return parent != MPI_COMM_NULL;
 }
 
+namespace {
+
+// MPI_Comm_spawn and the merge after it know nothing of failures on the job's
+// side: a member of the job dying while the new processes connect leaves the
+// spawning root in PMIx_Connect (under ompi_dpm_connect_accept) for ever,
+// while the other survivors, told of the failure, wait for it in the shrink
+// (seen in the chaos campaign: an old rank killed 10 ms after rank 0 took an
+// admission request). Past the deadline this process ends as a failed node
+// does, so that the others recover without it instead of waiting with it.
+class SpawnDeadline {
+public:
+    explicit SpawnDeadline(double seconds)
+        : thread_([this, seconds] {
+              std::unique_lock<std::mutex> lock(mutex_);
+              if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
+              std::fprintf(stderr,
+                           "kiln: rank %d (%s): admitting nodes made no progress for %.0f s (MPI_Comm_spawn and the "
+                           "merge cannot notice a failed peer); this process ends as a failed node, so that the job "
+                           "recovers without it\n",
+                           log::rank(), log::host().c_str(), seconds);
+              std::fflush(stderr);
+              std::raise(SIGKILL);
+          }) {}
+    ~SpawnDeadline() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            finished_ = true;
+        }
+        done_.notify_all();
+        thread_.join();
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable done_;
+    bool finished_ = false;
+    std::thread thread_;  // last: started once the rest is built
+};
+
+}  // namespace
+
+double spawnDeadlineSeconds() { return std::max(60.0, 4.0 * heartbeatTimeout()); }
+
 MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts) {
+    const SpawnDeadline deadline(spawnDeadlineSeconds());
     const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
     auto args = ownArguments();
     std::vector<char*> argv;

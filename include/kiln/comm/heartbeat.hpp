@@ -41,6 +41,8 @@ double trainingThreadLimit();
 // declared failed by the detector first, and only a wait nothing will end
 // (ranks that disagree) becomes an error. 0 when there is no limit.
 double communicationDeadline();
+// fault.hang_timeout_s as enableHeartbeatDetector() was given it (0: off).
+double heartbeatTimeout();
 
 // After MPI_Init with MPI_THREAD_MULTIPLE: keeps MPI progressing, so that
 // heartbeats go out and are checked while the training thread computes.

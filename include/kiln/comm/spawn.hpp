@@ -20,6 +20,10 @@ bool spawnedIntoJob();
 // Throws MpiError when the runtime cannot start them, ProcFailedError when a
 // rank of `control` failed.
 MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts);
+// How long spawnJoiners may take before this process ends as a failed node:
+// 4 x fault.hang_timeout_s, at least 60 s (MPI_Comm_spawn cannot notice a
+// member of the job that fails while the new processes connect).
+double spawnDeadlineSeconds();
 
 // On a spawned process: the communicator merged with the job that started it.
 MPI_Comm mergeWithJob();

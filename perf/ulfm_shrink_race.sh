@@ -5,7 +5,7 @@
 # 0..MAX_DELAY_US microseconds after the last (its notice then often reaches the others inside the shrink).
 # Mode "rounds": the survivors then create communicators for 16 rounds (dup, split, create_group) while the
 # second-to-last dies 0..MAX_DELAY_US after noticing the first failure: the same crash, reached more often. Prints one JSON line: runs that ended well, crashed (a signal, e.g. the segmentation fault in
-# ompi_comm_revoke_local under ompi_comm_activate), hung (15 s; a run takes about 2), or hung after the survivors
+# ompi_comm_revoke_local under ompi_comm_activate), hung (10 s; a run takes about 2), or hung after the survivors
 # reported (MPI_Finalize waiting for a dead peer, Open MPI #9434), with the binary's Open MPI. KEEP=DIR keeps
 # the output of crashed runs there.
 set -uo pipefail
@@ -14,7 +14,7 @@ mpirun=${MPIRUN:-mpirun}
 fine=0 crash=0 hang=0 late=0 segv=0 saves=0
 for i in $(seq 1 "$runs"); do
   delay=$((RANDOM * 32768 + RANDOM)); delay=$((delay % (max + 1)))
-  out=$(timeout 15 "$mpirun" -n 8 --oversubscribe --with-ft ulfm "$bin" "$delay" "$mode" $guard 2>&1); rc=$?
+  out=$(timeout 10 "$mpirun" -n 8 --oversubscribe --with-ft ulfm "$bin" "$delay" "$mode" $guard 2>&1); rc=$?
   if grep -q "guard: lent" <<<"$out"; then saves=$((saves + 1)); fi
   # Under ULFM a survivor that crashes is one more failure: the others may still end well, so a crash is
   # read from the output (Open MPI's report of the signal), not from the exit status alone.

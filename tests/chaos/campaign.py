@@ -259,13 +259,15 @@ def duty_cycle(log_path, out, proc, landed, rank, stopped, seconds):
 
 
 def killed_in(log_path, outside_done):
-    """The ranks the run's log says were killed, stopped or ended by an exception, and the outside kill if it landed
+    """The ranks the run's log says were killed, stopped, ended by an exception or by the spawn's deadline, and the
+    outside kill if it landed
     (a scheduled injection may never fire: its step or phase is not reached once an earlier failure moved things)."""
     killed = set()
     with open(log_path, errors="replace") as f:
         for line in f:
             m = re.search(r"\[rank (\d+) on [^]]*\]: fault injection: (killing|stopping)", line) or \
-                re.search(r"kiln: rank (\d+) ends alone", line)
+                re.search(r"kiln: rank (\d+) ends alone", line) or \
+                re.search(r"kiln: rank (\d+) \([^)]*\): admitting nodes made no progress", line)
             if m:
                 killed.add(int(m.group(1)))
     return killed | outside_done

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
         MPI_Allgather(mine.data(), 9, MPI_DOUBLE, all.data(), 9, MPI_DOUBLE, MPI_COMM_WORLD);
         std::vector<std::uint64_t> digests(static_cast<std::size_t>(ranks));
         for (int r = 0; r < ranks; ++r)
-            digests[static_cast<std::size_t>(r)] = kiln::comm::digestFromDoubles(all[r * 9 + 7], all[r * 9 + 8]);
+            digests[static_cast<std::size_t>(r)] = kiln::comm::joinDigest(all[r * 9 + 7], all[r * 9 + 8]);
         sink += kiln::comm::disagreementAmong("x", digests).size();
     }, 2000);
     report("step_allgather", with, without, "");

@@ -175,12 +175,12 @@ void requireAgreement(MPI_Comm comm, const Fingerprint& mine, const std::vector<
         named(members, odd), atOdd, mine.decision()));
 }
 
-void digestToDoubles(std::uint64_t digest, double& high, double& low) {
+void splitDigest(std::uint64_t digest, double& high, double& low) {
     high = double(digest >> 32);
     low = double(digest & 0xffffffffull);
 }
 
-std::uint64_t digestFromDoubles(double high, double low) {
+std::uint64_t joinDigest(double high, double low) {
     return (static_cast<std::uint64_t>(high) << 32) | static_cast<std::uint64_t>(low);
 }
 

@@ -77,7 +77,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         constexpr int kSummed = 5, kFields = kSummed + 4;
         const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
         double digestHigh = 0.0, digestLow = 0.0;
-        comm::digestToDoubles(agreed.digest(), digestHigh, digestLow);
+        comm::splitDigest(agreed.digest(), digestHigh, digestLow);
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       world.rank() == 0 ? double(admitPending) : 0.0,
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
@@ -95,7 +95,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
-            digests[r] = comm::digestFromDoubles(row[kSummed + 2], row[kSummed + 3]);
+            digests[r] = comm::joinDigest(row[kSummed + 2], row[kSummed + 3]);
         }
         // Every rank saw the same digests: all name the difference together, and nobody commits.
         if (!comm::disagreementAmong(agreed.decision(), digests).empty())

@@ -58,8 +58,8 @@ TEST(Fingerprint, EqualOnlyForTheSameFieldsInTheSameOrder) {
 TEST(Fingerprint, DigestTravelsExactlyInTwoDoubles) {
     for (std::uint64_t d : {std::uint64_t{0}, ~std::uint64_t{0}, decision(5).digest(), std::uint64_t{1} << 63}) {
         double high = 0, low = 0;
-        kiln::comm::digestToDoubles(d, high, low);
-        EXPECT_EQ(kiln::comm::digestFromDoubles(high, low), d);
+        kiln::comm::splitDigest(d, high, low);
+        EXPECT_EQ(kiln::comm::joinDigest(high, low), d);
     }
 }
 

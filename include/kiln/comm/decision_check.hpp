@@ -88,7 +88,7 @@ std::string disagreementAmong(const std::string& decision, const std::vector<std
 
 // A 64-bit digest split into two doubles that hold it exactly (32 bits each),
 // for the step's all-gather of doubles, and back.
-void digestToDoubles(std::uint64_t digest, double& high, double& low);
-std::uint64_t digestFromDoubles(double high, double low);
+void splitDigest(std::uint64_t digest, double& high, double& low);
+std::uint64_t joinDigest(double high, double low);
 
 }  // namespace kiln::comm

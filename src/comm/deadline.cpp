@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace kiln::comm {
 
@@ -13,6 +14,9 @@ void pollWithDeadline(const std::function<bool()>& test, const std::function<std
     using Clock = std::chrono::steady_clock;
     const auto begun = Clock::now();
     for (std::uint64_t spins = 0; !test(); ++spins) {
+        // As Open MPI's own blocking waits do when ranks share cores: a waiting rank spinning
+        // without yielding slows the ranks that compute (and skews their measured speeds).
+        std::this_thread::yield();
         if (spins % 256 != 255) continue;
         trainingThreadAlive();
         const double limit = communicationDeadline();

@@ -3,12 +3,13 @@
 # sleep after each forward), on the tiny deck's 3 nodes of 2 ranks (pipelines 2+1). Every run is compared
 # with the same deck's failure-free run: every step's loss and gradient norm to 1e-5 relative.
 # Pass criteria, each printed as PASS:
-#  1. Rebalanced: rank 5 (the 1-node pipeline) sleeps 60 ms per microbatch from step 1; with straggler.steps
+#  1. Rebalanced: rank 5 (the 1-node pipeline) sleeps 150 ms per microbatch from step 1; with straggler.steps
 #     = 3 the batch is split again by measured speed before step 5 at the latest (a 'rebalance' event, the
 #     slow pipeline given fewer microbatches), the median step of the rebalanced layout is under 0.6 of the
 #     slow layout's, and the losses are the failure-free run's. (Slow from step 1, so that the slow layout's
 #     median is a slow step: the first step is not counted, and a rebalance before step 4 left it two slow
-#     steps of four.)
+#     steps of four.) The lag makes the slow pipeline about 8x slower than its share: at 60 ms it measured
+#     3.2-3.6x against rebalance_at = 3, and one noisy step under a loaded CI machine put it off by two steps.
 #  2. Retired: rank 3 (node 1, in the 2-node pipeline) sleeps 50 ms per microbatch from step 2; the batch
 #     is split away from it, then (straggler.retire_at = 4 over 4 steps) node 1 is retired like a failed
 #     node: a 'straggler' event naming it, its ranks benched (members without work, said in the layout
@@ -40,7 +41,7 @@ losses clean
 if grep -Eq "REBALANCE|STRAGGLER" "$work/clean.log"; then cat "$work/clean.log"; fail "the failure-free run rebalanced or retired"; fi
 
 # 1. Rebalanced.
-must rebalance 6 --set fault.inject=5:1:slow=0.06 --set straggler.steps=3 --set straggler.retire_at=0
+must rebalance 6 --set fault.inject=5:1:slow=0.15 --set straggler.steps=3 --set straggler.retire_at=0
 losses rebalance
 same_curve "$work/clean.losses" "$work/rebalance.losses" 10 || { cat "$work/rebalance.log"; fail "rebalanced losses differ"; }
 events rebalance >"$work/rebalance.events"

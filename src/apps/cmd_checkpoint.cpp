@@ -23,9 +23,8 @@ int checkpointMain(int argc, char** argv) {
     fmt::print("checkpoint {}\n  format {} ({}), step {}, optimizer steps {}, {:.1f} MB of weights and moments{}\n",
                path, c.formatVersion, c.formatVersion == 2 ? fmt::format("parts from {} writers", c.writers) : "one file",
                c.step, c.optimizerSteps, bytes / 1e6, c.hasLoader ? ", loader cursor" : ", NO loader cursor");
-    fmt::print("  model: {} blocks, d_model {}, {} heads, MLP ratio {}, vocabulary {}, seq_len {} ({:.1f} M parameters)\n",
-               c.model.blocks, c.model.dModel, c.model.heads, c.model.mlpRatio, c.model.vocabSize, c.model.seqLen,
-               c.model.parameters() / 1e6);
+    fmt::print("  model: {}, vocabulary {}, seq_len {} ({:.1f} M parameters)\n", c.model.shapeText(), c.model.vocabSize,
+               c.model.seqLen, c.model.parameters() / 1e6);
     fmt::print("  {:>5}  {:>7} {:>10}  {:<36} {}\n", "layer", "tensors", "MB", "file", c.verified ? "verified" : "");
     for (const auto& l : c.layers)
         fmt::print("  {:>5}  {:>7} {:>10.2f}  {:<36} {}\n", l.index, l.tensors, l.bytes / 1e6, l.file.empty() ? "(index)" : l.file,

@@ -1,4 +1,8 @@
 #include "kiln/config/deck_schema.hpp"
+#include "kiln/config/model_presets.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -203,7 +207,37 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.blocks", KeyType::Integer, "2", "Transformer blocks. The model's layers are: embedding, the blocks, output.", atLeast(1)},
         {"model.d_model", KeyType::Integer, "64", "Width of the residual stream.", atLeast(8)},
         {"model.heads", KeyType::Integer, "4", "Attention heads; must divide model.d_model.", atLeast(1)},
-        {"model.mlp_ratio", KeyType::Integer, "4", "Hidden width of the MLP as a multiple of model.d_model.", atLeast(1)},
+        {"model.mlp_ratio", KeyType::Integer, "4", "gpt2: hidden width of the MLP as a multiple of model.d_model.", atLeast(1)},
+        {"model.preset", KeyType::Text, "",
+         "A published shape by name: gpt2-small, gpt2-medium, smollm-135m, llama-3.2-1b, llama-3-8b, llama-2-70b. It "
+         "fills the model.* keys the deck leaves at their defaults (model.vocab included); a key the deck sets wins. "
+         "kiln deck --check prints the resolved shape and its parameter count.",
+         [](const Value& v) {
+             const auto& name = std::get<std::string>(v);
+             if (name.empty() || findModelPreset(name)) return std::string();
+             std::vector<std::string> names;
+             for (const auto& preset : modelPresets()) names.push_back(preset.name);
+             return fmt::format("no such preset; kiln knows: {}", fmt::join(names, ", "));
+         }},
+        {"model.family", KeyType::Text, "gpt2",
+         "Architecture. gpt2: learned positions, LayerNorm with biases, GELU MLP, multi-head attention. llama (Llama "
+         "2/3, Mistral, Qwen, SmolLM): RMSNorm, rotary position embeddings, SwiGLU MLP, grouped-query attention, no "
+         "biases.",
+         oneOf({"gpt2", "llama"})},
+        {"model.kv_heads", KeyType::Integer, "0",
+         "llama: key/value heads (grouped-query attention); must divide model.heads. 0 = model.heads, 1 = multi-query. "
+         "A tensor-parallel stage's width must divide it (each rank holds whole key/value heads).",
+         atLeast(0)},
+        {"model.ffn_hidden", KeyType::Integer, "0",
+         "llama: width of the SwiGLU MLP. 0 = the Llama rule, 8/3 of model.d_model rounded up to a multiple of 256.",
+         atLeast(0)},
+        {"model.norm_eps", KeyType::Real, "1e-5", "llama: RMSNorm's epsilon.", realInRange(0.0, 1.0)},
+        {"model.rope_theta", KeyType::Real, "10000", "llama: base of the rotary position embeddings (Llama 3: 500000).",
+         realInRange(1.0, 1e12)},
+        {"model.tie_embeddings", KeyType::Flag, "false",
+         "llama: share the token embedding with the output head. Not supported yet: the two sit on the first and the "
+         "last pipeline stage; kiln trains them untied.",
+         {}},
 
         // [train]
         {"train.micro_batch", KeyType::Integer, "4",

@@ -79,6 +79,12 @@ void writeAttribute(hid_t object, const std::string& name, std::uint64_t value) 
     KILN_H5(H5Awrite(attr, H5T_NATIVE_UINT64, &value), name);
 }
 
+void writeAttribute(hid_t object, const std::string& name, double value) {
+    Handle space(KILN_H5(H5Screate(H5S_SCALAR), name));
+    Handle attr(KILN_H5(H5Acreate2(object, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT), name));
+    KILN_H5(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), name);
+}
+
 bool hasAttribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
 
 namespace {
@@ -119,6 +125,10 @@ std::int64_t readIntAttribute(hid_t object, const std::string& name, const std::
 
 std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std::string& context) {
     return readScalarAttribute<std::uint64_t>(object, name, H5T_NATIVE_UINT64, context);
+}
+
+double readRealAttribute(hid_t object, const std::string& name, const std::string& context) {
+    return readScalarAttribute<double>(object, name, H5T_NATIVE_DOUBLE, context);
 }
 
 void missingDataset(const std::string& context, const char* name) {

@@ -2,31 +2,15 @@
 
 #include "kiln/data/keyed_permutation.hpp"
 #include "kiln/model/tensor_parallel.hpp"
+#include "layer_parts.hpp"
 
 #include <cmath>
 
 namespace kiln::model {
 namespace {
 
-constexpr double kInitStd = 0.02;
-
-// Registers a layer's parameters in parameterShapes() order, each the
-// slice's shard of the whole tensor it is given: the whole tensor is drawn
-// alike on every rank, so a shard holds exactly the values the unsplit layer has.
-class ShardedParameters {
-public:
-    ShardedParameters(torch::nn::Module& module, const ModelConfig& c, std::uint32_t layer, const TensorSlice& slice)
-        : module_(module), specs_(shardSpecs(c, layer)), slice_(slice) {}
-    torch::Tensor operator()(const std::string& name, const torch::Tensor& whole) {
-        return module_.register_parameter(name, shardOf(whole, specs_.at(next_++), slice_.width, slice_.rank));
-    }
-
-private:
-    torch::nn::Module& module_;
-    std::vector<ShardSpec> specs_;
-    const TensorSlice& slice_;
-    std::size_t next_ = 0;
-};
+using detail::kInitStd;
+using detail::ShardedParameters;
 
 class EmbeddingLayer final : public LayerImpl {
 public:
@@ -38,13 +22,7 @@ public:
     }
     torch::Tensor forward(const torch::Tensor& ids) override {  // (B, T) int64
         const auto T = ids.size(1);
-        const auto positions = positions_.slice(0, 0, T).unsqueeze(0);
-        if (!slice_->split()) return torch::embedding(tokens_, ids) + positions;
-        // This rank's rows of the vocabulary; the others' ids look up zeros, and the sum completes every row.
-        const auto local = ids - vocab_.first;
-        const auto mine = (local >= 0).logical_and(local < vocab_.count());
-        const auto rows = torch::embedding(tokens_, local.clamp(0, vocab_.count() - 1)) * mine.unsqueeze(-1);
-        return sumOverSlices(rows, *slice_) + positions;
+        return detail::embedTokens(tokens_, ids, vocab_, *slice_) + positions_.slice(0, 0, T).unsqueeze(0);
     }
     const char* kind() const override { return "embedding"; }
 
@@ -60,8 +38,7 @@ public:
         : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
           headDim_(c.dModel / c.heads) {
         const int64_t C = c.dModel, H = static_cast<int64_t>(c.mlpRatio) * c.dModel;
-        // GPT-2 style: residual projections scaled down by sqrt(2 * blocks).
-        const double residualStd = kInitStd / std::sqrt(2.0 * c.blocks);
+        const double residualStd = detail::residualInitStd(c);
         ShardedParameters param(*this, c, index, *slice_);
         ln1Weight_ = param("ln1_weight", torch::ones({C}));
         ln1Bias_ = param("ln1_bias", torch::zeros({C}));
@@ -84,14 +61,7 @@ public:
         auto h = copyToSlices(torch::layer_norm(x, {C}, ln1Weight_, ln1Bias_), *slice_);
         auto qkv = torch::linear(h, qkvWeight_, qkvBias_).view({B, T, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
         auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, hd)
-#if TORCH_VERSION_MAJOR >= 2
-        auto attended = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-#else
-        auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
-        auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-        auto attended = torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
-#endif
-        attended = attended.transpose(1, 2).reshape({B, T, heads_ * hd});
+        auto attended = detail::causalAttention(q, k, v).transpose(1, 2).reshape({B, T, heads_ * hd});
         if (!slice_->split()) {
             auto y = x + torch::linear(attended, projWeight_, projBias_);
             auto m = torch::layer_norm(y, {C}, ln2Weight_, ln2Bias_);
@@ -132,11 +102,35 @@ private:
 
 }  // namespace
 
+namespace detail {
+
+torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice) {
+    if (!slice.split()) return torch::embedding(table, ids);
+    const auto local = ids - vocab.first;
+    const auto mine = (local >= 0).logical_and(local < vocab.count());
+    const auto rows = torch::embedding(table, local.clamp(0, vocab.count() - 1)) * mine.unsqueeze(-1);
+    return sumOverSlices(rows, slice);
+}
+
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#else
+    const auto T = q.size(2);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
+    auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    return torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
+#endif
+}
+
+}  // namespace detail
+
 Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice) {
     if (!slice) slice = std::make_shared<TensorSlice>();
     // A generator seeded from (seed, index) alone, held for the construction:
     // the weights do not depend on which rank builds the layer, or in which order.
     torch::manual_seed(data::mix64(config.seed ^ data::mix64(0x6c61796572ull + index)));
+    if (config.llama()) return detail::buildLlamaLayer(config, index, std::move(slice));
     if (index == 0) return std::make_shared<EmbeddingLayer>(config, std::move(slice));
     if (index == config.numLayers() - 1) return std::make_shared<OutputLayer>(config, std::move(slice));
     return std::make_shared<TransformerBlock>(config, index, std::move(slice));

@@ -7,15 +7,33 @@
 
 namespace kiln::model {
 
+const char* familyName(Family family) { return family == Family::Llama ? "llama" : "gpt2"; }
+
+std::uint32_t llamaFfnHidden(std::uint32_t dModel) {
+    const std::uint32_t eightThirds = (8 * dModel + 2) / 3;  // 8/3 d, rounded up
+    return (eightThirds + 255) / 256 * 256;
+}
+
 std::uint64_t ModelConfig::parametersOf(std::uint32_t layer) const {
-    const std::uint64_t C = dModel, V = vocabSize, T = seqLen, H = static_cast<std::uint64_t>(mlpRatio) * dModel;
-    if (layer == 0) return V * C + T * C;                       // token and position embeddings
-    if (layer == numLayers() - 1) return 2 * C + C * V;         // final norm, head (no bias)
-    return 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * H + H) + (H * C + C);  // LN, QKV, proj, LN, MLP
+    std::uint64_t n = 0;
+    for (const auto& [name, shape] : parameterShapes(layer)) {
+        std::uint64_t elements = 1;
+        for (auto d : shape) elements *= static_cast<std::uint64_t>(d);
+        n += elements;
+    }
+    return n;
 }
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::parameterShapes(std::uint32_t layer) const {
-    const std::int64_t C = dModel, V = vocabSize, T = seqLen, H = std::int64_t{mlpRatio} * dModel;
+    const std::int64_t C = dModel, V = vocabSize, T = seqLen, H = mlpWidth();
+    if (llama()) {
+        const std::int64_t q = std::int64_t{heads} * headDim(), kv = std::int64_t{keyValueHeads()} * headDim();
+        if (layer == 0) return {{"token_embedding", {V, C}}};
+        if (layer == numLayers() - 1) return {{"norm_weight", {C}}, {"head_weight", {V, C}}};
+        return {{"attn_norm_weight", {C}}, {"q_weight", {q, C}},       {"k_weight", {kv, C}},
+                {"v_weight", {kv, C}},     {"o_weight", {C, q}},       {"mlp_norm_weight", {C}},
+                {"gate_weight", {H, C}},   {"up_weight", {H, C}},      {"down_weight", {C, H}}};
+    }
     if (layer == 0) return {{"token_embedding", {V, C}}, {"position_embedding", {T, C}}};
     if (layer == numLayers() - 1) return {{"ln_weight", {C}}, {"ln_bias", {C}}, {"head_weight", {V, C}}};
     return {{"ln1_weight", {C}},  {"ln1_bias", {C}},      {"qkv_weight", {3 * C, C}}, {"qkv_bias", {3 * C}},
@@ -29,12 +47,23 @@ std::uint64_t ModelConfig::parameters() const {
     return n;
 }
 
+std::string ModelConfig::shapeText() const {
+    const std::string common = fmt::format("{}, {} blocks, d_model {}, {} heads", familyName(family), blocks, dModel, heads);
+    if (!llama()) return fmt::format("{}, MLP {}", common, mlpWidth());
+    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}", common, keyValueHeads(), mlpWidth(), ropeTheta);
+}
+
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
-    const double C = dModel, V = vocabSize, T = seqLen, H = double(mlpRatio) * dModel;
+    const double C = dModel, V = vocabSize, T = seqLen, H = mlpWidth();
     if (layer == 0) return 0.0;
     if (layer == numLayers() - 1) return 2.0 * C * V;
-    // QKV, attention scores and weighted sum (causal: half of T on average, counted whole as is customary), proj, MLP.
-    return 2.0 * (3 * C * C + C * C + 2 * C * H) + 2.0 * 2.0 * T * C;
+    // Attention scores and weighted sum (causal: half of T on average, counted whole as is customary).
+    const double attention = 2.0 * 2.0 * T * C;
+    if (llama()) {
+        const double kv = double(keyValueHeads()) * headDim();
+        return 2.0 * (C * C + 2 * C * kv + C * C + 3 * C * H) + attention;  // q, k and v, o, gate, up and down
+    }
+    return 2.0 * (3 * C * C + C * C + 2 * C * H) + attention;  // QKV, proj, MLP
 }
 
 ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab) {
@@ -50,6 +79,7 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     if (deckVocab == 0 && tokenizerVocab == 0)
         throw InputError("the vocabulary size is unknown: set model.vocab, or name data whose tokenizer gives it");
     m.vocabSize = deckVocab != 0 ? deckVocab : tokenizerVocab;
+    m.family = deck.text("model.family") == "llama" ? Family::Llama : Family::Gpt2;
     m.blocks = static_cast<std::uint32_t>(deck.integer("model.blocks"));
     m.dModel = static_cast<std::uint32_t>(deck.integer("model.d_model"));
     m.heads = static_cast<std::uint32_t>(deck.integer("model.heads"));
@@ -60,6 +90,26 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "
                                      "heads that divides the width",
                                      deck.setting("model.heads").origin, m.dModel, m.heads));
+    if (!m.llama()) return m;
+    m.kvHeads = static_cast<std::uint32_t>(deck.integer("model.kv_heads"));
+    if (m.kvHeads == 0) m.kvHeads = m.heads;
+    if (m.heads % m.kvHeads != 0)
+        throw InputError(fmt::format("{}: model.kv_heads = {} does not divide model.heads = {}: each key/value head "
+                                     "serves an equal group of query heads (1 = multi-query attention)",
+                                     deck.setting("model.kv_heads").origin, m.kvHeads, m.heads));
+    if (m.headDim() % 2 != 0)
+        throw InputError(fmt::format("{}: model.d_model / model.heads = {} is odd; rotary embeddings rotate pairs of "
+                                     "a head's dimensions",
+                                     deck.setting("model.heads").origin, m.headDim()));
+    m.ffnHidden = static_cast<std::uint32_t>(deck.integer("model.ffn_hidden"));
+    if (m.ffnHidden == 0) m.ffnHidden = llamaFfnHidden(m.dModel);
+    m.normEps = deck.real("model.norm_eps");
+    m.ropeTheta = deck.real("model.rope_theta");
+    if (deck.flag("model.tie_embeddings"))
+        throw InputError(fmt::format("{}: model.tie_embeddings = true is not supported yet: the embedding (first "
+                                     "stage) and the head (last stage) would share one matrix, whose gradients the two "
+                                     "stages must sum every step; set it to false (kiln trains them untied)",
+                                     deck.setting("model.tie_embeddings").origin));
     return m;
 }
 

@@ -11,8 +11,16 @@ UnitRange unitRange(std::int64_t units, std::int64_t parts, std::int64_t index) 
 }
 
 std::vector<ShardSpec> shardSpecs(const ModelConfig& c, std::uint32_t layer) {
-    const std::int64_t V = c.vocabSize, heads = c.heads, hd = c.dModel / c.heads, H = std::int64_t{c.mlpRatio} * c.dModel;
+    const std::int64_t V = c.vocabSize, heads = c.heads, hd = c.headDim(), H = c.mlpWidth();
     const ShardSpec whole;
+    if (c.llama()) {
+        if (layer == 0) return {{0, 1, V, 1}};
+        if (layer == c.numLayers() - 1) return {whole, {0, 1, V, 1}};
+        const ShardSpec queries{0, 1, heads, hd}, keyValues{0, 1, c.keyValueHeads(), hd}, byHeadColumns{1, 1, heads, hd};
+        const ShardSpec neurons{0, 1, H, 1}, neuronColumns{1, 1, H, 1};
+        // attention norm, q, k, v, o (rows of the sum), MLP norm, gate, up, down (rows of the sum); no biases.
+        return {whole, queries, keyValues, keyValues, byHeadColumns, whole, neurons, neurons, neuronColumns};
+    }
     if (layer == 0) return {{0, 1, V, 1}, whole};  // token rows by vocabulary; positions whole
     if (layer == c.numLayers() - 1) return {whole, whole, {0, 1, V, 1}};  // norm whole; head rows by vocabulary
     const ShardSpec qkv{0, 3, heads, hd}, byHeadColumns{1, 1, heads, hd}, neurons{0, 1, H, 1}, neuronColumns{1, 1, H, 1};
@@ -41,7 +49,14 @@ std::uint64_t parametersPerRank(const ModelConfig& config, std::uint32_t layer, 
 }
 
 std::string widthProblem(const ModelConfig& config, std::uint32_t width) {
-    if (width <= 1 || config.heads >= width) return "";
+    if (width <= 1) return "";
+    // Query head i attends with key/value head i / (heads / kv_heads): a rank holds whole groups only when the
+    // width divides the key/value heads (replicating them instead would make their gradients partial sums).
+    if (config.llama() && config.keyValueHeads() % width != 0)
+        return fmt::format("a stage {} ranks wide splits the key/value heads among its ranks, but model.kv_heads = {} "
+                           "is not a multiple of {}",
+                           width, config.keyValueHeads(), width);
+    if (config.heads >= width) return "";
     return fmt::format("a stage {} ranks wide splits the attention heads among its ranks, but the model has only {} "
                        "(model.heads)",
                        width, config.heads);

@@ -40,23 +40,53 @@ const std::vector<std::pair<const char*, std::uint32_t model::ModelConfig::*>> k
     {"model_blocks", &model::ModelConfig::blocks},       {"model_d_model", &model::ModelConfig::dModel},
     {"model_heads", &model::ModelConfig::heads},         {"model_mlp_ratio", &model::ModelConfig::mlpRatio},
     {"model_vocab", &model::ModelConfig::vocabSize},     {"model_seq_len", &model::ModelConfig::seqLen}};
+// The llama family's shape: absent from profiles written before it existed (which are gpt2's: 0).
+const std::vector<std::pair<const char*, std::uint32_t model::ModelConfig::*>> kLlamaShape = {
+    {"model_kv_heads", &model::ModelConfig::kvHeads}, {"model_ffn_hidden", &model::ModelConfig::ffnHidden}};
+
+}  // namespace
+
+namespace {
+
+// Values a block keeps for backward per token (fp32 elements), without attention's T x T scores.
+double blockValuesPerToken(const model::ModelConfig& c) {
+    const double C = c.dModel, H = c.mlpWidth();
+    // gpt2: ln1 in, qkv out (3C), attended (C), proj in, ln2 in, fc out (H), gelu out (H).
+    if (!c.llama()) return 7 * C + 2 * H;
+    const double kv = double(c.keyValueHeads()) * c.headDim();
+    // llama: norm in and out, q k v, q and k rotated, k and v repeated to every query head (when grouped),
+    // attended, residual, MLP norm in and out, gate, up, silu(gate) and the product.
+    const double repeated = c.keyValueHeads() < c.heads ? 2 * C : 0.0;
+    return 2 * C + (C + 2 * kv) + (C + kv) + repeated + C + C + 2 * C + 4 * H;
+}
+
+// Attention's values kept per sample: written out (libtorch 1.13), the scores and probabilities, 2 x heads x T x T;
+// fused (libtorch 2's scaled_dot_product_attention), the output and one log-sum-exp per head and position.
+double attentionValuesPerSample(const model::ModelConfig& c) {
+    const double T = c.seqLen;
+#if KILN_FUSED_ATTENTION
+    return double(c.heads) * T;
+#else
+    return 2.0 * c.heads * T * T;
+#endif
+}
 
 }  // namespace
 
 std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch) {
-    const std::uint64_t BT = microBatch * c.seqLen, C = c.dModel, H = std::uint64_t(c.mlpRatio) * c.dModel;
+    const std::uint64_t BT = microBatch * c.seqLen, C = c.dModel;
     if (layer == 0) return 4 * BT * C;
     if (layer == c.numLayers() - 1) return 4 * (BT * C * 2 + 2 * BT * c.vocabSize);  // norm input/output, logits, softmax
-    // ln1 in, qkv out (3C), attended (C), proj in, ln2 in, fc out (H), gelu out (H); scores and probabilities.
-    return 4 * (BT * (7 * C + 2 * H) + 2 * microBatch * c.heads * std::uint64_t(c.seqLen) * c.seqLen);
+    return static_cast<std::uint64_t>(4.0 * (double(BT) * blockValuesPerToken(c) +
+                                             double(microBatch) * attentionValuesPerSample(c)));
 }
 
 double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer) {
     if (layer == 0) return 0.0;  // the embedding's output is whole on every rank of a stage
-    const double BT = c.seqLen, C = c.dModel, V = c.vocabSize, H = double(c.mlpRatio) * c.dModel;
+    const double BT = c.seqLen, C = c.dModel, V = c.vocabSize;
     if (layer == c.numLayers() - 1) return 2 * BT * V / (BT * C * 2 + 2 * BT * V);  // the logits and softmax are split
     // All but the two norms' inputs are split (heads or neurons).
-    const double all = BT * (7 * C + 2 * H) + 2.0 * c.heads * BT * c.seqLen;
+    const double all = BT * blockValuesPerToken(c) + attentionValuesPerSample(c);
     return (all - 2 * BT * C) / all;
 }
 
@@ -79,6 +109,13 @@ void requireSameModel(const ModelProfile& p, const model::ModelConfig& c, const 
         if (p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
+    if (p.model.family != c.family)
+        differences.push_back(fmt::format("model.family is {} in the profile but {} in the deck",
+                                          model::familyName(p.model.family), model::familyName(c.family)));
+    for (const auto& [name, member] : kLlamaShape)
+        if (c.llama() && p.model.*member != c.*member)
+            differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
+                                              std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
     if (!differences.empty())
         throw InputError(fmt::format("{} profiles another model:\n  {}\n  Profile this one with kiln profile DECK, or "
                                      "leave plan.profile empty for a synthetic profile",
@@ -96,6 +133,8 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         h5::writeAttribute(file, "device", p.device);
         h5::writeAttribute(file, "micro_batch", p.microBatch);
         for (const auto& [name, member] : kShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
+        h5::writeAttribute(file, "model_family", std::uint64_t{static_cast<std::uint32_t>(p.model.family)});
+        for (const auto& [name, member] : kLlamaShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
         std::vector<Row> rows;
         for (const auto& l : p.layers) {
@@ -123,6 +162,10 @@ ModelProfile readProfile(const std::string& path) {
     p.device = h5::readStringAttribute(file, "device", path);
     p.microBatch = h5::readUintAttribute(file, "micro_batch", path);
     for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
+    if (h5::hasAttribute(file, "model_family"))
+        p.model.family = h5::readUintAttribute(file, "model_family", path) == 1 ? model::Family::Llama : model::Family::Gpt2;
+    for (const auto& [name, member] : kLlamaShape)
+        if (h5::hasAttribute(file, name)) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     // Absent from profiles written before it was measured: nothing counted.
     if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
     for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))

@@ -22,7 +22,6 @@ namespace h5 = io::h5;
 
 namespace {
 
-using format::attributeName;
 using format::layerGroup;
 using format::makeGroup;
 using format::shapeOf;
@@ -188,7 +187,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::writeAttribute(file, "step", step);
         h5::writeAttribute(file, "optimizer_steps", optimizer.steps());
         h5::writeAttribute(file, "lr_decay_steps", lrDecaySteps);
-        for (const auto& [key, value] : shapeOf(config)) h5::writeAttribute(file, attributeName(key), value);
+        format::writeShape(file, config);
         h5::writeAttribute(file, "deck", deck);
         h5::Handle layers = makeGroup(file, "layers", ctx);
         // Every layer once, whoever holds it: the file does not depend on the layout.
@@ -307,9 +306,11 @@ std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& mode
     h5::Handle file = format::openCheckpoint(ctx, version);
     h5::LibraryLock lock(h5::libraryMutex());
     std::vector<std::string> differences;
-    for (const auto& [key, value] : shapeOf(model.config())) {
-        const auto saved = h5::readUintAttribute(file, attributeName(key), ctx);
-        if (saved != value) differences.push_back(fmt::format("{} is {} in the checkpoint but {} in this run", key, saved, value));
+    const auto savedShape = shapeOf(format::readShape(file, ctx));
+    for (std::size_t k = 0; k < savedShape.size(); ++k) {
+        const auto& [key, value] = shapeOf(model.config())[k];
+        if (savedShape[k].second != value)
+            differences.push_back(fmt::format("{} is {} in the checkpoint but {} in this run", key, savedShape[k].second, value));
     }
     if (!differences.empty())
         throw InputError(fmt::format("{}: written by a different model; it cannot continue this run:\n  {}\n  Restore "

@@ -57,15 +57,7 @@ CheckpointContents readContents(const std::filesystem::path& path, bool verify) 
     c.step = h5::readUintAttribute(file, "step", ctx);
     c.optimizerSteps = h5::readUintAttribute(file, "optimizer_steps", ctx);
     c.writers = h5::hasAttribute(file, "writers") ? h5::readUintAttribute(file, "writers", ctx) : 1;
-    const auto shape = [&](const char* key) {
-        return static_cast<std::uint32_t>(h5::readUintAttribute(file, format::attributeName(key), ctx));
-    };
-    c.model.blocks = shape("model.blocks");
-    c.model.dModel = shape("model.d_model");
-    c.model.heads = shape("model.heads");
-    c.model.mlpRatio = shape("model.mlp_ratio");
-    c.model.vocabSize = shape("the tokenizer's vocabulary");
-    c.model.seqLen = shape("data.seq_len");
+    c.model = format::readShape(file, ctx);
     c.hasLoader = H5Lexists(file, "loader", H5P_DEFAULT) > 0;
     for (std::uint32_t l = 0; l < c.model.numLayers(); ++l) {
         CheckpointContents::Layer layer;

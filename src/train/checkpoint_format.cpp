@@ -14,8 +14,42 @@ namespace kiln::train::format {
 namespace h5 = io::h5;
 
 std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c) {
-    return {{"model.blocks", c.blocks},     {"model.d_model", c.dModel},     {"model.heads", c.heads},
-            {"model.mlp_ratio", c.mlpRatio}, {"the tokenizer's vocabulary", c.vocabSize}, {"data.seq_len", c.seqLen}};
+    return {{"model.blocks", c.blocks},
+            {"model.d_model", c.dModel},
+            {"model.heads", c.heads},
+            {"model.mlp_ratio", c.mlpRatio},
+            {"the tokenizer's vocabulary", c.vocabSize},
+            {"data.seq_len", c.seqLen},
+            {"model.family (0 gpt2, 1 llama)", static_cast<std::uint32_t>(c.family)},
+            {"model.kv_heads", c.kvHeads},
+            {"model.ffn_hidden", c.ffnHidden}};
+}
+
+void writeShape(hid_t file, const model::ModelConfig& c) {
+    for (const auto& [key, value] : shapeOf(c)) h5::writeAttribute(file, attributeName(key), value);
+    h5::writeAttribute(file, "model_rope_theta", c.ropeTheta);
+    h5::writeAttribute(file, "model_norm_eps", c.normEps);
+}
+
+model::ModelConfig readShape(hid_t file, const std::string& context) {
+    const auto read = [&](const std::string& key, bool sinceLlama = false) -> std::uint32_t {
+        const std::string name = attributeName(key);
+        if (sinceLlama && !h5::hasAttribute(file, name)) return 0;
+        return static_cast<std::uint32_t>(h5::readUintAttribute(file, name, context));
+    };
+    model::ModelConfig c;
+    c.blocks = read("model.blocks");
+    c.dModel = read("model.d_model");
+    c.heads = read("model.heads");
+    c.mlpRatio = read("model.mlp_ratio");
+    c.vocabSize = read("the tokenizer's vocabulary");
+    c.seqLen = read("data.seq_len");
+    c.family = read("model.family (0 gpt2, 1 llama)", true) == 1 ? model::Family::Llama : model::Family::Gpt2;
+    c.kvHeads = read("model.kv_heads", true);
+    c.ffnHidden = read("model.ffn_hidden", true);
+    if (h5::hasAttribute(file, "model_rope_theta")) c.ropeTheta = h5::readRealAttribute(file, "model_rope_theta", context);
+    if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
+    return c;
 }
 
 std::string attributeName(const std::string& key) {

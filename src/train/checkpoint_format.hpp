@@ -21,6 +21,11 @@ constexpr std::int64_t kSingleFile = 1, kParts = 2;
 // The deck keys a checkpoint must agree on with the run that reads it.
 std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c);
 std::string attributeName(const std::string& key);
+// Writes the model's shape (shapeOf) and its real-valued settings (rope_theta, norm_eps) as attributes.
+void writeShape(hid_t file, const model::ModelConfig& c);
+// The model a checkpoint holds. Shape keys absent from a checkpoint written before they existed read 0
+// (a gpt2 model); the real-valued settings read their defaults.
+model::ModelConfig readShape(hid_t file, const std::string& context);
 // "/layers/NNNNN"
 std::string layerGroup(std::uint32_t layer);
 // The parts directory of checkpoint file `name` (step-NNNNNNNN.h5 -> step-NNNNNNNN.parts).

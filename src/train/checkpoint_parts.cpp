@@ -194,7 +194,7 @@ void publish(const CheckpointSnapshot& s, std::uint64_t keep, const std::functio
         h5::writeAttribute(file, "step", s.step);
         h5::writeAttribute(file, "optimizer_steps", s.optimizerSteps);
         h5::writeAttribute(file, "lr_decay_steps", s.lrDecaySteps);
-        for (const auto& [key, value] : format::shapeOf(s.model)) h5::writeAttribute(file, format::attributeName(key), value);
+        format::writeShape(file, s.model);
         h5::writeAttribute(file, "deck", s.deck);
         h5::writeAttribute(file, "writers", std::uint64_t(s.writers));
         format::makeGroup(file, "layers", ctx);

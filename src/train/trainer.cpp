@@ -213,10 +213,8 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     s.armInjector();
-    log::info("  model      GPT: {} blocks, d_model {}, {} heads, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} "
-              "per rank ({})",
-              s.modelConfig.blocks, s.modelConfig.dModel, s.modelConfig.heads, s.modelConfig.vocabSize,
-              s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads.cores,
+    log::info("  model      {}, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} per rank ({})",
+              s.modelConfig.shapeText(), s.modelConfig.vocabSize, s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads.cores,
               threads.cores == 1 ? "" : "s",
               threads.blasThreads > 0
                   ? fmt::format("OpenBLAS {} thread{}, libtorch {}", threads.blasThreads,

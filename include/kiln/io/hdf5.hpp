@@ -60,10 +60,12 @@ Handle fixedString(std::size_t size, const std::string& context);
 void writeAttribute(hid_t object, const std::string& name, const std::string& value);
 void writeAttribute(hid_t object, const std::string& name, std::int64_t value);
 void writeAttribute(hid_t object, const std::string& name, std::uint64_t value);
+void writeAttribute(hid_t object, const std::string& name, double value);
 bool hasAttribute(hid_t object, const std::string& name);
 std::string readStringAttribute(hid_t object, const std::string& name, const std::string& context);
 std::int64_t readIntAttribute(hid_t object, const std::string& name, const std::string& context);
 std::uint64_t readUintAttribute(hid_t object, const std::string& name, const std::string& context);
+double readRealAttribute(hid_t object, const std::string& name, const std::string& context);
 
 // Length of a 1-D dataset.
 std::uint64_t extent1d(hid_t dataset, const std::string& context);

@@ -1,4 +1,4 @@
-// The shape of the GPT, from the deck (no torch here: the planner and the
+// The shape of the model, from the deck (no torch here: the planner and the
 // deck checks use it too).
 #pragma once
 
@@ -13,15 +13,31 @@ class Deck;
 
 namespace kiln::model {
 
+// The architectures kiln trains. Gpt2: learned positions, LayerNorm with
+// biases, GELU MLP, multi-head attention. Llama (Llama 2/3, Mistral, Qwen,
+// SmolLM): RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases.
+enum class Family : std::uint32_t { Gpt2 = 0, Llama = 1 };
+const char* familyName(Family family);
+
 struct ModelConfig {
+    Family family = Family::Gpt2;
     std::uint32_t vocabSize = 0;  // from the tokenizer of the data
     std::uint32_t blocks = 2;     // transformer blocks
     std::uint32_t dModel = 64;
     std::uint32_t heads = 4;
-    std::uint32_t mlpRatio = 4;
+    std::uint32_t mlpRatio = 4;   // gpt2: the MLP is mlpRatio * dModel wide
+    std::uint32_t kvHeads = 0;    // llama: key/value heads (grouped-query attention); 0 = heads
+    std::uint32_t ffnHidden = 0;  // llama: the SwiGLU MLP's width
+    double normEps = 1e-5;        // llama: RMSNorm's epsilon
+    double ropeTheta = 10000.0;   // llama: rotary embeddings' base
     std::uint32_t seqLen = 64;
     std::uint64_t seed = 1234;
 
+    bool llama() const { return family == Family::Llama; }
+    std::uint32_t headDim() const { return dModel / heads; }
+    std::uint32_t keyValueHeads() const { return llama() && kvHeads != 0 ? kvHeads : heads; }
+    // The MLP's hidden width.
+    std::uint32_t mlpWidth() const { return llama() ? ffnHidden : mlpRatio * dModel; }
     // Layers of the ordered list: embedding, the blocks, the output (final norm + head).
     std::uint32_t numLayers() const { return blocks + 2; }
     // Parameters of layer i (for planning and reports).
@@ -30,12 +46,18 @@ struct ModelConfig {
     // Layer i's parameters as the layer names them, with their shapes, in the
     // layer's order (what a checkpoint holds), without building the layer.
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameterShapes(std::uint32_t layer) const;
+    // "llama, 32 blocks, d_model 4096, 32 heads (8 key/value), SwiGLU 14336, rope_theta 500000" or the gpt2 equivalent.
+    std::string shapeText() const;
     // Forward FLOPs of one token through layer i (matmuls, 2 per multiply-add; attention included).
     double forwardFlopsPerToken(std::uint32_t layer) const;
 };
 
 // `tokenizerVocab` is the data's vocabulary (0 when unknown). model.vocab, when
 // set, must agree with it; at least one of the two must be known.
+// model.preset, when set, gives the shape keys the deck leaves at their defaults.
 ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab);
+
+// The Llama rule for the SwiGLU width: 8/3 of d_model, rounded up to a multiple of 256.
+std::uint32_t llamaFfnHidden(std::uint32_t dModel);
 
 }  // namespace kiln::model

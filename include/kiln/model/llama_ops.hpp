@@ -1,0 +1,17 @@
+// The llama family's two operations that GPT-2 does not have, as Hugging
+// Face's LlamaForCausalLM computes them (export and import rely on that).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace kiln::model {
+
+// RMSNorm over the last dimension: the mean square in float32 (or wider), the weight applied in the input's type.
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotary position embedding of (B, heads, T, hd) queries or keys at positions 0..T-1, "rotate half"
+// convention: dimensions i and i + hd/2 form a pair, turned by position * theta^(-2i/hd) radians. The
+// angles are computed in float32, then cast to the input's type.
+torch::Tensor applyRotary(const torch::Tensor& x, double theta);
+
+}  // namespace kiln::model

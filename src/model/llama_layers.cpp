@@ -1,0 +1,131 @@
+// The llama family's layers, numerically Hugging Face's LlamaForCausalLM:
+//   embedding   token rows only (positions are rotary, inside attention)
+//   block       x + o(attention(rope(q), rope(k), v) of RMSNorm(x)), then
+//               y + down(silu(gate(m)) * up(m)) of m = RMSNorm(y); no biases
+//   output      RMSNorm, head to the vocabulary
+// Rotary embeddings use the "rotate half" convention of Hugging Face's
+// checkpoints (the two halves of a head's dimensions are the pairs), so that
+// their q and k weights load as they are.
+#include "kiln/model/llama_ops.hpp"
+#include "layer_parts.hpp"
+
+namespace kiln::model {
+
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    // At least float32 (bf16 is widened; float64, used to check gradients, is kept).
+    const auto x32 = x.to(c10::promoteTypes(x.scalar_type(), torch::kFloat32));
+    const auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return weight * normed.to(x.scalar_type());
+}
+
+torch::Tensor applyRotary(const torch::Tensor& x, double theta) {
+    const auto T = x.size(2), hd = x.size(3);
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
+    const auto inverse = 1.0 / torch::pow(theta, torch::arange(0, hd, 2, f32) / static_cast<double>(hd));
+    const auto angles = torch::outer(torch::arange(T, f32), inverse);
+    const auto both = torch::cat({angles, angles}, -1);
+    const auto cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
+    const auto halves = x.chunk(2, -1);
+    return x * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+}
+
+}  // namespace kiln::model
+
+namespace kiln::model::detail {
+namespace {
+
+class LlamaEmbedding final : public LayerImpl {
+public:
+    LlamaEmbedding(const ModelConfig& c, SliceHandle slice)
+        : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
+        ShardedParameters param(*this, c, 0, *slice_);
+        tokens_ = param("token_embedding", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+    }
+    torch::Tensor forward(const torch::Tensor& ids) override { return embedTokens(tokens_, ids, vocab_, *slice_); }
+    const char* kind() const override { return "embedding"; }
+
+private:
+    SliceHandle slice_;
+    UnitRange vocab_;
+    torch::Tensor tokens_;
+};
+
+class LlamaBlock final : public LayerImpl {
+public:
+    LlamaBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
+        : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
+          kvHeads_(unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
+          eps_(c.normEps), theta_(c.ropeTheta) {
+        const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
+                           kv = std::int64_t{c.keyValueHeads()} * headDim_;
+        const double residualStd = residualInitStd(c);
+        ShardedParameters param(*this, c, index, *slice_);
+        attnNorm_ = param("attn_norm_weight", torch::ones({C}));
+        qWeight_ = param("q_weight", torch::randn({q, C}) * kInitStd);
+        kWeight_ = param("k_weight", torch::randn({kv, C}) * kInitStd);
+        vWeight_ = param("v_weight", torch::randn({kv, C}) * kInitStd);
+        oWeight_ = param("o_weight", torch::randn({C, q}) * residualStd);
+        mlpNorm_ = param("mlp_norm_weight", torch::ones({C}));
+        gateWeight_ = param("gate_weight", torch::randn({H, C}) * kInitStd);
+        upWeight_ = param("up_weight", torch::randn({H, C}) * kInitStd);
+        downWeight_ = param("down_weight", torch::randn({C, H}) * residualStd);
+    }
+
+    torch::Tensor forward(const torch::Tensor& x) override {  // (B, T, C)
+        const auto B = x.size(0), T = x.size(1);
+        // Split over the stage: this rank's query heads with their key/value heads (the width divides the
+        // key/value heads), and its MLP neurons; o and down leave partial sums, completed by one sum each.
+        const auto h = copyToSlices(rmsNorm(x, attnNorm_, eps_), *slice_);
+        const auto heads = [&](const torch::Tensor& weight, std::int64_t n) {
+            return torch::linear(h, weight).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
+        };
+        auto q = applyRotary(heads(qWeight_, heads_), theta_);
+        auto k = applyRotary(heads(kWeight_, kvHeads_), theta_);
+        auto v = heads(vWeight_, kvHeads_);
+        if (kvHeads_ < heads_) {  // each key/value head serves a group of consecutive query heads
+            k = k.repeat_interleave(heads_ / kvHeads_, 1);
+            v = v.repeat_interleave(heads_ / kvHeads_, 1);
+        }
+        const auto attended = causalAttention(q, k, v).transpose(1, 2).reshape({B, T, heads_ * headDim_});
+        const auto y = x + sumOverSlices(torch::linear(attended, oWeight_), *slice_);
+        const auto m = copyToSlices(rmsNorm(y, mlpNorm_, eps_), *slice_);
+        const auto neurons = torch::silu(torch::linear(m, gateWeight_)) * torch::linear(m, upWeight_);
+        return y + sumOverSlices(torch::linear(neurons, downWeight_), *slice_);
+    }
+    const char* kind() const override { return "block"; }
+
+private:
+    SliceHandle slice_;
+    std::int64_t heads_, kvHeads_, headDim_;
+    double eps_, theta_;
+    torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
+};
+
+class LlamaOutput final : public LayerImpl {
+public:
+    LlamaOutput(const ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)), eps_(c.normEps) {
+        ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
+        norm_ = param("norm_weight", torch::ones({c.dModel}));
+        head_ = param("head_weight", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+    }
+    // (B, T, C) -> (B, T, V), or this rank's columns of the vocabulary in a split stage.
+    torch::Tensor forward(const torch::Tensor& x) override {
+        return torch::linear(copyToSlices(rmsNorm(x, norm_, eps_), *slice_), head_);
+    }
+    const char* kind() const override { return "output"; }
+
+private:
+    SliceHandle slice_;
+    double eps_;
+    torch::Tensor norm_, head_;
+};
+
+}  // namespace
+
+Layer buildLlamaLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+    if (index == 0) return std::make_shared<LlamaEmbedding>(config, std::move(slice));
+    if (index == config.numLayers() - 1) return std::make_shared<LlamaOutput>(config, std::move(slice));
+    return std::make_shared<LlamaBlock>(config, index, std::move(slice));
+}
+
+}  // namespace kiln::model::detail

@@ -1,0 +1,176 @@
+// The llama family (issue 38, item 1): its layers hold what ModelConfig says,
+// a block's gradients agree with finite differences, rotary embeddings turn
+// each pair of a head's dimensions by its position's angle, grouped-query
+// attention equals multi-head attention with the key/value heads repeated, and
+// the deck refuses what the family cannot express, naming the key.
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/model/gpt.hpp"
+#include "kiln/model/llama_ops.hpp"
+#include "kiln/model/model_config.hpp"
+#include "kiln/model/shard_spec.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+using namespace kiln::model;
+
+namespace {
+
+ModelConfig llamaConfig(std::uint32_t kvHeads) {
+    ModelConfig c;
+    c.family = Family::Llama;
+    c.vocabSize = 40;
+    c.blocks = 2;
+    c.dModel = 16;
+    c.heads = 4;
+    c.kvHeads = kvHeads;
+    c.ffnHidden = 24;
+    c.seqLen = 6;
+    c.seed = 5;
+    return c;
+}
+
+std::string errorOf(const std::string& deckText) {
+    try {
+        modelConfigFromDeck(kiln::config::Deck::fromText(deckText, "l.ini"), 40);
+    } catch (const kiln::InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(Llama, ParameterShapesMatchTheLayers) {
+    for (std::uint32_t kv : {1u, 2u, 4u}) {
+        const auto config = llamaConfig(kv);
+        std::uint64_t total = 0;
+        for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+            const auto shapes = config.parameterShapes(i);
+            const auto named = buildLayer(config, i)->named_parameters();
+            ASSERT_EQ(shapes.size(), named.size()) << "layer " << i;
+            ASSERT_EQ(shardSpecs(config, i).size(), named.size()) << "layer " << i;
+            for (std::size_t k = 0; k < named.size(); ++k) {
+                EXPECT_EQ(shapes[k].first, named[k].key()) << "layer " << i;
+                EXPECT_EQ(shapes[k].second, named[k].value().sizes().vec()) << "layer " << i << " " << named[k].key();
+                total += static_cast<std::uint64_t>(named[k].value().numel());
+            }
+        }
+        EXPECT_EQ(total, config.parameters()) << "kv_heads " << kv;
+        // By hand: embedding V C; per block 2 norms, q and o (C x C), k and v (C x kv hd), gate, up, down; norm and head.
+        const std::uint64_t C = 16, V = 40, F = 24, kvWidth = kv * 4;
+        EXPECT_EQ(config.parameters(), V * C + 2 * (2 * C + 2 * C * C + 2 * C * kvWidth + 3 * C * F) + C + V * C);
+    }
+}
+
+TEST(Llama, BlockGradientMatchesFiniteDifferences) {
+    const auto config = llamaConfig(2);
+    Layer block = buildLayer(config, 1);
+    block->to(torch::kFloat64);
+    torch::manual_seed(3);
+    const auto x = torch::randn({2, 5, 16}, torch::kFloat64).requires_grad_(true);
+    const auto weights = torch::randn({2, 5, 16}, torch::kFloat64);
+    const auto lossOf = [&] { return (block->forward(x) * weights).sum(); };
+    lossOf().backward();
+    torch::NoGradGuard noGrad;
+    const auto numeric = [&](torch::Tensor flat, std::int64_t i) {
+        const double eps = 1e-6, original = flat[i].item<double>();
+        flat[i] = original + eps;
+        const double up = lossOf().item<double>();
+        flat[i] = original - eps;
+        const double down = lossOf().item<double>();
+        flat[i] = original;
+        return (up - down) / (2 * eps);
+    };
+    int checked = 0;
+    for (auto& named : block->named_parameters()) {
+        auto p = named.value();
+        for (std::int64_t i = 0; i < p.numel(); i += std::max<std::int64_t>(1, p.numel() / 7)) {
+            const double expected = numeric(p.view({-1}), i), analytic = p.grad().view({-1})[i].item<double>();
+            EXPECT_NEAR(analytic, expected, 1e-6 * std::max(1.0, std::abs(expected))) << named.key() << "[" << i << "]";
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 60);
+    for (std::int64_t i = 0; i < x.numel(); i += 17) EXPECT_NEAR(x.grad().view({-1})[i].item<double>(), numeric(x.view({-1}), i), 1e-6);
+}
+
+TEST(Llama, RotaryTurnsEachPairByItsPositionsAngle) {
+    const std::int64_t T = 5, hd = 8;
+    const double theta = 500000.0;
+    const auto x = torch::randn({1, 2, T, hd}, torch::kFloat64);
+    const auto rotated = applyRotary(x, theta);
+    for (std::int64_t h = 0; h < 2; ++h)
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t i = 0; i < hd / 2; ++i) {
+                // The angle as float32 computes it, as Hugging Face does.
+                const float inverse = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / hd);
+                const double angle = static_cast<float>(t) * inverse;
+                const double a = x[0][h][t][i].item<double>(), b = x[0][h][t][i + hd / 2].item<double>();
+                EXPECT_NEAR(rotated[0][h][t][i].item<double>(), a * std::cos(angle) - b * std::sin(angle), 1e-6);
+                EXPECT_NEAR(rotated[0][h][t][i + hd / 2].item<double>(), b * std::cos(angle) + a * std::sin(angle), 1e-6);
+            }
+    // Position 0 is not turned; a rotation keeps each pair's length.
+    EXPECT_TRUE(torch::allclose(rotated.select(2, 0), x.select(2, 0)));
+    EXPECT_TRUE(torch::allclose(rotated.pow(2).sum(-1), x.pow(2).sum(-1)));
+}
+
+TEST(Llama, RmsNormScalesByTheRootMeanSquare) {
+    const auto x = torch::tensor({{3.0, 4.0}}, torch::kFloat32), weight = torch::tensor({1.0, 2.0}, torch::kFloat32);
+    const auto y = rmsNorm(x, weight, 0.0);
+    const double rms = std::sqrt((9.0 + 16.0) / 2);
+    EXPECT_NEAR(y[0][0].item<double>(), 3.0 / rms, 1e-6);
+    EXPECT_NEAR(y[0][1].item<double>(), 2 * 4.0 / rms, 1e-6);
+}
+
+TEST(Llama, GroupedQueryAttentionIsMultiHeadWithKeyValueHeadsRepeated) {
+    // Key/value head j serves query heads 2j and 2j + 1 (kv_heads = 2 of 4): the same block with 4 key/value
+    // heads, each a copy of its group's, computes the same.
+    const auto grouped = llamaConfig(2), full = llamaConfig(4);
+    Layer a = buildLayer(grouped, 1), b = buildLayer(full, 1);
+    {
+        torch::NoGradGuard noGrad;
+        auto pa = a->named_parameters(), pb = b->named_parameters();
+        for (const auto& item : pa) {
+            auto target = pb[item.key()];
+            if (item.key() == "k_weight" || item.key() == "v_weight")
+                target.copy_(item.value().view({2, 1, 4, 16}).expand({2, 2, 4, 16}).reshape({16, 16}));
+            else
+                target.copy_(item.value());
+        }
+    }
+    torch::manual_seed(9);
+    const auto x = torch::randn({3, 6, 16});
+    EXPECT_TRUE(torch::allclose(a->forward(x), b->forward(x), 1e-5, 1e-6));
+    // And the grouping matters: pairing the other way round computes something else.
+    {
+        torch::NoGradGuard noGrad;
+        auto pa = a->named_parameters(), pb = b->named_parameters();
+        pb["k_weight"].copy_(pa["k_weight"].view({2, 4, 16}).repeat({2, 1, 1}).reshape({16, 16}));
+    }
+    EXPECT_FALSE(torch::allclose(a->forward(x), b->forward(x), 1e-5, 1e-6));
+}
+
+TEST(Llama, TheDeckRefusesWhatTheFamilyCannotExpressNamingTheKey) {
+    const std::string llama = "[model]\nfamily = llama\nd_model = 16\nheads = 4\n";
+    const auto c = modelConfigFromDeck(kiln::config::Deck::fromText(llama, "l.ini"), 40);
+    EXPECT_TRUE(c.llama());
+    EXPECT_EQ(c.keyValueHeads(), 4u);        // 0: as many as the query heads
+    EXPECT_EQ(c.ffnHidden, 256u);            // 8/3 of 16, rounded up to a multiple of 256
+    EXPECT_EQ(llamaFfnHidden(4096), 11008u);  // Llama 2 7B's
+    EXPECT_EQ(llamaFfnHidden(2048), 5632u);
+    EXPECT_NE(errorOf(llama + "kv_heads = 3\n").find("l.ini:5: model.kv_heads = 3 does not divide model.heads = 4"),
+              std::string::npos)
+        << errorOf(llama + "kv_heads = 3\n");
+    EXPECT_NE(errorOf(llama + "tie_embeddings = true\n").find("l.ini:5: model.tie_embeddings"), std::string::npos);
+    EXPECT_NE(errorOf("[model]\nfamily = llama\nd_model = 12\nheads = 4\n").find("is odd"), std::string::npos);
+    EXPECT_NE(errorOf("[model]\nfamily = mamba\n").find("model.family"), std::string::npos);
+    // A stage width must divide the key/value heads; gpt2 only needs a head per rank.
+    EXPECT_EQ(widthProblem(llamaConfig(2), 2), "");
+    EXPECT_NE(widthProblem(llamaConfig(1), 2).find("model.kv_heads = 1"), std::string::npos);
+    auto gpt2 = llamaConfig(1);
+    gpt2.family = Family::Gpt2;
+    EXPECT_EQ(widthProblem(gpt2, 2), "");
+}

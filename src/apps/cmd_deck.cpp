@@ -2,6 +2,7 @@
 #include "cli_options.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/config/deck_schema.hpp"
+#include "kiln/model/model_config.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
@@ -50,6 +51,15 @@ void listKeys(bool markdown) {
     }
 }
 
+// The resolved shape and its parameter count (once the vocabulary is known: model.vocab or the data's tokenizer).
+std::string modelSummary(const config::Deck& deck) {
+    if (deck.integer("model.vocab") == 0)
+        return "the vocabulary comes from the data's tokenizer (kiln plan or kiln run count the parameters)";
+    const auto m = model::modelConfigFromDeck(deck, 0);
+    return fmt::format("{}, vocabulary {}, sequence {}: {:.4g} M parameters ({:.3g} B)", m.shapeText(), m.vocabSize,
+                       m.seqLen, double(m.parameters()) / 1e6, double(m.parameters()) / 1e9);
+}
+
 }  // namespace
 
 int deckMain(int argc, char** argv) {
@@ -74,6 +84,7 @@ int deckMain(int argc, char** argv) {
     if (!check.empty()) {
         const auto deck = config::Deck::fromFile(check, overrides);
         fmt::print("{}", deck.resolvedText());
+        fmt::print("\n# model: {}\n", modelSummary(deck));
         return 0;
     }
     fmt::print(stderr, "kiln deck: say --list or --check DECK (kiln deck --help)\n");

@@ -1,6 +1,7 @@
 #include "kiln/config/deck.hpp"
 
 #include "kiln/config/deck_schema.hpp"
+#include "kiln/config/model_presets.hpp"
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -112,6 +113,15 @@ void applyOverrides(std::map<std::string, Deck::Setting>& settings, std::vector<
     }
 }
 
+// model.preset's values for the keys still at their defaults, said to come from it.
+void applyPreset(std::map<std::string, Deck::Setting>& settings, std::vector<std::string>& problems) {
+    const ModelPreset* preset = findModelPreset(std::get<std::string>(settings.at("model.preset").value));
+    if (!preset) return;  // none, or an unknown name already reported
+    const std::string where = fmt::format("model.preset = {}", preset->name);
+    for (const auto& [key, raw] : preset->settings)
+        if (settings.at(key).origin == "default") applyValue(settings, problems, where, key, raw);
+}
+
 }  // namespace
 
 DeckError::DeckError(const std::string& deckName, std::vector<std::string> problems)
@@ -155,6 +165,7 @@ Deck Deck::fromText(const std::string& text, const std::string& name, const std:
         }
     }
     applyOverrides(deck.settings_, problems, overrides);
+    applyPreset(deck.settings_, problems);
     if (!problems.empty()) throw DeckError(name, problems);
     return deck;
 }
@@ -165,6 +176,7 @@ Deck Deck::defaults(const std::vector<std::string>& overrides) {
     deck.settings_ = defaultSettings();
     std::vector<std::string> problems;
     applyOverrides(deck.settings_, problems, overrides);
+    applyPreset(deck.settings_, problems);
     if (!problems.empty()) throw DeckError(deck.name_, problems);
     return deck;
 }

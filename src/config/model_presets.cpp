@@ -1,0 +1,41 @@
+#include "kiln/config/model_presets.hpp"
+
+namespace kiln::config {
+
+// The shapes as their Hugging Face configs give them. The sequence length
+// (data.seq_len) stays the deck's: it is the data's, not the model's.
+const std::vector<ModelPreset>& modelPresets() {
+    static const std::vector<ModelPreset> presets = {
+        {"gpt2-small", "GPT-2 small, 124 M parameters (with its 50257-id vocabulary)",
+         {{"model.family", "gpt2"}, {"model.blocks", "12"}, {"model.d_model", "768"}, {"model.heads", "12"},
+          {"model.mlp_ratio", "4"}, {"model.vocab", "50257"}}},
+        {"gpt2-medium", "GPT-2 medium, 355 M parameters",
+         {{"model.family", "gpt2"}, {"model.blocks", "24"}, {"model.d_model", "1024"}, {"model.heads", "16"},
+          {"model.mlp_ratio", "4"}, {"model.vocab", "50257"}}},
+        {"smollm-135m", "SmolLM-135M; the published model ties its head to the embedding, kiln trains them untied",
+         {{"model.family", "llama"}, {"model.blocks", "30"}, {"model.d_model", "576"}, {"model.heads", "9"},
+          {"model.kv_heads", "3"}, {"model.ffn_hidden", "1536"}, {"model.rope_theta", "10000"},
+          {"model.norm_eps", "1e-5"}, {"model.vocab", "49152"}}},
+        {"llama-3.2-1b", "Llama 3.2 1B; the published model ties its head to the embedding, kiln trains them untied",
+         {{"model.family", "llama"}, {"model.blocks", "16"}, {"model.d_model", "2048"}, {"model.heads", "32"},
+          {"model.kv_heads", "8"}, {"model.ffn_hidden", "8192"}, {"model.rope_theta", "500000"},
+          {"model.norm_eps", "1e-5"}, {"model.vocab", "128256"}}},
+        {"llama-3-8b", "Llama 3 8B",
+         {{"model.family", "llama"}, {"model.blocks", "32"}, {"model.d_model", "4096"}, {"model.heads", "32"},
+          {"model.kv_heads", "8"}, {"model.ffn_hidden", "14336"}, {"model.rope_theta", "500000"},
+          {"model.norm_eps", "1e-5"}, {"model.vocab", "128256"}}},
+        {"llama-2-70b", "Llama 2 70B",
+         {{"model.family", "llama"}, {"model.blocks", "80"}, {"model.d_model", "8192"}, {"model.heads", "64"},
+          {"model.kv_heads", "8"}, {"model.ffn_hidden", "28672"}, {"model.rope_theta", "10000"},
+          {"model.norm_eps", "1e-5"}, {"model.vocab", "32000"}}},
+    };
+    return presets;
+}
+
+const ModelPreset* findModelPreset(const std::string& name) {
+    for (const auto& preset : modelPresets())
+        if (preset.name == name) return &preset;
+    return nullptr;
+}
+
+}  // namespace kiln::config

@@ -9,6 +9,8 @@
 #   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
 #                          (the torch wheel from PyPI, into .deps/torch-VERSION) and its NCCL
 #   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi)
+#   ./bootstrap.sh reference   transformers and numpy beside that torch (the parity tests'
+#                          reference; `test` installs them too)
 #
 # `test` ends with `test-cuda` when the machine has the CUDA toolkit (and KILN_SKIP_CUDA_BUILD
 # is not 1), so that CI compiles the GPU code on every run and it cannot rot unseen (no GPU
@@ -24,6 +26,7 @@ deps=$root/.deps
 build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10
 torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
+transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
@@ -90,6 +93,18 @@ install_torch_cuda() {
   mkdir -p "$deps"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
+}
+
+# The reference implementations the parity tests compare kiln with (tests/reference): Hugging Face
+# transformers and numpy, in the CUDA build's torch environment, so that the torch wheel is downloaded once.
+install_reference_python() {
+  install_torch_cuda
+  local venv=$deps/torch-$torch_version
+  if "$venv/bin/python" -c "import transformers, numpy, sys; sys.exit(transformers.__version__ != '$transformers_version')" 2>/dev/null; then
+    say "transformers $transformers_version: present in .deps/torch-$torch_version"; return
+  fi
+  say "transformers $transformers_version and numpy: installing into .deps/torch-$torch_version"
+  "$venv/bin/pip" install -q --disable-pip-version-check "transformers==$transformers_version" "numpy==$numpy_version"
 }
 
 have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }
@@ -161,7 +176,7 @@ case $cmd in
     say "installed under $2: put $2/bin on PATH, then sbatch $2/share/kiln/jobscripts/kiln-run.sbatch DECK"
     ;;
   test)
-    install_debian_packages; install_openmpi5; configure_and_build
+    install_debian_packages; install_openmpi5; install_reference_python; configure_and_build
     (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}")
     if [ "${KILN_SKIP_CUDA_BUILD:-0}" = 1 ]; then
       say "CUDA build: skipped (KILN_SKIP_CUDA_BUILD=1)"
@@ -172,6 +187,7 @@ case $cmd in
     fi
     ;;
   cuda) install_debian_packages; install_openmpi5; install_torch_cuda; configure_and_build_cuda ;;
+  reference) install_reference_python ;;
   test-cuda) install_debian_packages; install_openmpi5; test_cuda_build ;;
   *) echo "usage: $0 [demo|test|build|setup|install PREFIX|cuda|test-cuda]" >&2; exit 2 ;;
 esac

@@ -19,11 +19,13 @@ int exportMain(int argc, char** argv) {
     if (!parseCommandLine(argc, argv, "kiln export CHECKPOINT DIR", options, positional, values)) return 0;
     const auto report = train::exportToHuggingFace(checkpoint, dir);
     fmt::print("exported {} ({:.1f} M parameters, {} tensors, {:.1f} MB) to {}: model.safetensors, config.json "
-               "(GPT2LMHeadModel), kiln_reference.json\n"
-               "  from transformers import GPT2LMHeadModel\n"
-               "  model = GPT2LMHeadModel.from_pretrained(\"{}\")\n"
+               "({}), kiln_reference.json\n"
+               "  from transformers import {}\n"
+               "  model = {}.from_pretrained(\"{}\")\n"
                "  logits = model(torch.tensor([[1, 2, 3]])).logits\n",
-               checkpoint, report.parameters / 1e6, report.tensors, report.bytes / 1e6, dir, dir);
+               checkpoint, report.parameters / 1e6, report.tensors, report.bytes / 1e6, dir, report.architecture,
+               report.architecture, report.architecture, dir);
+    if (!report.note.empty()) fmt::print("  note: {}\n", report.note);
     return 0;
 }
 

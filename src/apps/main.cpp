@@ -26,7 +26,7 @@ const Subcommand kSubcommands[] = {
     {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", kiln::apps::profileMain},
     {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", kiln::apps::planMain},
     {"checkpoint", "what a checkpoint holds, where each layer is, and whether every tensor reads back", kiln::apps::checkpointMain},
-    {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel)", kiln::apps::exportMain},
+    {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", kiln::apps::exportMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

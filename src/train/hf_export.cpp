@@ -1,6 +1,9 @@
 #include "kiln/train/hf_export.hpp"
 
+#include "checkpoint_format.hpp"
 #include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/data/tokenizer.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/train/checkpoint_contents.hpp"
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <optional>
 
 namespace kiln::train {
 namespace {
@@ -89,12 +93,9 @@ nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const mo
     return out;
 }
 
-}  // namespace
-
-ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir) {
-    const auto contents = readContents(checkpoint, /*verify=*/false);
-    const auto& c = contents.model;
-    const std::int64_t C = c.dModel, H = std::int64_t{c.mlpRatio} * c.dModel;
+// GPT2LMHeadModel's tensors (its Conv1D weights transposed) and config.
+std::vector<Tensor> gpt2Tensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
+    const std::int64_t C = c.dModel, H = c.mlpWidth();
     std::vector<Tensor> tensors;
     const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::vector<float> values) {
         tensors.push_back({std::move(name), std::move(shape), std::move(values)});
@@ -127,34 +128,113 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
         add("transformer.ln_f.bias", {C}, std::move(w[1]));
         add("lm_head.weight", {c.vocabSize, C}, std::move(w[2]));
     }
+    return tensors;
+}
+
+nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", c.vocabSize},
+            {"n_positions", c.seqLen},
+            {"n_ctx", c.seqLen},
+            {"n_embd", c.dModel},
+            {"n_layer", c.blocks},
+            {"n_head", c.heads},
+            {"n_inner", c.mlpWidth()},
+            {"activation_function", "gelu_new"},  // GELU with the tanh approximation, as kiln trains
+            {"layer_norm_epsilon", 1e-5},
+            {"resid_pdrop", 0.0},
+            {"embd_pdrop", 0.0},
+            {"attn_pdrop", 0.0},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", "float32"}};
+}
+
+// LlamaForCausalLM's tensors: kiln's names mapped, nothing transposed or permuted (kiln's rotary
+// embeddings use Hugging Face's "rotate half" convention).
+std::vector<Tensor> llamaTensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
+    std::vector<Tensor> tensors;
+    const auto addLayer = [&](std::uint32_t layer, const std::vector<std::string>& names) {
+        auto w = readWeights(checkpoint, c, layer);
+        const auto shapes = c.parameterShapes(layer);
+        for (std::size_t k = 0; k < names.size(); ++k) tensors.push_back({names[k], shapes[k].second, std::move(w[k])});
+    };
+    addLayer(0, {"model.embed_tokens.weight"});
+    for (std::uint32_t b = 0; b < c.blocks; ++b) {
+        const std::string p = fmt::format("model.layers.{}.", b);
+        // attn norm, q, k, v, o, MLP norm, gate, up, down (parameterShapes order).
+        addLayer(b + 1, {p + "input_layernorm.weight", p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                         p + "self_attn.v_proj.weight", p + "self_attn.o_proj.weight", p + "post_attention_layernorm.weight",
+                         p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight"});
+    }
+    addLayer(c.numLayers() - 1, {"model.norm.weight", "lm_head.weight"});
+    return tensors;
+}
+
+nlohmann::ordered_json llamaConfig(const model::ModelConfig& c) {
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"vocab_size", c.vocabSize},
+            {"hidden_size", c.dModel},
+            {"intermediate_size", c.mlpWidth()},
+            {"num_hidden_layers", c.blocks},
+            {"num_attention_heads", c.heads},
+            {"num_key_value_heads", c.keyValueHeads()},
+            {"head_dim", c.headDim()},
+            {"hidden_act", "silu"},
+            {"max_position_embeddings", c.seqLen},
+            {"rms_norm_eps", c.normEps},
+            {"rope_theta", c.ropeTheta},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"attention_dropout", 0.0},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", "float32"}};
+}
+
+// The id that ends each document in kiln's token stream (the data's tokenizer's EOS), from the deck the
+// checkpoint keeps; empty when that tokenizer cannot be opened here. kiln starts documents with no BOS.
+std::optional<std::uint32_t> documentEndId(const std::filesystem::path& checkpoint, std::string& why) {
+    try {
+        std::string deckText;
+        {
+            std::int64_t version = 0;
+            io::h5::Handle file = format::openCheckpoint(checkpoint.string(), version);
+            io::h5::LibraryLock lock(io::h5::libraryMutex());
+            deckText = io::h5::readStringAttribute(file, "deck", checkpoint.string());
+        }
+        const auto deck = config::Deck::fromText(deckText, checkpoint.string() + " (its deck)");
+        return data::openTokenizer(deck.text("data.tokenizer"))->info().eosId;
+    } catch (const std::exception& e) {
+        why = e.what();
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir) {
+    const auto contents = readContents(checkpoint, /*verify=*/false);
+    const auto& c = contents.model;
+    const std::vector<Tensor> tensors = c.llama() ? llamaTensors(checkpoint, c) : gpt2Tensors(checkpoint, c);
+    auto config = c.llama() ? llamaConfig(c) : gpt2Config(c);
+    std::string why;
+    const auto eos = documentEndId(checkpoint, why);
+    config["bos_token_id"] = nullptr;
+    config["eos_token_id"] = eos ? nlohmann::ordered_json(*eos) : nlohmann::ordered_json(nullptr);
+    config["kiln_checkpoint"] = checkpoint.filename().string();
+    config["kiln_step"] = contents.step;
     std::filesystem::create_directories(dir);
     writeSafetensors(dir / "model.safetensors", tensors);
-    const nlohmann::ordered_json config = {
-        {"architectures", {"GPT2LMHeadModel"}},
-        {"model_type", "gpt2"},
-        {"vocab_size", c.vocabSize},
-        {"n_positions", c.seqLen},
-        {"n_ctx", c.seqLen},
-        {"n_embd", c.dModel},
-        {"n_layer", c.blocks},
-        {"n_head", c.heads},
-        {"n_inner", H},
-        {"activation_function", "gelu_new"},  // GELU with the tanh approximation, as kiln trains
-        {"layer_norm_epsilon", 1e-5},
-        {"resid_pdrop", 0.0},
-        {"embd_pdrop", 0.0},
-        {"attn_pdrop", 0.0},
-        {"scale_attn_weights", true},
-        {"tie_word_embeddings", false},
-        {"torch_dtype", "float32"},
-        {"kiln_checkpoint", checkpoint.filename().string()},
-        {"kiln_step", contents.step}};
     io::writeFileAtomically(dir / "config.json", config.dump(2) + "\n");
     io::writeFileAtomically(dir / "kiln_reference.json", referenceLogits(checkpoint, c).dump() + "\n");
     ExportReport report;
     report.tensors = tensors.size();
     for (const auto& t : tensors) report.bytes += 4 * t.values.size();
     report.parameters = double(c.parameters());
+    report.architecture = c.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+    if (!eos) report.note = fmt::format("eos_token_id left empty: the run's tokenizer cannot be opened here ({})", why);
     return report;
 }
 

@@ -4,6 +4,9 @@
 # forward in numpy) and finds kiln's own logits to 1e-4. Pass criteria, printed as PASS:
 #  1. kiln checkpoint says every tensor reads back; the export holds GPT2LMHeadModel's tensors and config, and
 #     its logits equal kiln's.
+#  2. A llama (grouped-query attention, rope_theta 500000) trained on 2 stages exports as LlamaForCausalLM:
+#     config.json holds its shape, and tests/cli/llama_numpy.py (Llama's forward in numpy from the config
+#     alone) gives kiln's logits to 1e-4.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -17,3 +20,16 @@ grep -q "every tensor reads back and matches its checksum" "$work/checkpoint.txt
 "$kiln" export "$ckpt" "$work/hf" >"$work/export.txt" || { cat "$work/export.txt"; echo "FAIL: kiln export"; exit 1; }
 /usr/bin/python3 tests/cli/gpt2_numpy.py "$work/hf" 1e-4 || { echo "FAIL: the export does not load as GPT-2"; exit 1; }
 echo "PASS 1: verified, exported, and loaded outside kiln with kiln's logits"
+
+# 2. A llama with grouped-query attention, trained on 2 stages, exported as LlamaForCausalLM.
+"$mpirun" -n 2 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/llama" --set data.dir="$data" \
+  --set data.mix=licenses:1 --set data.tokenizer=bytes --set cluster.ranks_per_node=1 --set plan.pipelines=2 --set fault.f=0 \
+  --set run.steps=3 --set model.family=llama --set model.kv_heads=2 --set model.rope_theta=500000 \
+  >"$work/llama.log" 2>&1 || { cat "$work/llama.log"; echo "FAIL: training the llama"; exit 1; }
+"$kiln" export "$work/llama/tiny/ckpt/step-00000003.h5" "$work/hf-llama" >"$work/export-llama.txt" ||
+  { cat "$work/export-llama.txt"; echo "FAIL: kiln export of the llama"; exit 1; }
+grep -q "LlamaForCausalLM.from_pretrained" "$work/export-llama.txt" || { cat "$work/export-llama.txt"; echo "FAIL: the export does not say how to load it"; exit 1; }
+python3 -c "import json, sys; c = json.load(open('$work/hf-llama/config.json')); sys.exit(0 if c['num_key_value_heads'] == 2 and c['rope_theta'] == 500000 and c['num_attention_heads'] == 4 else 1)" ||
+  { cat "$work/hf-llama/config.json"; echo "FAIL: config.json does not hold the deck's llama shape"; exit 1; }
+/usr/bin/python3 tests/cli/llama_numpy.py "$work/hf-llama" 1e-4 || { echo "FAIL: the export does not load as Llama"; exit 1; }
+echo "PASS 2: a llama with grouped-query attention exported as LlamaForCausalLM, loaded outside kiln with kiln's logits"

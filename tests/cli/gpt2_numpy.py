@@ -9,25 +9,11 @@ kiln's own. Exit 0 when every logit is within the tolerance.
     python3 tests/cli/gpt2_numpy.py EXPORT_DIR [TOLERANCE]
 """
 import json
-import struct
 import sys
 
 import numpy as np
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", (name, info["dtype"])
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"]).astype(np.float64)
-    return tensors
+from export_check import compare_with_kiln, read_safetensors
 
 
 def layer_norm(x, w, b, eps):
@@ -74,20 +60,7 @@ def main():
     weights = read_safetensors(f"{directory}/model.safetensors")
     expected = 5 + 12 * config["n_layer"]  # wte, wpe, ln_f (2), lm_head; 12 per block
     assert len(weights) == expected, f"{len(weights)} tensors, GPT2LMHeadModel has {expected}"
-    reference = json.load(open(f"{directory}/kiln_reference.json"))
-    worst = 0.0
-    for ids, kiln_logits in zip(reference["tokens"], reference["logits"]):
-        ours = forward(weights, config, ids)
-        if reference["positions"] == "last":
-            ours = ours[-1:]
-        kiln_logits = np.array(kiln_logits)
-        worst = max(worst, float(np.abs(ours - kiln_logits).max()))
-    print(json.dumps({"sequences": len(reference["tokens"]), "max_abs_logit_difference": worst, "tolerance": tolerance}))
-    if worst > tolerance:
-        print(f"FAIL: logits differ by {worst} (tolerance {tolerance})")
-        return 1
-    print("PASS: the export loads as GPT-2 and gives kiln's logits")
-    return 0
+    return compare_with_kiln(directory, forward, weights, config, tolerance, "GPT-2")
 
 
 if __name__ == "__main__":

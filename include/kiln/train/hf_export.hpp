@@ -1,15 +1,19 @@
-// kiln's GPT is GPT-2's architecture (learned positions, pre-norm blocks with
-// biases, GELU-tanh MLP, final LayerNorm) with an untied head, so a
-// checkpoint's weights load into Hugging Face transformers' GPT2LMHeadModel:
+// A checkpoint's weights as Hugging Face transformers loads them: a gpt2
+// model (learned positions, pre-norm blocks with biases, GELU-tanh MLP, final
+// LayerNorm, untied head) as GPT2LMHeadModel, a llama model as LlamaForCausalLM:
 //
-//   DIR/model.safetensors   the weights under GPT-2's names (attention and MLP
-//                           matrices transposed: GPT-2 keeps them as Conv1D, in x out)
-//   DIR/config.json         a GPT2Config: tie_word_embeddings false, gelu_new, no dropout
+//   DIR/model.safetensors   the weights under the architecture's names (GPT-2's attention
+//                           and MLP matrices transposed: it keeps them as Conv1D, in x out)
+//   DIR/config.json         a GPT2Config (tie_word_embeddings false, gelu_new, no dropout)
+//                           or a LlamaConfig (num_key_value_heads, rope_theta, rms_norm_eps,
+//                           intermediate_size, untied)
 //   DIR/kiln_reference.json two token sequences and the logits kiln's own
 //                           forward gives for them, to check a load against
 //
 // The tokenizer is not exported: kiln's byte tokenizer and SentencePiece
 // models have no GPT-2 tokenizer equivalent; feed the ids kiln trained on.
+// config.json's eos_token_id is the id that ends kiln's documents (the
+// run's tokenizer's EOS); bos_token_id is null: kiln adds none.
 #pragma once
 
 #include <filesystem>
@@ -20,6 +24,8 @@ namespace kiln::train {
 struct ExportReport {
     std::uint64_t tensors = 0, bytes = 0;
     double parameters = 0.0;
+    std::string architecture;  // GPT2LMHeadModel or LlamaForCausalLM
+    std::string note;          // what the export could not write, if anything
 };
 
 ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir);

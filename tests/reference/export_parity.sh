@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# kiln's models in the reference implementation (issue 38, item 4a): models trained by kiln, exported with
+# `kiln export`, loaded by Hugging Face transformers from PyPI (the virtual environment ./bootstrap.sh makes
+# beside the CUDA build's torch: .deps/torch-VERSION) give kiln's logits to 1e-4 relative.
+# Pass criteria, each printed as PASS:
+#  1. gpt2 trained on 2 pipeline stages loads as GPT2LMHeadModel with kiln's logits, and without a warning
+#     about its config (eos_token_id is the byte tokenizer's 256, inside the vocabulary; bos_token_id null).
+#  2. llama with grouped-query attention (4 heads, 2 key/value heads, rope_theta 500000) trained on 2+1
+#     pipelines of 2-wide stages (6 ranks, 3 nodes of 2) loads as LlamaForCausalLM with kiln's logits.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/../fault/lib.sh"
+if ! "$python" -c "import transformers, torch" 2>/dev/null; then
+  fail "no Python with transformers and torch at $python: ./bootstrap.sh test (or ./bootstrap.sh reference) installs them"
+fi
+here=$(dirname "$0")
+
+must gpt2 2 --set cluster.ranks_per_node=1 --set plan.pipelines=2 --set fault.f=0 --set run.steps=3
+"$kiln" export "$work/gpt2/tiny/ckpt/step-00000003.h5" "$work/hf-gpt2" >"$work/export-gpt2.txt"
+"$python" "$here/hf_logits.py" "$work/hf-gpt2" GPT2LMHeadModel 1e-4 >"$work/gpt2.parity" 2>"$work/gpt2.stderr" ||
+  { cat "$work/gpt2.parity" "$work/gpt2.stderr"; fail "gpt2 in transformers"; }
+if grep -q "must be \`None\` or an integer within the vocabulary" "$work/gpt2.stderr"; then cat "$work/gpt2.stderr"; fail "transformers warns about the exported config"; fi
+python3 -c "import json, sys; c = json.load(open('$work/hf-gpt2/config.json')); sys.exit(0 if c['eos_token_id'] == 256 and c['bos_token_id'] is None else 1)" ||
+  fail "config.json's eos/bos ids are not the byte tokenizer's 256 and null"
+echo "PASS 1: gpt2 trained on 2 stages, in transformers: $(head -1 "$work/gpt2.parity")"
+
+must llama 6 --set model.family=llama --set model.kv_heads=2 --set model.rope_theta=500000 \
+  --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1 --set run.steps=3
+grep -q "layout     2+1 (2x2+1x2 stages x ranks)" "$work/llama.log" || fail "the llama did not train on 2+1 of 2-wide stages"
+"$kiln" export "$work/llama/tiny/ckpt/step-00000003.h5" "$work/hf-llama" >"$work/export-llama.txt"
+"$python" "$here/hf_logits.py" "$work/hf-llama" LlamaForCausalLM 1e-4 >"$work/llama.parity" 2>"$work/llama.stderr" ||
+  { cat "$work/llama.parity" "$work/llama.stderr"; fail "llama in transformers"; }
+echo "PASS 2: llama with grouped-query attention trained on 2+1 pipelines of 2-wide stages, in transformers: $(head -1 "$work/llama.parity")"

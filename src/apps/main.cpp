@@ -27,6 +27,7 @@ const Subcommand kSubcommands[] = {
     {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", kiln::apps::planMain},
     {"checkpoint", "what a checkpoint holds, where each layer is, and whether every tensor reads back", kiln::apps::checkpointMain},
     {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", kiln::apps::exportMain},
+    {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", kiln::apps::importMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };

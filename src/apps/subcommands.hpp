@@ -15,5 +15,6 @@ int profileMain(int argc, char** argv);
 int planMain(int argc, char** argv);
 int checkpointMain(int argc, char** argv);
 int exportMain(int argc, char** argv);
+int importMain(int argc, char** argv);
 
 }  // namespace kiln::apps

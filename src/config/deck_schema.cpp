@@ -219,6 +219,12 @@ const std::vector<KeySpec>& deckSchema() {
              for (const auto& preset : modelPresets()) names.push_back(preset.name);
              return fmt::format("no such preset; kiln knows: {}", fmt::join(names, ", "));
          }},
+        {"model.init_from", KeyType::Text, "",
+         "A Hugging Face model directory (config.json and model.safetensors, sharded or not; LlamaForCausalLM or "
+         "GPT2LMHeadModel) whose weights a fresh run starts from, each rank reading its own layers; the optimizer "
+         "starts fresh at step 0. The deck's model must be that one (kiln import DIR prints its [model] section). "
+         "Ignored when the run resumes from a checkpoint.",
+         {}},
         {"model.family", KeyType::Text, "gpt2",
          "Architecture. gpt2: learned positions, LayerNorm with biases, GELU MLP, multi-head attention. llama (Llama "
          "2/3, Mistral, Qwen, SmolLM): RMSNorm, rotary position embeddings, SwiGLU MLP, grouped-query attention, no "

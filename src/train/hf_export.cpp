@@ -1,6 +1,7 @@
 #include "kiln/train/hf_export.hpp"
 
 #include "checkpoint_format.hpp"
+#include "hf_names.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/tokenizer.hpp"
@@ -93,40 +94,20 @@ nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const mo
     return out;
 }
 
-// GPT2LMHeadModel's tensors (its Conv1D weights transposed) and config.
-std::vector<Tensor> gpt2Tensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
-    const std::int64_t C = c.dModel, H = c.mlpWidth();
+// The checkpoint's tensors under Hugging Face's names (GPT-2's Conv1D weights transposed).
+std::vector<Tensor> huggingFaceTensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
     std::vector<Tensor> tensors;
-    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::vector<float> values) {
-        tensors.push_back({std::move(name), std::move(shape), std::move(values)});
-    };
-    {
-        auto w = readWeights(checkpoint, c, 0);
-        add("transformer.wte.weight", {c.vocabSize, C}, std::move(w[0]));
-        add("transformer.wpe.weight", {c.seqLen, C}, std::move(w[1]));
-    }
-    for (std::uint32_t b = 0; b < c.blocks; ++b) {
-        // ln1 w, b; qkv w, b; proj w, b; ln2 w, b; fc w, b; out w, b (parameterShapes order).
-        auto w = readWeights(checkpoint, c, b + 1);
-        const std::string p = fmt::format("transformer.h.{}.", b);
-        add(p + "ln_1.weight", {C}, std::move(w[0]));
-        add(p + "ln_1.bias", {C}, std::move(w[1]));
-        tensors.push_back(transposed(p + "attn.c_attn.weight", w[2], 3 * C, C));
-        add(p + "attn.c_attn.bias", {3 * C}, std::move(w[3]));
-        tensors.push_back(transposed(p + "attn.c_proj.weight", w[4], C, C));
-        add(p + "attn.c_proj.bias", {C}, std::move(w[5]));
-        add(p + "ln_2.weight", {C}, std::move(w[6]));
-        add(p + "ln_2.bias", {C}, std::move(w[7]));
-        tensors.push_back(transposed(p + "mlp.c_fc.weight", w[8], H, C));
-        add(p + "mlp.c_fc.bias", {H}, std::move(w[9]));
-        tensors.push_back(transposed(p + "mlp.c_proj.weight", w[10], C, H));
-        add(p + "mlp.c_proj.bias", {C}, std::move(w[11]));
-    }
-    {
-        auto w = readWeights(checkpoint, c, c.numLayers() - 1);
-        add("transformer.ln_f.weight", {C}, std::move(w[0]));
-        add("transformer.ln_f.bias", {C}, std::move(w[1]));
-        add("lm_head.weight", {c.vocabSize, C}, std::move(w[2]));
+    for (std::uint32_t layer = 0; layer < c.numLayers(); ++layer) {
+        auto weights = readWeights(checkpoint, c, layer);
+        const auto shapes = c.parameterShapes(layer);
+        const auto names = huggingFaceNames(c, layer);
+        for (std::size_t k = 0; k < names.size(); ++k) {
+            const auto& shape = shapes[k].second;
+            if (names[k].transposed)
+                tensors.push_back(transposed(names[k].name, weights[k], shape[0], shape[1]));
+            else
+                tensors.push_back({names[k].name, shape, std::move(weights[k])});
+        }
     }
     return tensors;
 }
@@ -149,27 +130,6 @@ nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
             {"scale_attn_weights", true},
             {"tie_word_embeddings", false},
             {"torch_dtype", "float32"}};
-}
-
-// LlamaForCausalLM's tensors: kiln's names mapped, nothing transposed or permuted (kiln's rotary
-// embeddings use Hugging Face's "rotate half" convention).
-std::vector<Tensor> llamaTensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
-    std::vector<Tensor> tensors;
-    const auto addLayer = [&](std::uint32_t layer, const std::vector<std::string>& names) {
-        auto w = readWeights(checkpoint, c, layer);
-        const auto shapes = c.parameterShapes(layer);
-        for (std::size_t k = 0; k < names.size(); ++k) tensors.push_back({names[k], shapes[k].second, std::move(w[k])});
-    };
-    addLayer(0, {"model.embed_tokens.weight"});
-    for (std::uint32_t b = 0; b < c.blocks; ++b) {
-        const std::string p = fmt::format("model.layers.{}.", b);
-        // attn norm, q, k, v, o, MLP norm, gate, up, down (parameterShapes order).
-        addLayer(b + 1, {p + "input_layernorm.weight", p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                         p + "self_attn.v_proj.weight", p + "self_attn.o_proj.weight", p + "post_attention_layernorm.weight",
-                         p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight"});
-    }
-    addLayer(c.numLayers() - 1, {"model.norm.weight", "lm_head.weight"});
-    return tensors;
 }
 
 nlohmann::ordered_json llamaConfig(const model::ModelConfig& c) {
@@ -217,7 +177,8 @@ std::optional<std::uint32_t> documentEndId(const std::filesystem::path& checkpoi
 ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir) {
     const auto contents = readContents(checkpoint, /*verify=*/false);
     const auto& c = contents.model;
-    const std::vector<Tensor> tensors = c.llama() ? llamaTensors(checkpoint, c) : gpt2Tensors(checkpoint, c);
+    // Nothing of a llama is transposed or permuted: kiln's rotary embeddings use Hugging Face's "rotate half".
+    const std::vector<Tensor> tensors = huggingFaceTensors(checkpoint, c);
     auto config = c.llama() ? llamaConfig(c) : gpt2Config(c);
     std::string why;
     const auto eos = documentEndId(checkpoint, why);

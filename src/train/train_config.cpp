@@ -30,6 +30,7 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.checkpointBackground = deck.flag("checkpoint.background");
     c.resume = deck.flag("checkpoint.resume");
     c.resumeFrom = deck.text("checkpoint.from");
+    c.initFrom = deck.text("model.init_from");
     c.stepTimeout = deck.real("fault.step_timeout_s");
     c.ncclTimeout = deck.real("fault.nccl_timeout_s");
     return c;

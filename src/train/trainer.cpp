@@ -20,6 +20,7 @@
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/hf_import.hpp"
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/startup_profile.hpp"
 #include "kiln/train/train_config.hpp"
@@ -193,6 +194,17 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
                       "train.decay_steps to change it)",
                       savedHorizon);
         }
+    }
+    if (!resumed && !s.config.initFrom.empty()) {
+        // Every rank reads the config (the same verdict everywhere) and then its own layers' tensors.
+        const auto hf = readHuggingFaceConfig(s.config.initFrom);
+        if (const auto problem = initFromProblem(hf, s.modelConfig, s.config.initFrom); !problem.empty())
+            throw InputError(problem, ErrorScope::AllRanks);
+        initFromHuggingFace(s.config.initFrom, s.parallel->model());
+        log::info("  model      weights from {} (Hugging Face {}); the optimizer starts fresh at step 0",
+                  s.config.initFrom, hf.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+    } else if (resumed && !s.config.initFrom.empty()) {
+        log::info("  model      model.init_from = {} not used: the run resumed from a checkpoint", s.config.initFrom);
     }
     base::startupPhase(resumed ? "resume" : "start_state");
     s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);

@@ -4,7 +4,10 @@ float32), checks the architecture it loads as, runs kiln_reference.json's token 
 compares the logits with kiln's own. Exit 0 when the largest difference is within TOLERANCE of the largest
 logit (relative).
 
-    python hf_logits.py EXPORT_DIR ARCHITECTURE TOLERANCE
+    python hf_logits.py MODEL_DIR ARCHITECTURE TOLERANCE [REFERENCE_JSON]
+
+REFERENCE_JSON (default MODEL_DIR/kiln_reference.json) may come from another directory: the export of a kiln
+run that started from MODEL_DIR, to check that kiln computes what transformers does with the same weights.
 """
 import json
 import sys
@@ -15,6 +18,7 @@ from transformers import AutoModelForCausalLM
 
 def main():
     directory, architecture, tolerance = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    reference_path = sys.argv[4] if len(sys.argv) > 4 else f"{directory}/kiln_reference.json"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
     model.eval()
@@ -22,7 +26,7 @@ def main():
     if loaded != architecture:
         print(f"FAIL: {directory} loads as {loaded}, not {architecture}")
         return 1
-    reference = json.load(open(f"{directory}/kiln_reference.json"))
+    reference = json.load(open(reference_path))
     worst, largest = 0.0, 0.0
     with torch.no_grad():
         for ids, kiln_logits in zip(reference["tokens"], reference["logits"]):

@@ -34,6 +34,7 @@ struct TrainConfig {
         return std::chrono::milliseconds{static_cast<long long>(1e3 * ncclTimeout)};
     }
     std::string resumeFrom;  // a checkpoint file; empty: the one `latest` names
+    std::string initFrom;    // a Hugging Face model directory a fresh start takes its weights from
 };
 
 TrainConfig trainConfigFromDeck(const config::Deck& deck);

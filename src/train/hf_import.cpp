@@ -1,0 +1,269 @@
+#include "kiln/train/hf_import.hpp"
+
+#include "hf_names.hpp"
+#include "kiln/base/error.hpp"
+#include "kiln/model/shard_spec.hpp"
+#include "kiln/model/tensor_parallel.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
+namespace kiln::train {
+namespace {
+
+using nlohmann::json;
+
+json readJson(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in) throw InputError(fmt::format("{}: cannot open (a Hugging Face model directory holds config.json and "
+                                          "model.safetensors or model.safetensors.index.json)",
+                                          path.string()));
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throw InputError(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
+    }
+}
+
+// Field `key` of config.json: its value, `fallback` when absent or null.
+template <typename T>
+T field(const json& config, const char* key, T fallback) {
+    const auto it = config.find(key);
+    return it == config.end() || it->is_null() ? fallback : it->get<T>();
+}
+
+template <typename T>
+T required(const json& config, const char* key, const std::filesystem::path& path) {
+    const auto it = config.find(key);
+    if (it == config.end() || it->is_null())
+        throw InputError(fmt::format("{}: field '{}' is missing", path.string(), key));
+    return it->get<T>();
+}
+
+// The tensors of a directory's safetensors files: where each one's bytes are.
+class SafetensorsDirectory {
+public:
+    explicit SafetensorsDirectory(const std::filesystem::path& dir) {
+        const auto single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+        if (std::filesystem::exists(index)) {
+            const json listing = readJson(index);  // held: items() below views it
+            std::map<std::string, bool> files;
+            for (const auto& [name, file] : listing.at("weight_map").items()) files[file.get<std::string>()] = true;
+            for (const auto& [file, unused] : files) addFile(dir / file);
+        } else if (std::filesystem::exists(single)) {
+            addFile(single);
+        } else {
+            throw InputError(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json (kiln reads "
+                                         "safetensors; convert a pytorch_model.bin with transformers' save_pretrained)",
+                                         dir.string()));
+        }
+    }
+    bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+    // Tensor `name` as float32.
+    torch::Tensor read(const std::string& name) const {
+        const auto& t = tensors_.at(name);
+        std::ifstream in(t.file, std::ios::binary);
+        in.seekg(static_cast<std::streamoff>(t.offset));
+        std::vector<char> bytes(t.bytes);
+        in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!in) throw InputError(fmt::format("{}: tensor {} is truncated", t.file.string(), name), ErrorScope::ThisRank);
+        return torch::from_blob(bytes.data(), t.shape, t.dtype).to(torch::kFloat32).clone();
+    }
+    std::vector<std::int64_t> shape(const std::string& name) const { return tensors_.at(name).shape; }
+    std::string fileOf(const std::string& name) const { return tensors_.at(name).file.string(); }
+
+private:
+    struct Entry {
+        std::filesystem::path file;
+        torch::Dtype dtype;
+        std::vector<std::int64_t> shape;
+        std::uint64_t offset = 0, bytes = 0;
+    };
+    void addFile(const std::filesystem::path& file) {
+        std::ifstream in(file, std::ios::binary);
+        unsigned char le[8] = {};
+        if (!in.read(reinterpret_cast<char*>(le), 8)) throw InputError(fmt::format("{}: not a safetensors file", file.string()));
+        std::uint64_t length = 0;
+        for (int k = 0; k < 8; ++k) length |= std::uint64_t{le[k]} << (8 * k);
+        if (length > (std::uint64_t{1} << 30)) throw InputError(fmt::format("{}: not a safetensors file", file.string()));
+        std::string text(length, '\0');
+        if (!in.read(text.data(), static_cast<std::streamsize>(length)))
+            throw InputError(fmt::format("{}: its header is truncated", file.string()));
+        json header;
+        try {
+            header = json::parse(text);
+        } catch (const json::exception& e) {
+            throw InputError(fmt::format("{}: its header is not valid JSON ({})", file.string(), e.what()));
+        }
+        const std::map<std::string, std::pair<torch::Dtype, std::size_t>> dtypes = {
+            {"F32", {torch::kFloat32, 4}}, {"BF16", {torch::kBFloat16, 2}}, {"F16", {torch::kFloat16, 2}}};
+        for (const auto& [name, info] : header.items()) {
+            if (name == "__metadata__") continue;
+            const auto type = dtypes.find(info.at("dtype").get<std::string>());
+            if (type == dtypes.end())
+                throw InputError(fmt::format("{}: tensor {} is {}; kiln reads F32, BF16 and F16", file.string(), name,
+                                             info.at("dtype").get<std::string>()));
+            Entry e{file, type->second.first, info.at("shape").get<std::vector<std::int64_t>>(), 0, 0};
+            const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
+            e.offset = 8 + length + offsets.at(0);
+            e.bytes = offsets.at(1) - offsets.at(0);
+            std::uint64_t elements = 1;
+            for (auto d : e.shape) elements *= static_cast<std::uint64_t>(d);
+            if (elements * type->second.second != e.bytes)
+                throw InputError(fmt::format("{}: tensor {} holds {} bytes for shape [{}]", file.string(), name, e.bytes,
+                                             fmt::join(e.shape, ", ")));
+            tensors_[name] = std::move(e);
+        }
+    }
+    std::map<std::string, Entry> tensors_;
+};
+
+// A name as the checkpoint spells it: GPT-2's published checkpoints drop the "transformer." prefix, and a tied
+// head is the token embedding.
+std::string storedName(const SafetensorsDirectory& files, const std::string& name, bool llama) {
+    if (files.has(name)) return name;
+    const std::string prefix = "transformer.";
+    if (!llama && name.rfind(prefix, 0) == 0 && files.has(name.substr(prefix.size()))) return name.substr(prefix.size());
+    if (name == "lm_head.weight") return storedName(files, llama ? "model.embed_tokens.weight" : "transformer.wte.weight", llama);
+    return name;
+}
+
+}  // namespace
+
+model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
+    const auto path = dir / "config.json";
+    const json config = readJson(path);
+    const std::string type = field<std::string>(config, "model_type", "");
+    const auto refuse = [&](const std::string& what) {
+        return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
+    };
+    model::ModelConfig m;
+    if (type == "llama") {
+        m.family = model::Family::Llama;
+        m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
+        m.dModel = required<std::uint32_t>(config, "hidden_size", path);
+        m.heads = required<std::uint32_t>(config, "num_attention_heads", path);
+        m.kvHeads = field<std::uint32_t>(config, "num_key_value_heads", m.heads);
+        m.ffnHidden = required<std::uint32_t>(config, "intermediate_size", path);
+        m.normEps = field<double>(config, "rms_norm_eps", 1e-6);
+        m.ropeTheta = field<double>(config, "rope_theta", 10000.0);
+        // transformers 5 keeps the rotary settings in rope_parameters; older versions at the top and in rope_scaling.
+        if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
+            const auto& rope = config["rope_parameters"];
+            m.ropeTheta = field<double>(rope, "rope_theta", m.ropeTheta);
+            if (const auto kind = field<std::string>(rope, "rope_type", "default"); kind != "default")
+                throw refuse(fmt::format("rope_parameters.rope_type = '{}' (kiln's rotary embeddings are unscaled: "
+                                         "'default')",
+                                         kind));
+        }
+        m.seqLen = field<std::uint32_t>(config, "max_position_embeddings", 2048);
+        if (const auto act = field<std::string>(config, "hidden_act", "silu"); act != "silu")
+            throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
+        if (field<bool>(config, "attention_bias", false)) throw refuse("attention_bias = true (kiln's llama has no biases)");
+        if (field<bool>(config, "mlp_bias", false)) throw refuse("mlp_bias = true (kiln's llama has no biases)");
+        if (const auto tp = field<int>(config, "pretraining_tp", 1); tp != 1)
+            throw refuse(fmt::format("pretraining_tp = {} (kiln computes its linear layers unsplit: 1)", tp));
+        if (config.contains("rope_scaling") && !config["rope_scaling"].is_null())
+            throw refuse(fmt::format("rope_scaling = {} (kiln's rotary embeddings are unscaled)", config["rope_scaling"].dump()));
+        if (m.dModel % m.heads != 0 || field<std::uint32_t>(config, "head_dim", m.dModel / m.heads) != m.dModel / m.heads)
+            throw refuse(fmt::format("head_dim = {} is not hidden_size / num_attention_heads = {}",
+                                     field<std::uint32_t>(config, "head_dim", 0), m.dModel / m.heads));
+    } else if (type == "gpt2") {
+        m.family = model::Family::Gpt2;
+        m.blocks = required<std::uint32_t>(config, "n_layer", path);
+        m.dModel = required<std::uint32_t>(config, "n_embd", path);
+        m.heads = required<std::uint32_t>(config, "n_head", path);
+        const auto inner = field<std::uint32_t>(config, "n_inner", 4 * m.dModel);
+        if (inner % m.dModel != 0) throw refuse(fmt::format("n_inner = {} is not a multiple of n_embd = {}", inner, m.dModel));
+        m.mlpRatio = inner / m.dModel;
+        m.seqLen = required<std::uint32_t>(config, "n_positions", path);
+        if (const auto act = field<std::string>(config, "activation_function", "gelu_new");
+            act != "gelu_new" && act != "gelu_pytorch_tanh")
+            throw refuse(fmt::format("activation_function = '{}' (kiln's GPT-2 uses GELU's tanh approximation, gelu_new)", act));
+        if (const double eps = field<double>(config, "layer_norm_epsilon", 1e-5); eps != 1e-5)
+            throw refuse(fmt::format("layer_norm_epsilon = {:g} (kiln's LayerNorm uses 1e-5)", eps));
+        if (field<bool>(config, "scale_attn_by_inverse_layer_idx", false))
+            throw refuse("scale_attn_by_inverse_layer_idx = true");
+    } else {
+        throw refuse(fmt::format("model_type = '{}' (kiln trains 'llama' and 'gpt2')", type));
+    }
+    m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
+    return m;
+}
+
+std::string deckLinesFor(const model::ModelConfig& m) {
+    std::string text = fmt::format("[model]\nfamily = {}\nvocab = {}\nblocks = {}\nd_model = {}\nheads = {}\n",
+                                   model::familyName(m.family), m.vocabSize, m.blocks, m.dModel, m.heads);
+    if (m.llama())
+        text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n", m.keyValueHeads(),
+                            m.ffnHidden, m.normEps, m.ropeTheta);
+    else
+        text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
+    return text;
+}
+
+std::string initFromProblem(const model::ModelConfig& hf, const model::ModelConfig& run, const std::filesystem::path& dir) {
+    std::vector<std::string> differences;
+    const auto differ = [&](const char* key, const char* field, auto deckValue, auto hfValue) {
+        if (deckValue != hfValue)
+            differences.push_back(fmt::format("{} = {} in the deck, {} = {} in config.json", key, deckValue, field, hfValue));
+    };
+    differ("model.family", "model_type", std::string(model::familyName(run.family)), std::string(model::familyName(hf.family)));
+    const bool llama = hf.llama();
+    differ("model.blocks", llama ? "num_hidden_layers" : "n_layer", run.blocks, hf.blocks);
+    differ("model.d_model", llama ? "hidden_size" : "n_embd", run.dModel, hf.dModel);
+    differ("model.heads", llama ? "num_attention_heads" : "n_head", run.heads, hf.heads);
+    differ("the vocabulary (model.vocab, else the data's tokenizer)", "vocab_size", run.vocabSize, hf.vocabSize);
+    if (llama && run.llama()) {
+        differ("model.kv_heads", "num_key_value_heads", run.keyValueHeads(), hf.keyValueHeads());
+        differ("model.ffn_hidden", "intermediate_size", run.ffnHidden, hf.ffnHidden);
+        differ("model.norm_eps", "rms_norm_eps", run.normEps, hf.normEps);
+        differ("model.rope_theta", "rope_theta", run.ropeTheta, hf.ropeTheta);
+    } else if (!llama && !run.llama()) {
+        differ("model.mlp_ratio", "n_inner / n_embd", run.mlpRatio, hf.mlpRatio);
+        if (run.seqLen > hf.seqLen)
+            differences.push_back(fmt::format("data.seq_len = {} exceeds n_positions = {} (its learned positions)",
+                                              run.seqLen, hf.seqLen));
+    }
+    if (differences.empty()) return "";
+    return fmt::format("model.init_from = {}: the deck's model is not the one there:\n  {}\n  kiln import {} prints the "
+                       "deck's [model] section for it",
+                       dir.string(), fmt::join(differences, "\n  "), dir.string());
+}
+
+void initFromHuggingFace(const std::filesystem::path& dir, model::Gpt& model) {
+    torch::NoGradGuard noGrad;
+    const SafetensorsDirectory files(dir);
+    const auto& c = model.config();
+    const auto& slice = model.slice();
+    for (std::uint32_t local = 0; local < model.numLayers(); ++local) {
+        const std::uint32_t layer = model.firstLayer() + local;
+        const auto shapes = c.parameterShapes(layer);
+        const auto specs = model::shardSpecs(c, layer);
+        const auto names = huggingFaceNames(c, layer);
+        auto params = model.layer(local).parameters();
+        for (std::size_t k = 0; k < names.size(); ++k) {
+            const std::string name = storedName(files, names[k].name, c.llama());
+            // Only the ranks that hold the layer see these: each ends the job with its own message.
+            if (!files.has(name))
+                throw InputError(fmt::format("{}: tensor {} is missing", dir.string(), names[k].name), ErrorScope::ThisRank);
+            auto whole = files.read(name);
+            if (names[k].transposed) whole = whole.t();
+            auto want = shapes[k].second;
+            // GPT-2's learned positions: the run's sequence length of the checkpoint's n_positions rows.
+            if (layer == 0 && k == 1 && !c.llama() && whole.dim() == 2 && whole.size(0) > want[0]) whole = whole.slice(0, 0, want[0]);
+            if (whole.sizes().vec() != want)
+                throw InputError(fmt::format("{}: tensor {} has shape [{}], the model needs [{}]", files.fileOf(name), name,
+                                             fmt::join(whole.sizes().vec(), ", "), fmt::join(want, ", ")),
+                                 ErrorScope::ThisRank);
+            params[k].copy_(model::shardOf(whole.contiguous(), specs[k], slice.width, slice.rank).to(params[k].device(),
+                                                                                                  params[k].scalar_type()));
+        }
+    }
+}
+
+}  // namespace kiln::train

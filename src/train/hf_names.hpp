@@ -1,0 +1,19 @@
+// The names Hugging Face transformers gives kiln's parameters, layer by layer
+// in ModelConfig::parameterShapes order: what export writes and import reads.
+#pragma once
+
+#include "kiln/model/model_config.hpp"
+
+#include <string>
+#include <vector>
+
+namespace kiln::train {
+
+struct HuggingFaceName {
+    std::string name;
+    bool transposed = false;  // stored (in, out): GPT-2's Conv1D weights
+};
+
+std::vector<HuggingFaceName> huggingFaceNames(const model::ModelConfig& config, std::uint32_t layer);
+
+}  // namespace kiln::train

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Models made by Hugging Face transformers, started from in kiln (issue 38, item 4b; model.init_from): random
+# LlamaForCausalLM and GPT2LMHeadModel saved with save_pretrained (tests/reference/hf_models.py) give in kiln
+# the logits transformers gives, to 1e-4 relative. kiln runs one step at learning rate 0 (the weights as
+# loaded), `kiln export` writes kiln's logits for two sequences, and tests/reference/hf_logits.py runs the
+# original directory through transformers on those sequences.
+# Pass criteria, each printed as PASS:
+#  1. The llama (GQA, rope_theta 500000, saved in 7 shards with an index): `kiln import` prints its [model]
+#     section; kiln started from it on 2+1 pipelines of 2-wide stages (each rank reads only its shards of
+#     its layers) gives transformers' logits.
+#  2. The gpt2 (head tied to the embedding, 128 positions for a 64-token run): the same on 1 rank.
+#  3. Refused by name: a config with rope_scaling (kiln import), and a deck whose model is not the
+#     directory's (kiln run names model.kv_heads and num_key_value_heads).
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/../fault/lib.sh"
+"$python" -c "import transformers, torch" 2>/dev/null ||
+  fail "no Python with transformers and torch at $python: ./bootstrap.sh test (or ./bootstrap.sh reference) installs them"
+here=$(dirname "$0")
+"$python" "$here/hf_models.py" "$work/hf" >"$work/models.log" 2>&1 || { cat "$work/models.log"; fail "transformers could not make the models"; }
+
+# The deck lines kiln import prints, as --set options.
+model_settings() { "$kiln" import "$1" | awk -F' = ' '/^[a-z_]+ = / { printf "--set model.%s=%s ", $1, $2 }'; }
+frozen=(--set train.lr=0 --set train.min_lr=0 --set run.steps=1)
+
+"$kiln" import "$work/hf/llama" >"$work/import-llama.txt"
+grep -q "kv_heads = 2" "$work/import-llama.txt" && grep -q "rope_theta = 500000" "$work/import-llama.txt" ||
+  { cat "$work/import-llama.txt"; fail "kiln import does not give the llama's shape"; }
+# shellcheck disable=SC2046
+must llama 6 $(model_settings "$work/hf/llama") --set model.init_from="$work/hf/llama" "${frozen[@]}" \
+  --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+grep -q "weights from .*hf/llama (Hugging Face LlamaForCausalLM)" "$work/llama.log" || { cat "$work/llama.log"; fail "the llama run does not say where its weights came from"; }
+"$kiln" export "$work/llama/tiny/ckpt/step-00000001.h5" "$work/kiln-llama" >/dev/null
+"$python" "$here/hf_logits.py" "$work/hf/llama" LlamaForCausalLM 1e-4 "$work/kiln-llama/kiln_reference.json" \
+  >"$work/llama.parity" 2>"$work/llama.stderr" || { cat "$work/llama.parity" "$work/llama.stderr"; fail "llama"; }
+echo "PASS 1: a transformers LlamaForCausalLM (GQA, 7 shards) started from on 2+1 pipelines of 2-wide stages: $(head -1 "$work/llama.parity")"
+
+# shellcheck disable=SC2046
+must gpt2 1 $(model_settings "$work/hf/gpt2") --set model.init_from="$work/hf/gpt2" "${frozen[@]}" \
+  --set plan.pipelines= --set fault.f=0
+"$kiln" export "$work/gpt2/tiny/ckpt/step-00000001.h5" "$work/kiln-gpt2" >/dev/null
+"$python" "$here/hf_logits.py" "$work/hf/gpt2" GPT2LMHeadModel 1e-4 "$work/kiln-gpt2/kiln_reference.json" \
+  >"$work/gpt2.parity" 2>"$work/gpt2.stderr" || { cat "$work/gpt2.parity" "$work/gpt2.stderr"; fail "gpt2"; }
+echo "PASS 2: a transformers GPT2LMHeadModel with a tied head started from in kiln: $(head -1 "$work/gpt2.parity")"
+
+if "$kiln" import "$work/hf/llama-scaled" >"$work/scaled.txt" 2>&1; then fail "a config with rope_scaling was accepted"; fi
+grep -q "llama-scaled/config.json: rope_scaling = .* kiln cannot start from this model" "$work/scaled.txt" ||
+  { cat "$work/scaled.txt"; fail "rope_scaling not refused by name"; }
+# shellcheck disable=SC2046
+if run "$work/mismatch" 1 $(model_settings "$work/hf/llama") --set model.kv_heads=4 --set model.init_from="$work/hf/llama" \
+  "${frozen[@]}" --set plan.pipelines= --set fault.f=0 >"$work/mismatch.log" 2>&1; then
+  fail "a deck with another model than the directory's was accepted"
+fi
+grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json" "$work/mismatch.log" ||
+  { cat "$work/mismatch.log"; fail "the mismatch is not named"; }
+echo "PASS 3: rope_scaling and a deck of another model are refused by name"

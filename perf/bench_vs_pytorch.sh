@@ -25,14 +25,15 @@ rm -rf "$work"; mkdir -p "$work"
 tunables=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-compare() {  # name steps blocks d_model heads seq
-  local name=$1 steps=$2 blocks=$3 d=$4 heads=$5 seq=$6
+compare() {  # name steps blocks d_model heads seq [family kv_heads ffn]
+  local name=$1 steps=$2 blocks=$3 d=$4 heads=$5 seq=$6 family=${7:-gpt2} kv=${8:-0} ffn=${9:-0}
   local -A times=()
   for rep in $(seq 1 "$repeats"); do
     "$kiln" run input/tiny-cpu.ini --set fault.f=0 --set cluster.ranks_per_node=0 --set plan.pipelines= \
       --set run.out_dir="$work" --set run.name="$name" --set checkpoint.resume=false --set checkpoint.every=0 \
       --set run.steps="$steps" --set train.threads=0 --set model.blocks="$blocks" --set model.d_model="$d" \
       --set model.heads="$heads" --set data.seq_len="$seq" --set data.global_batch=16 --set train.micro_batch=4 \
+      --set model.family="$family" --set model.kv_heads="$kv" --set model.ffn_hidden="$ffn" \
       >"$work/$name-kiln-$rep.log" 2>&1 || { tail "$work/$name-kiln-$rep.log"; exit 1; }
     # What kiln chose: the vocabulary of the data and its thread pools, for the twin.
     local vocab blas torch_threads
@@ -49,7 +50,7 @@ compare() {  # name steps blocks d_model heads seq
       local line
       line=$(env "${env[@]}" /usr/bin/python3 perf/pytorch_gpt.py --vocab "$vocab" --seq "$seq" --d-model "$d" \
                --heads "$heads" --blocks "$blocks" --micro-batch 4 --global-batch 16 --steps "$steps" \
-               --threads "${torch_threads:-1}" --blas-threads "${blas:-0}")
+               --threads "${torch_threads:-1}" --blas-threads "${blas:-0}" --family "$family" --kv-heads "$kv" --ffn "$ffn")
       t=$(echo "$line" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])')
       echo "{\"bench\":\"vs_pytorch\",\"model\":\"$name\",\"program\":\"$program\",\"repeat\":$rep,\"median_step_s\":$t}"
       times[$program]+="$t "
@@ -62,3 +63,6 @@ compare() {  # name steps blocks d_model heads seq
 
 compare demo 40 4 64 4 64
 compare 6x256 10 6 256 8 128
+# The same parameter count as a llama: 8 heads with 4 key/value heads and SwiGLU 768 make 12 d^2 a block, as
+# GPT-2's 4 d^2 of attention and 8 d^2 of MLP do.
+compare llama-6x256 10 6 256 8 128 llama 4 768

@@ -76,14 +76,14 @@ def command(args, out, inject, job=PINNED):
     return cmd
 
 
-def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE):
+def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     """A schedule: (kind, fault.inject text, ranks killed, outside action or None). An outside action is
     ("kill", rank, delay) after the first injected kill, ("admitkill", rank, delay) after rank 0 took an admission
     request, or ("duty", rank, stopped share, seconds)."""
     kinds = ["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "write", "throw"]
     if wide:
         kinds += ["admit", "admitkill", "duty", "straggle"]
-    kind = rng.choice(kinds)
+    kind = rng.choice([k for k in kinds if not only or k in only])
     a = rng.randrange(ranks)
     b = rng.choice([r for r in range(ranks) if r // per_node != a // per_node])
     step = rng.randrange(1, STEPS - 1)
@@ -341,6 +341,7 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the output of runs that survived")
     parser.add_argument("--wide", action="store_true",
                         help="draw the job too (unpinned, measured profiles, 6-12 ranks) and admissions, duty cycles, stragglers")
+    parser.add_argument("--kinds", default="", help="draw only these kinds (comma-separated), e.g. admitkill")
     parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     args = parser.parse_args()
     args.kiln, args.data, args.work = (os.path.abspath(p) for p in (args.kiln, args.data, args.work))
@@ -360,7 +361,7 @@ def main():
     worst = 0.0
     for i in range(args.runs):
         job = rng.choice(JOBS) if args.wide else PINNED
-        kind, inject, _, outside = draw(rng, args.wide, job[1], job[2])
+        kind, inject, _, outside = draw(rng, args.wide, job[1], job[2], [k for k in args.kinds.split(",") if k])
         out = os.path.join(args.work, f"run{i:03d}")
         landed = set()
         status, seconds = run(args, out, inject, outside, out + ".log", landed, job)

@@ -10,6 +10,7 @@
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
+#include "layer_gradient_check.hpp"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -86,36 +87,8 @@ TEST(CpuAllocations, FreedBlocksServeTheSameSizeAndUnusedOnesGoBack) {
 
 TEST(Model, BlockGradientMatchesFiniteDifferences) {
     torch::manual_seed(1);
-    const auto config = smallConfig();
-    Layer block = buildLayer(config, 1);
-    block->to(torch::kFloat64);
-    const auto x = torch::randn({2, 5, 16}, torch::kFloat64).requires_grad_(true);
-    const auto weights = torch::randn({2, 5, 16}, torch::kFloat64);
-    const auto lossOf = [&] { return (block->forward(x) * weights).sum(); };
-    lossOf().backward();
-    torch::NoGradGuard noGrad;
-    // Central difference of the loss in element i of `flat`, which aliases a tensor the loss reads.
-    const auto numeric = [&](torch::Tensor flat, std::int64_t i) {
-        const double eps = 1e-6, original = flat[i].item<double>();
-        flat[i] = original + eps;
-        const double up = lossOf().item<double>();
-        flat[i] = original - eps;
-        const double down = lossOf().item<double>();
-        flat[i] = original;
-        return (up - down) / (2 * eps);
-    };
-    int checked = 0;
-    for (auto& named : block->named_parameters()) {
-        auto p = named.value();
-        for (std::int64_t i = 0; i < p.numel(); i += std::max<std::int64_t>(1, p.numel() / 7)) {
-            const double expected = numeric(p.view({-1}), i), analytic = p.grad().view({-1})[i].item<double>();
-            EXPECT_NEAR(analytic, expected, 1e-6 * std::max(1.0, std::abs(expected))) << named.key() << "[" << i << "]";
-            ++checked;
-        }
-    }
-    EXPECT_GT(checked, 80);
-    // The input gradient too: what a pipeline stage sends upstream.
-    for (std::int64_t i = 0; i < x.numel(); i += 17) EXPECT_NEAR(x.grad().view({-1})[i].item<double>(), numeric(x.view({-1}), i), 1e-6);
+    Layer block = buildLayer(smallConfig(), 1);
+    EXPECT_GT(checkLayerGradients(block, 16), 80);
 }
 
 TEST(Model, LayerWeightsDependOnlyOnSeedAndIndex) {

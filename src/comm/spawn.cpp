@@ -19,6 +19,9 @@
 #include <condition_variable>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace kiln::comm {
@@ -54,23 +57,24 @@ namespace {
 // spawning root in PMIx_Connect (under ompi_dpm_connect_accept) for ever,
 // while the other survivors, told of the failure, wait for it in the shrink
 // (seen in the chaos campaign: an old rank killed 10 ms after rank 0 took an
-// admission request). Past the deadline this process ends as a failed node
-// does, so that the others recover without it instead of waiting with it.
-class SpawnDeadline {
+// admission request). The new processes can wait as long in MPI_Init and the
+// merge when their spawner dies. Past the deadline a process ends as a failed
+// node does, so that the others go on without it instead of waiting with it.
+class AdmissionDeadline {
 public:
-    explicit SpawnDeadline(double seconds)
-        : thread_([this, seconds] {
+    // `who` names this process, `what` the wait.
+    AdmissionDeadline(double seconds, std::string who, std::string what)
+        : thread_([this, seconds, who = std::move(who), what = std::move(what)] {
               std::unique_lock<std::mutex> lock(mutex_);
               if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
-              std::fprintf(stderr,
-                           "kiln: rank %d (%s): admitting nodes made no progress for %.0f s (MPI_Comm_spawn and the "
-                           "merge cannot notice a failed peer); this process ends as a failed node, so that the job "
-                           "recovers without it\n",
-                           log::rank(), log::host().c_str(), seconds);
+              std::fprintf(stderr, "kiln: %s: %s made no progress for %.0f s (MPI_Comm_spawn, MPI_Init and the merge "
+                           "cannot notice a failed peer); this process ends as a failed node, so that the job goes on "
+                           "without it\n",
+                           who.c_str(), what.c_str(), seconds);
               std::fflush(stderr);
               std::raise(SIGKILL);
           }) {}
-    ~SpawnDeadline() {
+    ~AdmissionDeadline() {
         {
             std::lock_guard<std::mutex> lock(mutex_);
             finished_ = true;
@@ -86,12 +90,25 @@ private:
     std::thread thread_;  // last: started once the rest is built
 };
 
+// A spawned process's deadline, from MPI_Init to the end of the merge.
+std::unique_ptr<AdmissionDeadline> joinDeadline;
+constexpr const char* kJoinDeadlineVariable = "KILN_JOIN_DEADLINE_S";
+
 }  // namespace
 
 double spawnDeadlineSeconds() { return std::max(60.0, 4.0 * heartbeatTimeout()); }
 
+void armJoinDeadline() {
+    const char* seconds = std::getenv(kJoinDeadlineVariable);
+    if (seconds == nullptr || joinDeadline) return;
+    joinDeadline = std::make_unique<AdmissionDeadline>(
+        std::atof(seconds), fmt::format("process {} started to join the job", static_cast<long>(::getpid())),
+        "joining the running job");
+}
+
 MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts) {
-    const SpawnDeadline deadline(spawnDeadlineSeconds());
+    const AdmissionDeadline deadline(spawnDeadlineSeconds(), fmt::format("rank {} ({})", log::rank(), log::host()),
+                                     "admitting nodes");
     const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
     auto args = ownArguments();
     std::vector<char*> argv;
@@ -105,6 +122,12 @@ MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts)
     // The new processes are part of a fault-tolerant job: one of them dying must not end it (mpirun --with-ft
     // ulfm marks only the first job so).
     KILN_MPI(MPI_Info_set(info, "PMIX_JOB_RECOVERABLE", "true"));
+    // Should this process fail while they start, their MPI_Init cannot connect back: it must return the error
+    // (MpiSession ends the process as a failed node), not abort, which would end the whole job with its status.
+    KILN_MPI(MPI_Info_set(info, "mpi_initial_errhandler", "mpi_errors_return"));
+    // Or their MPI_Init may wait for it for ever: they get the same deadline.
+    const std::string environment = fmt::format("{}={}", kJoinDeadlineVariable, spawnDeadlineSeconds());
+    KILN_MPI(MPI_Info_set(info, "env", environment.c_str()));
     MPI_Comm children = MPI_COMM_NULL;
     std::vector<int> errors(static_cast<std::size_t>(processes), MPI_SUCCESS);
     const int rc = MPI_Comm_spawn(executable.c_str(), argv.data(), processes, info, 0, control, &children, errors.data());
@@ -127,6 +150,7 @@ MPI_Comm mergeWithJob() {
     MPI_Comm merged = MPI_COMM_NULL;
     KILN_MPI(MPI_Intercomm_merge(parent, /*high=*/1, &merged));
     KILN_MPI(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
+    joinDeadline.reset();  // joined
     return merged;
 }
 

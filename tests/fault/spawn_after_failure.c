@@ -6,7 +6,7 @@
  * revoke, shrink to 3, spawn 1 process from the shrunk communicator, merge the intercommunicator,
  * and an all-reduce over the merge counts 4. Every process prints "SPAWN-AFTER-FAILURE ok"; rank 0
  * of the merge prints "SPAWN-AFTER-FAILURE PASS: merged=4 sum=4". Any failure prints what failed.
- * MPI_Finalize after a process failure may never return (Open MPI #9434; seen here in 3 runs of 34,
+ * MPI_Finalize after a process failure may never return (Open MPI #9434; seen here in 4 runs of 34,
  * after everything above had passed): the survivors wait in the PMIx fence that opens MPI_Finalize,
  * over a namespace that holds the dead process, and the spawned one waits for them to disconnect.
  * As kiln does (comm/world.cpp), the fence is skipped (Open MPI's async_mpi_finalize): with ULFM on,

@@ -27,5 +27,9 @@ double spawnDeadlineSeconds();
 
 // On a spawned process: the communicator merged with the job that started it.
 MPI_Comm mergeWithJob();
+// On a spawned process, before MPI_Init (its spawner sets the deadline in its
+// environment; elsewhere nothing): past spawnDeadlineSeconds() without
+// mergeWithJob() returning, the process ends as a failed node.
+void armJoinDeadline();
 
 }  // namespace kiln::comm

@@ -29,7 +29,8 @@ Checks per run: exit status 0 within the time limit (else: hung), every step's l
 failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
 no kiln process left once mpirun has returned. Runs where MPI_Finalize did not return and kiln's exit watchdog (fault.finalize_timeout_s, 20 s)
 ended the ranks (Open MPI's hang after failures, issue 19 item 3) survive but are counted apart: finalize_watchdog. Prints one line per run, then
-  CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D finalize_watchdog=W
+  CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D finalize_watchdog=W outside_kills_missed=M
+(M: outside kills that found no process, said on their run's line: such a run tested less than it says)
 and exits 1 unless every run survived.
 
   python3 tests/chaos/campaign.py KILN MPIRUN DATA WORK --seed 1 --runs 200
@@ -135,7 +136,8 @@ def pid_of(rank, out):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().split(b"\0")
-            if f"run.out_dir={out}".encode() not in cmd or not cmd[0].endswith(b"kiln"):
+            # mpirun's command line names the directory too, but only a rank has a rank in its environment.
+            if f"run.out_dir={out}".encode() not in cmd:
                 continue
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if f"OMPI_COMM_WORLD_RANK={rank}".encode() in f.read().split(b"\0"):
@@ -358,6 +360,7 @@ def main():
     counts = {"survived": 0, "crashed": 0, "hung": 0}
     by_kind = {}
     watchdog_runs = 0
+    missed = 0  # outside kills that found no process to kill (the run ended first, or no such rank)
     worst = 0.0
     for i in range(args.runs):
         job = rng.choice(JOBS) if args.wide else PINNED
@@ -369,6 +372,9 @@ def main():
         what = f"{kind:<10} {inject}" + describe_outside(outside)
         if args.wide:
             what = f"[{job[0]}] {what}"
+        if outside and outside[0] in ("kill", "admitkill") and outside[1] not in landed:
+            missed += 1
+            what += " [the outside kill did not land]"
         tally = by_kind.setdefault((job[0], kind), [0, 0])
         tally[0] += 1
         if status is None:
@@ -394,7 +400,7 @@ def main():
         for (job, kind), (runs, survived) in sorted(by_kind.items()):
             print(f"TABLE job={job.replace(' ', '_')} kind={kind} runs={runs} survived={survived}")
     print(f"CHAOS runs={args.runs} survived={counts['survived']} crashed={counts['crashed']} hung={counts['hung']} "
-          f"max_loss_diff={worst:.2e} finalize_watchdog={watchdog_runs} seed={args.seed}")
+          f"max_loss_diff={worst:.2e} finalize_watchdog={watchdog_runs} outside_kills_missed={missed} seed={args.seed}")
     sys.exit(0 if counts["survived"] == args.runs else 1)
 
 

@@ -18,15 +18,21 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
     return weight * normed.to(x.scalar_type());
 }
 
-torch::Tensor applyRotary(const torch::Tensor& x, double theta) {
-    const auto T = x.size(2), hd = x.size(3);
-    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
-    const auto inverse = 1.0 / torch::pow(theta, torch::arange(0, hd, 2, f32) / static_cast<double>(hd));
-    const auto angles = torch::outer(torch::arange(T, f32), inverse);
+RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like) {
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(like.device());
+    const auto inverse = 1.0 / torch::pow(theta, torch::arange(0, headDim, 2, f32) / static_cast<double>(headDim));
+    const auto angles = torch::outer(torch::arange(positions, f32), inverse);
     const auto both = torch::cat({angles, angles}, -1);
-    const auto cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
+    return {both.cos().to(like.scalar_type()), both.sin().to(like.scalar_type())};
+}
+
+torch::Tensor applyRotary(const torch::Tensor& x, const RotaryAngles& angles) {
     const auto halves = x.chunk(2, -1);
-    return x * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+    return x * angles.cos + torch::cat({-halves[1], halves[0]}, -1) * angles.sin;
+}
+
+torch::Tensor applyRotary(const torch::Tensor& x, double theta) {
+    return applyRotary(x, rotaryAngles(x.size(2), x.size(3), theta, x));
 }
 
 }  // namespace kiln::model
@@ -79,8 +85,9 @@ public:
         const auto heads = [&](const torch::Tensor& weight, std::int64_t n) {
             return torch::linear(h, weight).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
         };
-        auto q = applyRotary(heads(qWeight_, heads_), theta_);
-        auto k = applyRotary(heads(kWeight_, kvHeads_), theta_);
+        const auto angles = rotaryAngles(T, headDim_, theta_, h);
+        auto q = applyRotary(heads(qWeight_, heads_), angles);
+        auto k = applyRotary(heads(kWeight_, kvHeads_), angles);
         auto v = heads(vWeight_, kvHeads_);
         if (kvHeads_ < heads_) {  // each key/value head serves a group of consecutive query heads
             k = k.repeat_interleave(heads_ / kvHeads_, 1);

@@ -306,9 +306,9 @@ std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& mode
     h5::Handle file = format::openCheckpoint(ctx, version);
     h5::LibraryLock lock(h5::libraryMutex());
     std::vector<std::string> differences;
-    const auto savedShape = shapeOf(format::readShape(file, ctx));
+    const auto savedShape = shapeOf(format::readShape(file, ctx)), runShape = shapeOf(model.config());
     for (std::size_t k = 0; k < savedShape.size(); ++k) {
-        const auto& [key, value] = shapeOf(model.config())[k];
+        const auto& [key, value] = runShape[k];
         if (savedShape[k].second != value)
             differences.push_back(fmt::format("{} is {} in the checkpoint but {} in this run", key, savedShape[k].second, value));
     }

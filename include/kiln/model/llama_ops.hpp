@@ -14,4 +14,11 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 // angles are computed in float32, then cast to the input's type.
 torch::Tensor applyRotary(const torch::Tensor& x, double theta);
 
+// The same with the angles' cosines and sines (T, hd) given, computed once for the queries and the keys.
+struct RotaryAngles {
+    torch::Tensor cos, sin;
+};
+RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like);
+torch::Tensor applyRotary(const torch::Tensor& x, const RotaryAngles& angles);
+
 }  // namespace kiln::model

@@ -1,7 +1,9 @@
 // kiln data DECK: what the model will be fed. Prints the next global batches
 // (every rank's slice, in rank order: source and decoded text of each sample,
 // whole with --full), each batch's fingerprint (equal on any rank count), and
-// the realised mix against the target.
+// the realised mix against the target. --dump writes the batches' tokens as a
+// NumPy array (the reference's training parity test trains on them).
+#include "batch_dump.hpp"
 #include "cli_options.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/error.hpp"
@@ -65,7 +67,7 @@ void printInRankOrder(MPI_Comm comm, const std::string& mine) {
 }  // namespace
 
 int dataMain(int argc, char** argv) {
-    std::string deckPath, cursorIn, cursorOut;
+    std::string deckPath, cursorIn, cursorOut, dumpPath;
     std::vector<std::string> overrides;
     std::uint64_t steps = 3, show = 4;
     po::options_description options("kiln data");
@@ -76,11 +78,12 @@ int dataMain(int argc, char** argv) {
         ("full", "print whole samples (all seq_len + 1 tokens, decoded text as is) rather than their first 48 tokens")
         ("cursor-in", po::value<std::string>(&cursorIn), "continue from a saved loader cursor (any rank count)")
         ("cursor-out", po::value<std::string>(&cursorOut), "save the loader cursor at the end (collective write)")
+        ("dump", po::value<std::string>(&dumpPath), "write the batches' tokens to FILE.npy (uint32, steps x global batch x seq_len + 1)")
         ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
     po::positional_options_description positional;
     positional.add("deck", 1);
     po::variables_map values;
-    if (!parseCommandLine(argc, argv, "[mpirun -n N] kiln data DECK [--steps N] [--show K] [--cursor-in F] [--cursor-out F]",
+    if (!parseCommandLine(argc, argv, "[mpirun -n N] kiln data DECK [--steps N] [--show K] [--cursor-in F] [--cursor-out F] [--dump F.npy]",
                           options, positional, values))
         return 0;
 
@@ -108,6 +111,8 @@ int dataMain(int argc, char** argv) {
 
     const auto decoder = decoderFor(spec, loader.tokenizer());
     const bool full = values.count("full") > 0;
+    std::unique_ptr<BatchDump> dump;
+    if (!dumpPath.empty()) dump = std::make_unique<BatchDump>(world.control(), dumpPath, steps, G, spec.seqLen + 1);
     for (std::uint64_t s = 0; s < steps; ++s) {
         // A rank whose slice cannot be read (a corrupt chunk) stops every rank with its message.
         const data::Batch* batch = nullptr;
@@ -138,9 +143,14 @@ int dataMain(int argc, char** argv) {
             }
         }
         printInRankOrder(world.control(), lines);
+        if (dump) dump->append(*batch);
         loader.commit();
     }
 
+    if (dump) {
+        dump->close();
+        log::info("batches of steps {}-{} written to {}", start.step, start.step + steps - 1, dumpPath);
+    }
     log::info("\nrealised mix of the current weight segment after step {} ({} samples):", loader.cursor().step,
               loader.cursor().samples - loader.cursor().segmentStart);
     log::info("  {:<12} {:>8} {:>9} {:>9} {:>12} {:>10} {:>7} {:>9}", "source", "target", "realised", "samples", "tokens",

@@ -3,6 +3,7 @@
 #include "kiln/config/deck_schema.hpp"
 #include "kiln/config/model_presets.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
@@ -195,16 +196,22 @@ const Mix& Deck::mix(const std::string& key) const { return std::get<Mix>(settin
 
 std::string Deck::resolvedText() const {
     std::string out = fmt::format("# kiln resolved deck: every key, defaults included; from {}\n", name_);
-    std::string section;
+    // Each section once, in the order the schema first names it (the schema
+    // keeps keys of a kind together, so one section may come back later in
+    // it), so that any INI reader takes the file.
+    std::vector<std::string> sections;
     for (const auto& spec : deckSchema()) {
-        const auto dot = spec.name.find('.');
-        const std::string keySection = spec.name.substr(0, dot);
-        if (keySection != section) {
-            section = keySection;
-            out += fmt::format("\n[{}]\n", section);
+        const std::string section = spec.name.substr(0, spec.name.find('.'));
+        if (std::find(sections.begin(), sections.end(), section) == sections.end()) sections.push_back(section);
+    }
+    for (const auto& section : sections) {
+        out += fmt::format("\n[{}]\n", section);
+        for (const auto& spec : deckSchema()) {
+            const auto dot = spec.name.find('.');
+            if (spec.name.compare(0, dot, section) != 0 || dot != section.size()) continue;
+            const Setting& s = settings_.at(spec.name);
+            out += fmt::format("{} = {}  # {}\n", spec.name.substr(dot + 1), formatValue(s.value), s.origin);
         }
-        const Setting& s = settings_.at(spec.name);
-        out += fmt::format("{} = {}  # {}\n", spec.name.substr(dot + 1), formatValue(s.value), s.origin);
     }
     return out;
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
+#include <sstream>
 
 using kiln::config::Deck;
 using kiln::config::DeckError;
@@ -63,6 +65,16 @@ TEST(Deck, ResolvedTextRoundTrips) {
         EXPECT_EQ(kiln::config::formatValue(again.setting(key.name).value),
                   kiln::config::formatValue(deck.setting(key.name).value))
             << key.name;
+}
+
+// Each section once: INI readers (Python's configparser among them) refuse a section that comes back.
+TEST(Deck, ResolvedTextNamesEachSectionOnce) {
+    const std::string text = Deck::fromText("", "t.ini").resolvedText();
+    std::istringstream lines(text);
+    std::set<std::string> seen;
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '[') EXPECT_TRUE(seen.insert(line).second) << line << " comes twice";
+    EXPECT_GE(seen.size(), 8u);
 }
 
 TEST(DeckErrors, NotAnInteger) { expectError("[fault]\nf = two\n", R"(t\.ini:2: fault\.f = 'two': expected an integer)"); }

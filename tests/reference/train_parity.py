@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Training parity (issue 38, item 4c): the model a kiln run started from (a Hugging Face directory), trained
+in plain PyTorch on the batches kiln trained on (`kiln data DECK --dump`), with kiln's AdamW settings read from
+the run's deck.resolved.ini; every step's loss and gradient norm compared with each kiln run's
+(`kiln diag --losses`).
+
+What kiln does, written out here in PyTorch terms: the loss is the mean cross entropy over every target token
+of the global batch; the gradient norm is the global L2 norm before clipping, and gradients are scaled by
+grad_clip / (norm + 1e-6) when the norm exceeds grad_clip; the learning rate warms up linearly
+(lr * (step + 1) / warmup_steps) and then follows a cosine to min_lr over decay_steps (0: the rest of the run);
+AdamW decays matrices and embeddings, not norms. torch.optim.AdamW is the optimiser, with one parameter group
+for the decayed tensors and one for the others.
+
+    python train_parity.py HF_DIR BATCHES.npy DECK_RESOLVED.ini TOLERANCE KILN_LOSSES [KILN_LOSSES ...]
+
+Prints one line per step, then a JSON summary; exit 0 when every run's every step is within TOLERANCE
+(relative) of PyTorch's.
+"""
+import configparser
+import json
+import math
+import sys
+
+import numpy
+import torch
+from transformers import AutoModelForCausalLM
+
+
+def learning_rate(train, steps, step):
+    lr, min_lr = float(train["lr"]), float(train["min_lr"])
+    warmup, decay = int(train["warmup_steps"]), int(train["decay_steps"])
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if decay == 0:
+        decay = steps - warmup if steps > warmup else 1
+    progress = min(1.0, (step - warmup) / decay)
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def kiln_curve(path):
+    rows = [line.split() for line in open(path) if line.strip()]
+    return {int(r[0]): (float(r[1]), float(r[2])) for r in rows}
+
+
+def main():
+    directory, batches_path, deck_path, tolerance = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    curves = {path: kiln_curve(path) for path in sys.argv[5:]}
+    deck = configparser.ConfigParser(inline_comment_prefixes=("#",))
+    deck.read(deck_path)
+    train = deck["train"]
+    if train["precision"] != "fp32":
+        print(f"FAIL: {deck_path}: train.precision = {train['precision']}; parity is checked in fp32")
+        return 1
+    batches = torch.from_numpy(numpy.load(batches_path).astype(numpy.int64))
+    steps = batches.shape[0]
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    model.train()
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    optimiser = torch.optim.AdamW(
+        [{"params": decayed, "weight_decay": float(train["weight_decay"])}, {"params": others, "weight_decay": 0.0}],
+        lr=0.0, betas=(float(train["beta1"]), float(train["beta2"])), eps=float(train["eps"]))
+    clip = float(train["grad_clip"])
+    run_steps = int(deck["run"]["steps"])
+    worst = {path: 0.0 for path in curves}
+    worst_norm = {path: 0.0 for path in curves}
+    for step in range(steps):
+        tokens = batches[step]
+        logits = model(input_ids=tokens[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        optimiser.zero_grad(set_to_none=False)
+        loss.backward()
+        norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())).item()
+        if clip > 0 and norm > clip:
+            for p in model.parameters():
+                p.grad.mul_(clip / (norm + 1e-6))
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate(train, run_steps, step)
+        optimiser.step()
+        line = f"step {step:3d}  pytorch loss {loss.item():.7f} |g| {norm:.6f}"
+        for path, curve in curves.items():
+            if step not in curve:
+                print(f"FAIL: {path} has no step {step}")
+                return 1
+            kiln_loss, kiln_norm = curve[step]
+            worst[path] = max(worst[path], abs(kiln_loss - loss.item()) / abs(loss.item()))
+            worst_norm[path] = max(worst_norm[path], abs(kiln_norm - norm) / norm)
+            line += f"  | kiln {kiln_loss:.7f} |g| {kiln_norm:.6f}"
+        print(line)
+    summary = {"steps": steps, "tolerance": tolerance,
+               "runs": [{"losses": path, "max_relative_loss_difference": worst[path],
+                         "max_relative_grad_norm_difference": worst_norm[path]} for path in curves]}
+    print(json.dumps(summary))
+    bad = [path for path in curves if worst[path] > tolerance or worst_norm[path] > tolerance]
+    if bad:
+        print(f"FAIL: beyond {tolerance} relative: {', '.join(bad)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

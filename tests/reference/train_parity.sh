@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Training parity with plain PyTorch (issue 38, item 4c): a random LlamaForCausalLM made by transformers
+# (tests/reference/hf_models.py: GQA, SwiGLU, rope_theta 500000) is trained for 30 steps by kiln, on 1 rank and
+# on 2+1 pipelines of 2-wide stages, and by tests/reference/train_parity.py in PyTorch (torch.optim.AdamW) on the
+# batches kiln trained on (`kiln data --dump`), with the settings of kiln's deck.resolved.ini: warm-up and
+# cosine schedule, weight decay, clipping at 1.0 (which binds in the first steps).
+# Pass criteria, each printed as PASS:
+#  1. `kiln data --dump` writes the 30 global batches, and they are those of any rank count (dumped on 3 ranks too).
+#  2. Every step's loss and gradient norm of both kiln runs are within 1e-4 (relative) of PyTorch's, in fp32.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/../fault/lib.sh"
+"$python" -c "import transformers, torch" 2>/dev/null ||
+  fail "no Python with transformers and torch at $python: ./bootstrap.sh test (or ./bootstrap.sh reference) installs them"
+here=$(dirname "$0")
+"$python" "$here/hf_models.py" "$work/hf" >"$work/models.log" 2>&1 || { cat "$work/models.log"; fail "transformers could not make the models"; }
+
+# The deck lines kiln import prints, as --set options.
+model_settings() { "$kiln" import "$1" | awk -F' = ' '/^[a-z_]+ = / { printf "--set model.%s=%s ", $1, $2 }'; }
+steps=30
+trained=(--set model.init_from="$work/hf/llama" --set run.steps=$steps --set train.grad_clip=1)
+data_settings=(--set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes)
+
+"$kiln" data input/tiny-cpu.ini "${data_settings[@]}" --steps $steps --show 0 --dump "$work/batches.npy" >"$work/data.log" 2>&1 ||
+  { cat "$work/data.log"; fail "kiln data --dump"; }
+"$mpirun" -n 3 --oversubscribe "$kiln" data input/tiny-cpu.ini "${data_settings[@]}" --steps $steps --show 0 \
+  --dump "$work/batches-3.npy" >"$work/data-3.log" 2>&1 || { cat "$work/data-3.log"; fail "kiln data --dump on 3 ranks"; }
+cmp -s "$work/batches.npy" "$work/batches-3.npy" || fail "the batches dumped on 1 and 3 ranks differ"
+"$python" -c "import numpy, sys; b = numpy.load(sys.argv[1]); assert b.shape == ($steps, 16, 65) and b.dtype == numpy.uint32, b.shape" \
+  "$work/batches.npy" || fail "the dump is not a uint32 array of 30 x 16 x 65"
+echo "PASS 1: kiln data --dump wrote $steps batches of 16 x 65 tokens, the same on 1 and 3 ranks"
+
+# shellcheck disable=SC2046
+must one 1 $(model_settings "$work/hf/llama") "${trained[@]}" --set plan.pipelines= --set fault.f=0
+# shellcheck disable=SC2046
+must wide 6 $(model_settings "$work/hf/llama") "${trained[@]}" \
+  --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+losses one
+losses wide
+"$python" "$here/train_parity.py" "$work/hf/llama" "$work/batches.npy" "$work/one/tiny/deck.resolved.ini" 1e-4 \
+  "$work/one.losses" "$work/wide.losses" >"$work/parity.log" 2>&1 || { cat "$work/parity.log"; fail "training parity"; }
+echo "PASS 2: 30 steps of kiln (1 rank; 2+1 pipelines of 2-wide stages) and PyTorch agree: $(tail -1 "$work/parity.log")"

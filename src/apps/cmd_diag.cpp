@@ -1,5 +1,6 @@
 // kiln diag FILE: what a run did, from its diag.h5 (also while it runs).
-// --plot DIR writes PNG plots with gnuplot: loss, throughput, per-source mix.
+// --plot DIR writes PNG plots with gnuplot: loss (training and held-out),
+// throughput, per-source mix.
 #include "cli_options.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/io/diag_file.hpp"
@@ -32,8 +33,18 @@ std::vector<io::StepRecord> latestPerStep(const std::vector<io::StepRecord>& rec
     return out;
 }
 
+// The same for evaluations: one per step count, the last recorded.
+std::vector<io::EvalRecord> latestPerStep(const std::vector<io::EvalRecord>& records) {
+    std::map<std::uint64_t, io::EvalRecord> last;
+    for (const auto& r : records) last[r.step] = r;
+    std::vector<io::EvalRecord> out;
+    for (const auto& [step, r] : last) out.push_back(r);
+    return out;
+}
+
 void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const std::vector<std::vector<std::uint64_t>>& mix,
-          const std::vector<std::string>& sources, const std::vector<io::FailureRecord>& failures) {
+          const std::vector<std::string>& sources, const std::vector<io::FailureRecord>& failures,
+          const std::vector<io::EvalRecord>& evals) {
     fs::create_directories(dir);
     const fs::path data = dir / "steps.dat";
     {
@@ -51,6 +62,15 @@ void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const s
             out << "\n";
         }
     }
+    const fs::path evalData = dir / "eval.dat";
+    {
+        std::ofstream out(evalData);
+        out << "# step held_out_loss perplexity\n";
+        for (const auto& e : evals) out << e.step << ' ' << e.loss << ' ' << e.perplexity << "\n";
+    }
+    const std::string heldOut =
+        evals.empty() ? std::string()
+                      : fmt::format(", '{}' using 1:2 with linespoints lw 2 pt 7 title 'held-out loss'", evalData.string());
     // A dashed red line at each failure, labelled with the failed ranks: the curves on either side should join.
     std::string markers;
     for (std::size_t i = 0; i < failures.size(); ++i)
@@ -59,13 +79,13 @@ void plot(const fs::path& dir, const std::vector<io::StepRecord>& steps, const s
                                i + 1, failures[i].step + 1, failures[i].failedRanks);
     std::string script = fmt::format(
         "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n{2}"
-        "set output '{0}/loss.png'\nset title 'training loss'\nset ylabel 'loss (nats/token)'\n"
-        "plot '{1}' using 1:2 with lines lw 2 title 'loss'\n"
+        "set output '{0}/loss.png'\nset title 'loss: training and held-out'\nset ylabel 'loss (nats/token)'\n"
+        "plot '{1}' using 1:2 with lines lw 2 title 'training loss'{3}\n"
         "set output '{0}/throughput.png'\nset title 'throughput'\nset ylabel 'tokens/s'\n"
         "plot '{1}' using 1:5 with lines lw 2 title 'tokens/s'\n"
         "unset arrow\nunset label\n"
         "set output '{0}/mix.png'\nset title 'per-source share of each global batch'\nset ylabel 'share'\nset yrange [0:1]\nplot ",
-        dir.string(), data.string(), markers);
+        dir.string(), data.string(), markers, heldOut);
     for (std::size_t s = 0; s < sources.size(); ++s)
         script += fmt::format("{}'{}' using 1:{} with lines lw 2 title '{}'", s ? ", " : "", data.string(), 7 + s, sources[s]);
     script += "\n";
@@ -85,11 +105,12 @@ int diagMain(int argc, char** argv) {
         ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
         ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory")
         ("json", "print the summary as one JSON object")
-        ("losses", "print one line per step: step (from 0), loss and gradient norm, full precision");
+        ("losses", "print one line per step: step (from 0), loss and gradient norm, full precision")
+        ("eval", "print one line per held-out evaluation: steps trained before it, loss and perplexity, full precision");
     po::positional_options_description positional;
     positional.add("file", 1);
     po::variables_map values;
-    if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR]", options, positional, values)) return 0;
+    if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR] [--json] [--losses] [--eval]", options, positional, values)) return 0;
 
     auto file = io::openDiagForReading(path);
     std::vector<std::size_t> rows;
@@ -102,6 +123,7 @@ int diagMain(int argc, char** argv) {
 
     const auto layouts = io::DiagFile::readInstantiations(file);
     const auto failures = io::DiagFile::readFailures(file);
+    const auto evals = latestPerStep(io::DiagFile::readEvals(file));
     const bool json = values.count("json") > 0;
     // What each layout measured against what the planner predicted for it:
     // the median step time over the steps it ran (0 when it ran none).
@@ -116,6 +138,10 @@ int diagMain(int argc, char** argv) {
     }
     if (values.count("losses")) {
         for (const auto& r : steps) fmt::print("{} {:.17g} {:.17g}\n", r.step, r.loss, r.gradNorm);
+        return 0;
+    }
+    if (values.count("eval")) {
+        for (const auto& e : evals) fmt::print("{} {:.17g} {:.17g}\n", e.step, e.loss, e.perplexity);
         return 0;
     }
     double time = 0, wait = 0, tokens = 0, forward = 0, backward = 0, sync = 0, optimizer = 0, pipeline = 0;
@@ -174,6 +200,10 @@ int diagMain(int argc, char** argv) {
                                        {"instantiate_s", f.instantiate}, {"migrate_s", f.migrate},
                                        {"rebuild_s", f.rebuild}, {"replay_s", f.replay},
                                        {"bytes_migrated", f.bytesMigrated}, {"layout", f.layout}});
+        out["eval"] = nlohmann::json::array();
+        for (const auto& e : evals)
+            out["eval"].push_back({{"step", e.step}, {"loss", e.loss}, {"perplexity", e.perplexity}, {"tokens", e.tokens},
+                                   {"seconds", e.seconds}, {"time", e.time}});
         out["events"] = nlohmann::json::array();
         for (const auto& e : events)
             out["events"].push_back({{"step", e.step}, {"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
@@ -193,6 +223,13 @@ int diagMain(int argc, char** argv) {
                    100 * (time - wait - forward - backward - pipeline - sync - optimizer) / time);
         for (std::size_t s = 0; s < sources.size(); ++s)
             fmt::print("  source {:<12} {:>12} tokens ({:.1f}%)\n", sources[s], perSource[s], 100.0 * perSource[s] / tokens);
+    }
+    if (!evals.empty()) {
+        const auto best = std::min_element(evals.begin(), evals.end(), [](const auto& a, const auto& b) { return a.loss < b.loss; });
+        fmt::print("  held-out loss ({} tokens each; best {:.4f} after step {}):\n", evals.back().tokens, best->loss, best->step);
+        for (const auto& e : evals)
+            fmt::print("    after step {:>7}  loss {:.4f}  perplexity {:>9.2f}  ({:.2f} s)\n", e.step, e.loss, e.perplexity,
+                       e.seconds);
     }
     fmt::print("  layouts (pipelines as nodes:microbatches; start-up ranks of their stages; median step against the "
                "planner's prediction):\n");
@@ -221,7 +258,7 @@ int diagMain(int argc, char** argv) {
     }
     fmt::print("  events:\n");
     for (const auto& e : events) fmt::print("    step {:>7}  {:<12} {}\n", e.step, e.kind, e.detail);
-    if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources, failures);
+    if (!plotDir.empty() && !steps.empty()) plot(plotDir, steps, mix, sources, failures, evals);
     return 0;
 }
 

@@ -46,7 +46,7 @@ const std::vector<KeySpec>& deckSchema() {
          "activation or gradient sent to a neighbouring stage), allreduce (after the rank's backwards, before it "
          "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), "
          "checkpoint (before a checkpoint write), publish (on the writing rank, the file complete, before "
-         "`latest` moves), regroup and migrate (in a recovery)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "`latest` moves), regroup and migrate (in a recovery), eval (in the held-out evaluation after STEP)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
@@ -55,7 +55,7 @@ const std::vector<KeySpec>& deckSchema() {
          "twice as slow). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|eval)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
@@ -64,7 +64,7 @@ const std::vector<KeySpec>& deckSchema() {
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item) && !std::regex_match(word, lag))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
-                                         "sums, commit, optimizer, checkpoint, write, publish, regroup or migrate, nor "
+                                         "sums, commit, optimizer, checkpoint, write, publish, regroup, migrate or eval, nor "
                                          "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx";
              return "";
          }},
@@ -186,6 +186,12 @@ const std::vector<KeySpec>& deckSchema() {
          "Sources and their mix weights, as SOURCE:WEIGHT ... (e.g. 'wiki:0.7 books:0.3'). Weights are relative: "
          "they need not sum to 1. Each global batch meets them to within one sequence per source.",
          validMix()},
+        {"data.eval_mix", KeyType::Mix, "",
+         "Held-out validation sources and their weights, as data.mix (e.g. 'wiki_val:1'): prepared like the "
+         "training sources, never trained on (a source of data.mix is refused here). Empty: no evaluation. The "
+         "same tokens are evaluated every time, whatever the rank count or layout (train.eval_every, "
+         "train.eval_batches).",
+         validMixOrEmpty()},
         {"data.seq_len", KeyType::Integer, "256", "Tokens per training sequence (each sample holds seq_len+1 tokens).", atLeast(1)},
         {"data.global_batch", KeyType::Integer, "32", "Sequences per global batch (per optimizer step), whatever the number of ranks.", atLeast(1)},
         {"data.tokenizer", KeyType::Text, "",
@@ -281,6 +287,15 @@ const std::vector<KeySpec>& deckSchema() {
          "or auto: during_backward where the sums run beside the compute (NCCL on its own stream), after_backward "
          "where a sum blocks the cores that compute (MPI). Either way the sums are the same.",
          oneOf({"auto", "during_backward", "after_backward"})},
+        {"train.eval_every", KeyType::Integer, "0",
+         "Evaluate the held-out loss of data.eval_mix every this many steps and after the last step; 0 = only "
+         "after the last step. An evaluation runs forward passes on the current pipelines and takes no training "
+         "step; a failure during it is recovered and the evaluation redone.",
+         atLeast(0)},
+        {"train.eval_batches", KeyType::Integer, "4",
+         "Global batches (data.global_batch sequences each) per evaluation: the first ones of data.eval_mix, the "
+         "same every time.",
+         atLeast(1)},
         {"train.log_every", KeyType::Integer, "1", "Print a progress line every this many steps.", atLeast(1)},
 
         // [checkpoint]

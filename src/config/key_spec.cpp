@@ -131,6 +131,12 @@ Check identifier() {
     };
 }
 
+Check validMixOrEmpty() {
+    return [](const Value& v) -> std::string {
+        return std::get<Mix>(v).empty() ? std::string() : validMix()(v);
+    };
+}
+
 Check validMix() {
     return [](const Value& v) -> std::string {
         const auto& mix = std::get<Mix>(v);

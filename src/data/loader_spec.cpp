@@ -1,7 +1,10 @@
 #include "kiln/data/loader_spec.hpp"
 
+#include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/keyed_permutation.hpp"
+
+#include <fmt/format.h>
 
 #include <bit>
 
@@ -32,6 +35,22 @@ LoaderSpec loaderSpecFromDeck(const config::Deck& deck) {
     if (spec.openShards == 0) spec.openShards = defaultOpenShards(spec.windowBlocks);
     spec.shardMemoryBytes = static_cast<std::uint64_t>(deck.integer("data.shard_memory_mb")) << 20;
     spec.tokenizer = deck.text("data.tokenizer");
+    return spec;
+}
+
+LoaderSpec evalLoaderSpecFromDeck(const config::Deck& deck) {
+    LoaderSpec spec = loaderSpecFromDeck(deck);
+    spec.sources.clear();
+    const std::filesystem::path dir = deck.text("data.dir");
+    for (const auto& entry : deck.mix("data.eval_mix")) {
+        for (const auto& trained : deck.mix("data.mix"))
+            if (trained.source == entry.source)
+                throw InputError(fmt::format("data.eval_mix ({}): source '{}' is also in data.mix ({}): held-out data "
+                                             "must be data the run never trains on (prepare a separate source)",
+                                             deck.setting("data.eval_mix").origin, entry.source,
+                                             deck.setting("data.mix").origin));
+        spec.sources.push_back({entry.source, dir / entry.source, entry.weight});
+    }
     return spec;
 }
 

@@ -40,6 +40,7 @@ const char* phaseName(Phase phase) {
         case Phase::Publish: return "publish";
         case Phase::Regroup: return "regroup";
         case Phase::Migrate: return "migrate";
+        case Phase::Eval: return "eval";
     }
     return "?";
 }
@@ -111,14 +112,14 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         }
         bool known = false;
         for (Phase p : {Phase::Forward, Phase::Backward, Phase::Send, Phase::AllReduce, Phase::Sums, Phase::Commit,
-                        Phase::Optimizer, Phase::Checkpoint, Phase::Write, Phase::Publish, Phase::Regroup, Phase::Migrate}) {
+                        Phase::Optimizer, Phase::Checkpoint, Phase::Write, Phase::Publish, Phase::Regroup, Phase::Migrate, Phase::Eval}) {
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
         if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, send, allreduce, sums, commit, optimizer, checkpoint, "
-                               "write, publish, regroup, migrate", item, name);
+                               "write, publish, regroup, migrate, eval", item, name);
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

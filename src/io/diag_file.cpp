@@ -82,6 +82,17 @@ h5::Handle instantiationType() {
     return t;
 }
 
+h5::Handle evalType() {
+    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EvalRecord)), "diag"));
+    KILN_H5(H5Tinsert(t, "step", HOFFSET(EvalRecord, step), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "loss", HOFFSET(EvalRecord, loss), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "perplexity", HOFFSET(EvalRecord, perplexity), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "tokens", HOFFSET(EvalRecord, tokens), H5T_NATIVE_UINT64), "diag");
+    KILN_H5(H5Tinsert(t, "seconds", HOFFSET(EvalRecord, seconds), H5T_NATIVE_DOUBLE), "diag");
+    KILN_H5(H5Tinsert(t, "time", HOFFSET(EvalRecord, time), H5T_NATIVE_DOUBLE), "diag");
+    return t;
+}
+
 h5::Handle eventType() {
     h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EventRecord)), "diag"));
     const auto kind = h5::fixedString(sizeof(EventRecord::kind), "diag");
@@ -128,6 +139,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     eventType_ = eventType();
     instantiationType_ = instantiationType();
     failureType_ = failureType();
+    evalType_ = evalType();
     h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
     KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
     // A diag.h5 that exists is never overwritten. Appending copies its records
@@ -139,6 +151,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     std::vector<EventRecord> oldEvents;
     std::vector<InstantiationRecord> oldInstantiations;
     std::vector<FailureRecord> oldFailures;
+    std::vector<EvalRecord> oldEvals;
     std::string aside;
     if (std::filesystem::exists(path)) {
         const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::milliseconds(1);
@@ -151,6 +164,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
             oldEvents = readEvents(old);
             oldInstantiations = readInstantiations(old);
             oldFailures = readFailures(old);
+            oldEvals = readEvals(old);
             if (oldSources != sources)
                 throw InputError(fmt::format("diagnostics {} records the sources [{}], this run has [{}]; a different "
                                              "data.mix source list needs a new diag.h5 (move it aside)",
@@ -176,6 +190,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         events_ = createTable(file_, "events", eventType_, 0, path);
         instantiations_ = createTable(file_, "instantiations", instantiationType_, 0, path);
         failures_ = createTable(file_, "failures", failureType_, 0, path);
+        evals_ = createTable(file_, "eval", evalType_, 0, path);
         h5::writeRecords(file_, "templates", templateType(), templates, path);
     }
     std::vector<std::uint64_t> flatTokens;
@@ -186,6 +201,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     append(events_, eventType_, oldEvents.data(), 0, oldEvents.size());
     append(instantiations_, instantiationType_, oldInstantiations.data(), 0, oldInstantiations.size());
     append(failures_, failureType_, oldFailures.data(), 0, oldFailures.size());
+    append(evals_, evalType_, oldEvals.data(), 0, oldEvals.size());
     KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path);
     if (continueRun && !aside.empty()) std::filesystem::remove(aside);  // everything is in the new file
     KILN_H5(H5Fstart_swmr_write(file_), path);
@@ -198,6 +214,7 @@ DiagFile::~DiagFile() {
     events_.reset();
     instantiations_.reset();
     failures_.reset();
+    evals_.reset();
     file_.reset();
 }
 
@@ -268,6 +285,18 @@ void DiagFile::failure(const FailureRecord& record) {
     FailureRecord r = record;
     r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     append(failures_, failureType_, &r);
+}
+
+void DiagFile::evaluation(const EvalRecord& record) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    EvalRecord r = record;
+    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    append(evals_, evalType_, &r);
+}
+
+std::vector<EvalRecord> DiagFile::readEvals(hid_t file) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    return h5::readRecords<EvalRecord>(file, "eval", evalType(), "diag", /*optional=*/true);
 }
 
 std::vector<FailureRecord> DiagFile::readFailures(hid_t file) {

@@ -225,4 +225,34 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     return work;
 }
 
+double PipelineStage::evaluate(const data::Batch& batch) {
+    if (role_.idle() || pipeline_->microbatches == 0) return 0.0;
+    torch::NoGradGuard noGrad;
+    StageWork work;  // its waits are not a step's
+    model::AutocastScope::clearCache(bf16_);
+    loadTokens(batch);
+    const auto L = static_cast<std::int64_t>(batch.sampleLength);
+    torch::Tensor lossSum;
+    for (std::uint64_t local = 0; local < pipeline_->microbatches; ++local) {
+        const std::int64_t b = samplesOf(local);
+        torch::Tensor output = role_.first() ? tokensOf(batch, local, b).slice(1, 0, L - 1) : receive(b, role_.previous, work);
+        {
+            model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
+            output = model_.forward(output);
+            if (role_.last()) output = model_.lossSum(output, tokensOf(batch, local, b).slice(1, 1, L));
+        }
+        if (role_.last()) {
+            const auto loss = output.to(torch::kFloat64);
+            lossSum = lossSum.defined() ? lossSum + loss : loss;
+        } else {
+            send(output, role_.next);
+        }
+        releaseFinishedSends();
+    }
+    transport_.waitSends();
+    sending_.clear();
+    model::AutocastScope::clearCache(bf16_);
+    return lossSum.defined() && role_.slot == 0 ? lossSum.item<double>() : 0.0;
+}
+
 }  // namespace kiln::train

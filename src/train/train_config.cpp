@@ -24,6 +24,8 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.precision = deck.text("train.precision");
     c.gradSums = deck.text("train.grad_sums");
     c.logEvery = static_cast<std::uint64_t>(deck.integer("train.log_every"));
+    c.evalEvery = static_cast<std::uint64_t>(deck.integer("train.eval_every"));
+    c.evalBatches = static_cast<std::uint64_t>(deck.integer("train.eval_batches"));
     c.checkpointEvery = static_cast<std::uint64_t>(deck.integer("checkpoint.every"));
     c.checkpointKeep = static_cast<std::uint64_t>(deck.integer("checkpoint.keep"));
     c.checkpointParallel = deck.flag("checkpoint.parallel");

@@ -132,16 +132,18 @@ plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool kee
     return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch, &keep);
 }
 
-void Trainer::State::sliceLoader() {
+std::pair<std::uint64_t, std::uint64_t> Trainer::State::loaderSlice() const {
     const auto& layout = parallel->layout();
     const auto& role = parallel->role();
-    if (role.idle() || !(role.first() || role.last())) {
-        loader->setSlice(0, 0);
-        return;
-    }
+    if (role.idle() || !(role.first() || role.last())) return {0, 0};
     const auto& p = layout.pipelines[static_cast<std::size_t>(role.pipeline)];
     const std::uint64_t begin = layout.microbatchBegin(p.firstMicrobatch);
-    loader->setSlice(begin, layout.microbatchBegin(p.firstMicrobatch + p.microbatches) - begin);
+    return {begin, layout.microbatchBegin(p.firstMicrobatch + p.microbatches) - begin};
+}
+
+void Trainer::State::sliceLoader() {
+    const auto [first, count] = loaderSlice();
+    loader->setSlice(first, count);
 }
 
 void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout) {

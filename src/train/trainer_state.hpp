@@ -48,6 +48,9 @@ struct Trainer::State {
     TrainConfig config;
     data::LoaderSpec spec;
     std::shared_ptr<data::Corpus> corpus;  // opened once, shared with the loader
+    // Held-out validation data (data.eval_mix; no sources: no evaluation).
+    data::LoaderSpec evalSpec;
+    std::shared_ptr<data::Corpus> evalCorpus;
     model::ModelConfig modelConfig;
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
@@ -114,6 +117,8 @@ struct Trainer::State {
     // The samples of the global batch this rank reads: its pipeline's, on the
     // first and last stages (inputs and targets); none elsewhere.
     void sliceLoader();
+    // That slice: first sample and count (0, 0 on middle and idle ranks).
+    std::pair<std::uint64_t, std::uint64_t> loaderSlice() const;
     // Logs the current layout and records it in diag.h5; a new layout
     // (`newLayout`: not a rebalance of the same one) starts the speed
     // monitor afresh and settles who probes (updateProbes).
@@ -256,6 +261,18 @@ struct Trainer::State {
     // The nodes an admission request asked for taken in (after a pending
     // background checkpoint is published: the newcomers take no part in it).
     Recovery admitAtBoundary(std::uint64_t step, int nodes);
+    // The held-out evaluation after `steps` steps (trainer_eval.cpp): the
+    // first train.eval_batches global batches of data.eval_mix through the
+    // current pipelines, forwards only; its loss in the log and diag.h5
+    // (/eval). A failure during it is recovered from and the evaluation redone
+    // on the new layout. `step` is where the fault injector sees it.
+    Recovery evaluateSafely(std::uint64_t steps, std::uint64_t step);
+    // One evaluation on the current layout: the summed cross-entropy over every
+    // target of the evaluated batches, the same on every rank. Throws
+    // ProcFailedError when a rank fails meanwhile.
+    double heldOutLossSum(std::uint64_t steps);
+    // Whether an evaluation is due after `steps` steps of a run ending at `end`.
+    bool evaluationDue(std::uint64_t steps, std::uint64_t end) const;
     Recovery atBoundary(std::uint64_t step, const char* what, const std::function<Recovery()>& work);
 
     // At the boundary before `step`, on every member: start `nodes` new nodes'

@@ -1,5 +1,6 @@
 // fault.inject items: the straggler form (RANK:STEP[-END]:slow=LAG) and its
 // errors, and the lag it adds to a microbatch.
+#include "kiln/config/deck.hpp"
 #include "kiln/fault/fault_injector.hpp"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,16 @@ TEST(FaultInjection, StragglerItemsParse) {
     EXPECT_DOUBLE_EQ(items[1].lagFactor, 2.0);
     EXPECT_EQ(items[2].action, Injection::Action::Slow);  // the 10 s step, not a straggler
     EXPECT_DOUBLE_EQ(items[3].lagSeconds, 0.5);
+}
+
+// The deck checks fault.inject before the injector parses it: both must know every phase.
+TEST(FaultInjection, TheDeckTakesEveryPhaseTheInjectorKnows) {
+    for (int p = 0; p <= static_cast<int>(Phase::Eval); ++p) {
+        const std::string item = std::string("1:2:") + phaseName(static_cast<Phase>(p));
+        std::vector<Injection> items;
+        EXPECT_EQ(parseInjections(item, items), "") << item;
+        EXPECT_NO_THROW(kiln::config::Deck::fromText("", "t.ini", {"fault.inject=" + item})) << item;
+    }
 }
 
 TEST(FaultInjection, BadStragglerItemsSayWhatIsExpected) {

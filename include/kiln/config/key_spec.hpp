@@ -46,5 +46,7 @@ Check realInRange(double min, double max);
 Check oneOf(std::vector<std::string> allowed);
 Check identifier();
 Check validMix();
+// A mix, or nothing (an optional list of sources).
+Check validMixOrEmpty();
 
 }  // namespace kiln::config

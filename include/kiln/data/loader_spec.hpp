@@ -43,6 +43,10 @@ struct LoaderSpec {
 };
 
 LoaderSpec loaderSpecFromDeck(const config::Deck& deck);
+// The held-out validation data: data.eval_mix's sources with the training
+// spec's sequence length, batch, seed and shuffling (no sources: no
+// evaluation). A source that data.mix also names is refused by key.
+LoaderSpec evalLoaderSpecFromDeck(const config::Deck& deck);
 
 // data.open_shards = 0: the shards a shuffle window of `windowBlocks` blocks
 // spans, a quarter more for blocks that straddle two shards (the reader's

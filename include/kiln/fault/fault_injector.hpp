@@ -31,8 +31,10 @@ namespace kiln::fault {
 // part file, after its first layer (in the background thread of a periodic
 // one; STEP is the step the checkpoint follows); Publish: on the writing rank, once a
 // checkpoint file is complete, before it is renamed and `latest` moved; Regroup: in a recovery, after the
-// shrink; Migrate: in a recovery, before the layer transfers.
-enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish, Regroup, Migrate };
+// shrink; Migrate: in a recovery, before the layer transfers; Eval: in a held-out evaluation after
+// STEP, before its first batch's forwards.
+// Eval stays last: tests walk every phase up to it.
+enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish, Regroup, Migrate, Eval };
 
 const char* phaseName(Phase phase);
 

@@ -21,6 +21,8 @@
 //                   control communicator), instantiate (choosing the layout), migrate (layers and
 //                   moments, until all agree), rebuild (pipeline and gradient communicators),
 //                   replay (the replayed step); bytes_migrated (all ranks), layout ("2:2+1:2")
+//   /eval           one record per held-out evaluation: step (the steps trained before it), loss
+//                   (mean cross-entropy per token), perplexity, tokens, seconds, time
 //   /events         time, step, kind, detail (start, resume, startup (its phases' seconds),
 //                   checkpoint, failure, tolerance, rebalance, straggler, speed (a slow node
 //                   kept), speeds and memory (measured against the plan, at the end), end)
@@ -49,6 +51,14 @@ struct StepRecord {
     double sync = 0.0;       // seconds summing gradients over replicas, and clipping
     double optimizer = 0.0;  // seconds in the optimizer update
     double pipelineWait = 0.0;  // seconds waiting for neighbouring stages (the bubble) and pending sends
+};
+
+struct EvalRecord {
+    std::uint64_t step = 0;  // steps trained before it
+    double loss = 0.0, perplexity = 0.0;
+    std::uint64_t tokens = 0;
+    double seconds = 0.0;
+    double time = 0.0;  // seconds since the Unix epoch
 };
 
 struct TemplateStageRecord {
@@ -114,11 +124,13 @@ public:
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
     void instantiation(const InstantiationRecord& record);
     void failure(const FailureRecord& record);
+    void evaluation(const EvalRecord& record);
 
     static std::vector<StepRecord> readSteps(hid_t file);
     static std::vector<EventRecord> readEvents(hid_t file);
     static std::vector<InstantiationRecord> readInstantiations(hid_t file);
     static std::vector<FailureRecord> readFailures(hid_t file);
+    static std::vector<EvalRecord> readEvals(hid_t file);
     static std::vector<TemplateStageRecord> readTemplates(hid_t file);
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
 
@@ -129,8 +141,8 @@ private:
     std::string path_;
     std::size_t sources_ = 0;
     std::optional<std::uint64_t> lastStep_;
-    h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, failures_, stepType_, eventType_, instantiationType_,
-        failureType_;
+    h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, failures_, evals_, stepType_, eventType_,
+        instantiationType_, failureType_, evalType_;
 };
 
 }  // namespace kiln::io

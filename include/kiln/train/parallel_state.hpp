@@ -73,6 +73,10 @@ public:
     StepWork runStep(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,
                      std::uint64_t step);
 
+    // The held-out loss of `batch` on this rank's stage (forwards only; see
+    // PipelineStage::evaluate): collective over the rank's pipeline.
+    double evaluate(const data::Batch& batch) { return stage_->evaluate(batch); }
+
     model::Gpt& model() { return *model_; }
     AdamW& optimizer() { return *optimizer_; }
     const plan::Layout& layout() const { return layout_; }

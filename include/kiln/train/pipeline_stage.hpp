@@ -45,6 +45,11 @@ public:
     StageWork run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector, std::uint64_t step,
                   const LayerDone& layerDone = {});
 
+    // Forwards only, in microbatch order, without gradients: the held-out
+    // loss of `batch` (summed cross-entropy; last stages' slot 0, else 0).
+    // Activations go down the pipeline as in run(); nothing comes back.
+    double evaluate(const data::Batch& batch);
+
 private:
     struct InFlight {
         torch::Tensor input;   // what the stage received (ids on the first stage)

@@ -23,6 +23,8 @@ struct TrainConfig {
     std::string precision = "fp32";  // fp32, bf16
     std::string gradSums = "auto";   // auto, during_backward, after_backward
     std::uint64_t logEvery = 1;
+    std::uint64_t evalEvery = 0;    // train.eval_every (0: after the last step only)
+    std::uint64_t evalBatches = 4;  // train.eval_batches
     std::uint64_t checkpointEvery = 0, checkpointKeep = 3;
     bool checkpointParallel = true;    // part files written by the holders (format 2), or one file by rank 0
     bool checkpointBackground = true;  // periodic checkpoints written while training goes on

@@ -1,0 +1,109 @@
+// The held-out evaluation (data.eval_mix, train.eval_every, train.eval_batches):
+// the first eval_batches global batches of the validation sources, the same at
+// every evaluation on any rank count or layout (the loader's order depends on
+// the seed and the global batch only), run through the current pipelines with
+// forwards alone. Nothing of the training state changes: no step, no cursor,
+// no optimizer.
+#include "trainer_state.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/decision_check.hpp"
+#include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
+#include "kiln/data/batch_planner.hpp"
+#include "kiln/io/diag_file.hpp"
+#include "kiln/io/fence.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace kiln::train {
+
+bool Trainer::State::evaluationDue(std::uint64_t steps, std::uint64_t end) const {
+    if (!evalCorpus || steps == 0) return false;
+    return steps == end || (config.evalEvery > 0 && steps % config.evalEvery == 0);
+}
+
+double Trainer::State::heldOutLossSum(std::uint64_t steps) {
+    State& s = *this;
+    data::DataLoader loader(s.evalSpec, s.evalCorpus, data::BatchPlanner(s.evalSpec, *s.evalCorpus).initial());
+    const auto [first, count] = s.loaderSlice();
+    loader.setSlice(first, count);
+    double lossSum = 0.0;
+    for (std::uint64_t b = 0; b < s.config.evalBatches; ++b) {
+        comm::trainingThreadAlive();
+        const data::Batch* batch = nullptr;
+        std::string problem;
+        try {
+            batch = &loader.current();
+        } catch (const InputError& e) {
+            problem = e.what();
+        }
+        if (const auto error = comm::firstError(s.world.control(), problem); !error.empty())
+            throw InputError(fmt::format("held-out evaluation after step {}: {}", steps, error));
+        lossSum += s.parallel->evaluate(*batch);
+        loader.commit();
+    }
+    // What the ranks evaluated rides along with the sum: checked at no extra collective.
+    comm::Fingerprint agreed("the held-out evaluation");
+    agreed.add("steps", steps).add("batches", s.config.evalBatches).add("eval_mix", s.evalSpec.weightsHash());
+    agreed.add("fence_epoch", io::fence().epoch()).add("layout", s.parallel->layoutDigest());
+    double mine[3] = {lossSum, 0.0, 0.0};
+    comm::splitDigest(agreed.digest(), mine[1], mine[2]);
+    std::vector<double> all(static_cast<std::size_t>(3 * s.world.size()));
+    KILN_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, s.world.control()));
+    double sum = 0.0;
+    std::vector<std::uint64_t> digests;
+    for (std::size_t r = 0; r < all.size(); r += 3) {
+        sum += all[r];
+        digests.push_back(comm::joinDigest(all[r + 1], all[r + 2]));
+    }
+    if (!comm::disagreementAmong(agreed.decision(), digests).empty())
+        comm::requireAgreement(s.world.control(), agreed, s.world.members());
+    return sum;
+}
+
+Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std::uint64_t step) {
+    const std::uint64_t tokens = config.evalBatches * evalSpec.globalBatch * evalSpec.seqLen;
+    for (;;) {
+        const auto begun = Clock::now();
+        bool ok = true;
+        double lossSum = 0.0;
+        try {
+            injector->at(step, fault::Phase::Eval);
+            lossSum = heldOutLossSum(steps);
+        } catch (const ProcFailedError& e) {
+            log::detail("step {}: a rank failed during the held-out evaluation: {}", step, e.what());
+            ok = false;
+            comm::revoke(world.control());
+            parallel->interrupt();
+        }
+        // As a step's commit: every survivor records this evaluation, or every one redoes it.
+        if (world.faultTolerant()) ok = comm::agree(world.control(), ok ? 1 : 0) == 1;
+        if (ok) {
+            io::EvalRecord record;
+            record.step = steps;
+            record.loss = lossSum / double(tokens);
+            record.perplexity = std::exp(record.loss);
+            record.tokens = tokens;
+            record.seconds = since(begun);
+            log::info("  eval after step {}: held-out loss {:.4f}, perplexity {:.2f} ({} batches, {} tokens, {:.2f} s)",
+                      steps, record.loss, record.perplexity, config.evalBatches, tokens, record.seconds);
+            if (diag) diag->evaluation(record);
+            if (pendingFailure) {  // what was replayed is the evaluation
+                pendingFailure->replay = record.seconds;
+                if (diag) diag->failure(*pendingFailure);
+                pendingFailure.reset();
+            }
+            return Recovery::Continue;
+        }
+        const auto outcome = recoverFromFailure(step, since(begun));
+        if (outcome != Recovery::Continue) return outcome;
+    }
+}
+
+}  // namespace kiln::train

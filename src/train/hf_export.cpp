@@ -18,30 +18,67 @@
 namespace kiln::train {
 namespace {
 
-struct Tensor {
+// One tensor of the export: its Hugging Face name and shape, and where it
+// comes from (parameter `index` of kiln layer `layer`, transposed or not).
+struct Planned {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::vector<float> values;
+    std::uint32_t layer = 0;
+    std::size_t index = 0;
+    bool transposed = false;
+    std::uint64_t bytes() const {
+        std::uint64_t n = 4;
+        for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+        return n;
+    }
 };
 
-// GPT-2's Conv1D keeps (in, out): kiln's linear weight (out, in) transposed.
-Tensor transposed(std::string name, const std::vector<float>& values, std::int64_t out, std::int64_t in) {
-    Tensor t{std::move(name), {in, out}, std::vector<float>(values.size())};
+// The export's tensors in kiln's layer order, cut into files of at most
+// `maxShardBytes` at layer boundaries (a layer larger than that alone in its
+// file), so that one layer's weights at a time are in memory.
+std::vector<std::vector<Planned>> planShards(const model::ModelConfig& c, std::uint64_t maxShardBytes) {
+    std::vector<std::vector<Planned>> shards(1);
+    std::uint64_t inShard = 0;
+    for (std::uint32_t layer = 0; layer < c.numLayers(); ++layer) {
+        const auto shapes = c.parameterShapes(layer);
+        const auto names = huggingFaceNames(c, layer);
+        std::vector<Planned> tensors;
+        std::uint64_t bytes = 0;
+        for (std::size_t k = 0; k < names.size(); ++k) {
+            auto shape = shapes[k].second;
+            // GPT-2's Conv1D keeps (in, out): kiln's linear weight (out, in) transposed.
+            if (names[k].transposed) std::swap(shape[0], shape[1]);
+            tensors.push_back({names[k].name, shape, layer, k, names[k].transposed});
+            bytes += tensors.back().bytes();
+        }
+        if (inShard > 0 && inShard + bytes > maxShardBytes) {
+            shards.emplace_back();
+            inShard = 0;
+        }
+        shards.back().insert(shards.back().end(), tensors.begin(), tensors.end());
+        inShard += bytes;
+    }
+    return shards;
+}
+
+std::vector<float> transposed(const std::vector<float>& values, std::int64_t out, std::int64_t in) {
+    std::vector<float> t(values.size());
     for (std::int64_t o = 0; o < out; ++o)
-        for (std::int64_t i = 0; i < in; ++i) t.values[static_cast<std::size_t>(i * out + o)] = values[static_cast<std::size_t>(o * in + i)];
+        for (std::int64_t i = 0; i < in; ++i) t[static_cast<std::size_t>(i * out + o)] = values[static_cast<std::size_t>(o * in + i)];
     return t;
 }
 
 // safetensors: an 8-byte little-endian header length, the JSON header
 // (name -> dtype, shape, data_offsets), then the tensors' bytes in order.
-void writeSafetensors(const std::filesystem::path& path, const std::vector<Tensor>& tensors) {
+// Written layer by layer from the checkpoint.
+void writeSafetensors(const std::filesystem::path& path, const std::filesystem::path& checkpoint,
+                      const model::ModelConfig& c, const std::vector<Planned>& tensors) {
     nlohmann::ordered_json header;
     header["__metadata__"] = {{"format", "pt"}, {"producer", "kiln export"}};
     std::uint64_t offset = 0;
     for (const auto& t : tensors) {
-        const std::uint64_t bytes = 4 * t.values.size();
-        header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-        offset += bytes;
+        header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes()}}};
+        offset += t.bytes();
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
@@ -53,8 +90,18 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
         for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(length >> (8 * k));
         out.write(reinterpret_cast<const char*>(le), 8);
         out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        for (const auto& t : tensors)
-            out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(4 * t.values.size()));
+        std::optional<std::uint32_t> loaded;
+        std::vector<std::vector<float>> weights;
+        for (const auto& t : tensors) {
+            if (loaded != t.layer) {
+                weights = readWeights(checkpoint, c, t.layer);
+                loaded = t.layer;
+            }
+            const auto& values = weights[t.index];
+            const auto& written = t.transposed ? transposed(values, t.shape[1], t.shape[0]) : values;
+            out.write(reinterpret_cast<const char*>(written.data()), static_cast<std::streamsize>(4 * written.size()));
+        }
+        out.flush();
         if (!out) throw Error(fmt::format("{}: cannot write", temporary.string()), ErrorScope::ThisRank);
     }
     io::commitTemporary(temporary, path);
@@ -92,24 +139,6 @@ nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const mo
         out["logits"].push_back(positions);
     }
     return out;
-}
-
-// The checkpoint's tensors under Hugging Face's names (GPT-2's Conv1D weights transposed).
-std::vector<Tensor> huggingFaceTensors(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
-    std::vector<Tensor> tensors;
-    for (std::uint32_t layer = 0; layer < c.numLayers(); ++layer) {
-        auto weights = readWeights(checkpoint, c, layer);
-        const auto shapes = c.parameterShapes(layer);
-        const auto names = huggingFaceNames(c, layer);
-        for (std::size_t k = 0; k < names.size(); ++k) {
-            const auto& shape = shapes[k].second;
-            if (names[k].transposed)
-                tensors.push_back(transposed(names[k].name, weights[k], shape[0], shape[1]));
-            else
-                tensors.push_back({names[k].name, shape, std::move(weights[k])});
-        }
-    }
-    return tensors;
 }
 
 nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
@@ -174,11 +203,10 @@ std::optional<std::uint32_t> documentEndId(const std::filesystem::path& checkpoi
 
 }  // namespace
 
-ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir) {
+ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir,
+                                 const ExportOptions& options) {
     const auto contents = readContents(checkpoint, /*verify=*/false);
     const auto& c = contents.model;
-    // Nothing of a llama is transposed or permuted: kiln's rotary embeddings use Hugging Face's "rotate half".
-    const std::vector<Tensor> tensors = huggingFaceTensors(checkpoint, c);
     auto config = c.llama() ? llamaConfig(c) : gpt2Config(c);
     std::string why;
     const auto eos = documentEndId(checkpoint, why);
@@ -187,15 +215,42 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
     config["kiln_checkpoint"] = checkpoint.filename().string();
     config["kiln_step"] = contents.step;
     std::filesystem::create_directories(dir);
-    writeSafetensors(dir / "model.safetensors", tensors);
-    io::writeFileAtomically(dir / "config.json", config.dump(2) + "\n");
-    io::writeFileAtomically(dir / "kiln_reference.json", referenceLogits(checkpoint, c).dump() + "\n");
+    // Nothing of a llama is transposed or permuted: kiln's rotary embeddings use Hugging Face's "rotate half".
+    const auto shards = planShards(c, options.maxShardBytes);
     ExportReport report;
-    report.tensors = tensors.size();
-    for (const auto& t : tensors) report.bytes += 4 * t.values.size();
     report.parameters = double(c.parameters());
     report.architecture = c.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel";
-    if (!eos) report.note = fmt::format("eos_token_id left empty: the run's tokenizer cannot be opened here ({})", why);
+    nlohmann::ordered_json weightMap = nlohmann::ordered_json::object();
+    for (std::size_t k = 0; k < shards.size(); ++k) {
+        // Hugging Face's names: one file is model.safetensors, several are numbered from 1 with an index.
+        const std::string name = shards.size() == 1 ? "model.safetensors"
+                                                    : fmt::format("model-{:05}-of-{:05}.safetensors", k + 1, shards.size());
+        writeSafetensors(dir / name, checkpoint, c, shards[k]);
+        report.files.push_back(name);
+        for (const auto& t : shards[k]) {
+            weightMap[t.name] = name;
+            report.bytes += t.bytes();
+            ++report.tensors;
+        }
+    }
+    if (shards.size() > 1) {
+        nlohmann::ordered_json index;
+        index["metadata"] = {{"total_size", report.bytes}};
+        index["weight_map"] = weightMap;
+        io::writeFileAtomically(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+        report.files.push_back("model.safetensors.index.json");
+    }
+    io::writeFileAtomically(dir / "config.json", config.dump(2) + "\n");
+    report.files.push_back("config.json");
+    // The reference forward holds the whole model in memory, once more: only for models that fit easily.
+    if (report.bytes <= options.maxReferenceBytes) {
+        io::writeFileAtomically(dir / "kiln_reference.json", referenceLogits(checkpoint, c).dump() + "\n");
+        report.files.push_back("kiln_reference.json");
+    } else {
+        report.notes.push_back(fmt::format("kiln_reference.json not written: the model's {:.1f} GB exceed "
+                                           "--reference-max-mb", report.bytes / 1e9));
+    }
+    if (!eos) report.notes.push_back(fmt::format("eos_token_id left empty: the run's tokenizer cannot be opened here ({})", why));
     return report;
 }
 

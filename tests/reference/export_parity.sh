@@ -7,6 +7,9 @@
 #     about its config (eos_token_id is the byte tokenizer's 256, inside the vocabulary; bos_token_id null).
 #  2. llama with grouped-query attention (4 heads, 2 key/value heads, rope_theta 500000) trained on 2+1
 #     pipelines of 2-wide stages (6 ranks, 3 nodes of 2) loads as LlamaForCausalLM with kiln's logits.
+#  3. The same llama exported in files of at most 0.3 MB (--max-shard-mb: numbered safetensors files cut at layer
+#     boundaries and model.safetensors.index.json, as save_pretrained writes a large model) loads in transformers
+#     with kiln's logits; with --reference-max-mb 0 no kiln_reference.json is written and the export says why.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -33,3 +36,30 @@ grep -q "layout     2+1 (2x2+1x2 stages x ranks)" "$work/llama.log" || fail "the
 "$python" "$here/hf_logits.py" "$work/hf-llama" LlamaForCausalLM 1e-4 >"$work/llama.parity" 2>"$work/llama.stderr" ||
   { cat "$work/llama.parity" "$work/llama.stderr"; fail "llama in transformers"; }
 echo "PASS 2: llama with grouped-query attention trained on 2+1 pipelines of 2-wide stages, in transformers: $(head -1 "$work/llama.parity")"
+
+"$kiln" export "$work/llama/tiny/ckpt/step-00000003.h5" "$work/hf-sharded" --max-shard-mb 0.3 >"$work/export-sharded.txt"
+shards=$(ls "$work/hf-sharded" | grep -c '^model-0000[0-9]-of-0000[0-9].safetensors$' || true)
+[ "$shards" -ge 3 ] && [ -f "$work/hf-sharded/model.safetensors.index.json" ] && [ ! -e "$work/hf-sharded/model.safetensors" ] ||
+  { ls "$work/hf-sharded"; fail "not cut into numbered files with an index"; }
+python3 - "$work/hf-sharded" <<'PY' || fail "a shard is larger than 0.3 MB (with more than one layer) or the index does not list every tensor"
+import json, os, struct, sys
+d = sys.argv[1]
+index = json.load(open(f"{d}/model.safetensors.index.json"))
+named = set(index["weight_map"].values())
+listed, total = set(), 0
+for f in sorted(named):
+    raw = open(f"{d}/{f}", "rb").read()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    tensors = [k for k in header if k != "__metadata__"]
+    listed.update(tensors)
+    total += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items() if k != "__metadata__")
+    layers = {k.split(".")[2] if k.startswith("model.layers.") else k for k in tensors}
+    assert os.path.getsize(f"{d}/{f}") <= 0.3 * 1048576 + 4096 or len(layers) == 1, (f, len(layers))
+assert listed == set(index["weight_map"]) and total == index["metadata"]["total_size"], (len(listed), total)
+PY
+"$python" "$here/hf_logits.py" "$work/hf-sharded" LlamaForCausalLM 1e-4 >"$work/sharded.parity" 2>"$work/sharded.stderr" ||
+  { cat "$work/sharded.parity" "$work/sharded.stderr"; fail "the sharded llama in transformers"; }
+"$kiln" export "$work/llama/tiny/ckpt/step-00000003.h5" "$work/hf-noref" --reference-max-mb 0 >"$work/export-noref.txt"
+[ ! -e "$work/hf-noref/kiln_reference.json" ] && grep -q "note: kiln_reference.json not written" "$work/export-noref.txt" ||
+  { cat "$work/export-noref.txt"; fail "--reference-max-mb 0 wrote the reference or said nothing"; }
+echo "PASS 3: the llama in $shards files with an index, in transformers: $(head -1 "$work/sharded.parity")"

@@ -3,12 +3,18 @@
 // LayerNorm, untied head) as GPT2LMHeadModel, a llama model as LlamaForCausalLM:
 //
 //   DIR/model.safetensors   the weights under the architecture's names (GPT-2's attention
-//                           and MLP matrices transposed: it keeps them as Conv1D, in x out)
+//                           and MLP matrices transposed: it keeps them as Conv1D, in x out);
+//                           a model larger than ExportOptions::maxShardBytes in files
+//                           model-00001-of-0000N.safetensors cut at layer boundaries, with
+//                           model.safetensors.index.json (weight_map), as save_pretrained does
 //   DIR/config.json         a GPT2Config (tie_word_embeddings false, gelu_new, no dropout)
 //                           or a LlamaConfig (num_key_value_heads, rope_theta, rms_norm_eps,
 //                           intermediate_size, untied)
 //   DIR/kiln_reference.json two token sequences and the logits kiln's own
-//                           forward gives for them, to check a load against
+//                           forward gives for them, to check a load against (models up to
+//                           ExportOptions::maxReferenceBytes: the forward holds the model)
+//
+// One layer's weights at a time are in memory, whatever the model's size.
 //
 // The tokenizer is not exported: kiln's byte tokenizer and SentencePiece
 // models have no GPT-2 tokenizer equivalent; feed the ids kiln trained on.
@@ -17,17 +23,26 @@
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::train {
+
+struct ExportOptions {
+    std::uint64_t maxShardBytes = 4000ull << 20;      // per safetensors file (a layer larger stays whole)
+    std::uint64_t maxReferenceBytes = 4000ull << 20;  // kiln_reference.json for models up to this size
+};
 
 struct ExportReport {
     std::uint64_t tensors = 0, bytes = 0;
     double parameters = 0.0;
-    std::string architecture;  // GPT2LMHeadModel or LlamaForCausalLM
-    std::string note;          // what the export could not write, if anything
+    std::string architecture;         // GPT2LMHeadModel or LlamaForCausalLM
+    std::vector<std::string> files;   // written into DIR
+    std::vector<std::string> notes;   // what the export could not write, if anything
 };
 
-ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir);
+ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir,
+                                 const ExportOptions& options = {});
 
 }  // namespace kiln::train

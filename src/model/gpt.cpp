@@ -1,5 +1,7 @@
 #include "kiln/model/gpt.hpp"
 
+#include "kiln/model/autocast_scope.hpp"
+
 #include "kiln/data/keyed_permutation.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 #include "layer_parts.hpp"
@@ -36,7 +38,7 @@ class TransformerBlock final : public LayerImpl {
 public:
     TransformerBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
         : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
-          headDim_(c.dModel / c.heads) {
+          headDim_(c.dModel / c.heads), recomputeAttention_(c.recompute == ModelConfig::Recompute::Selective) {
         const int64_t C = c.dModel, H = static_cast<int64_t>(c.mlpRatio) * c.dModel;
         const double residualStd = detail::residualInitStd(c);
         ShardedParameters param(*this, c, index, *slice_);
@@ -61,7 +63,7 @@ public:
         auto h = copyToSlices(torch::layer_norm(x, {C}, ln1Weight_, ln1Bias_), *slice_);
         auto qkv = torch::linear(h, qkvWeight_, qkvBias_).view({B, T, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
         auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, hd)
-        auto attended = detail::causalAttention(q, k, v).transpose(1, 2).reshape({B, T, heads_ * hd});
+        auto attended = detail::causalAttention(q, k, v, recomputeAttention_).transpose(1, 2).reshape({B, T, heads_ * hd});
         if (!slice_->split()) {
             auto y = x + torch::linear(attended, projWeight_, projBias_);
             auto m = torch::layer_norm(y, {C}, ln2Weight_, ln2Bias_);
@@ -77,6 +79,7 @@ public:
 private:
     SliceHandle slice_;
     int64_t heads_, headDim_;
+    bool recomputeAttention_;
     torch::Tensor ln1Weight_, ln1Bias_, qkvWeight_, qkvBias_, projWeight_, projBias_;
     torch::Tensor ln2Weight_, ln2Bias_, fcWeight_, fcBias_, outWeight_, outBias_;
 };
@@ -112,7 +115,9 @@ torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, 
     return sumOverSlices(rows, slice);
 }
 
-torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+namespace {
+
+torch::Tensor attentionCore(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 #else
@@ -121,6 +126,37 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
     auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
     return torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
 #endif
+}
+
+// Attention whose backward runs its forward again: only q, k and v are kept.
+struct RecomputedAttention : torch::autograd::Function<RecomputedAttention> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v) {
+        ctx->save_for_backward({q, k, v});
+        // Recomputed as computed: under bf16 autocast if the forward was.
+        ctx->saved_data["bf16"] = q.is_cuda() ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+        return attentionCore(q, k, v);  // autograd records nothing inside a Function's forward
+    }
+    static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::tensor_list gradients) {
+        const auto saved = ctx->get_saved_variables();
+        std::vector<torch::Tensor> inputs;
+        for (const auto& t : saved) inputs.push_back(t.detach().requires_grad_(true));
+        torch::Tensor out;
+        {
+            torch::AutoGradMode enable(true);
+            AutocastScope autocast(ctx->saved_data["bf16"].toBool(), inputs[0].device(), AutocastScope::Cache::KeepForStep);
+            out = attentionCore(inputs[0], inputs[1], inputs[2]);
+        }
+        return torch::autograd::grad({out}, inputs, {gradients[0]});
+    }
+};
+
+}  // namespace
+
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool recompute) {
+    if (recompute && torch::GradMode::is_enabled()) return RecomputedAttention::apply(q, k, v);
+    return attentionCore(q, k, v);
 }
 
 }  // namespace detail

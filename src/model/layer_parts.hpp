@@ -39,8 +39,12 @@ private:
 // other ranks' ids look up zeros, and the sum over the stage completes every row.
 torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice);
 
-// Causal attention of (B, heads, T, hd) queries, keys and values.
-torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+// Causal attention of (B, heads, T, hd) queries, keys and values. With
+// `recompute` (train.recompute = selective) backward recomputes it from q, k
+// and v, so that nothing of its inside (the T x T scores and probabilities,
+// written out before libtorch 2) is kept between forward and backward.
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              bool recompute = false);
 
 // The llama family's layers (llama_layers.cpp).
 Layer buildLlamaLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice);

@@ -61,6 +61,7 @@ public:
     LlamaBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
         : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
           kvHeads_(unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
+          recomputeAttention_(c.recompute == ModelConfig::Recompute::Selective),
           eps_(c.normEps), theta_(c.ropeTheta) {
         const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
                            kv = std::int64_t{c.keyValueHeads()} * headDim_;
@@ -93,7 +94,7 @@ public:
             k = k.repeat_interleave(heads_ / kvHeads_, 1);
             v = v.repeat_interleave(heads_ / kvHeads_, 1);
         }
-        const auto attended = causalAttention(q, k, v).transpose(1, 2).reshape({B, T, heads_ * headDim_});
+        const auto attended = causalAttention(q, k, v, recomputeAttention_).transpose(1, 2).reshape({B, T, heads_ * headDim_});
         const auto y = x + sumOverSlices(torch::linear(attended, oWeight_), *slice_);
         const auto m = copyToSlices(rmsNorm(y, mlpNorm_, eps_), *slice_);
         const auto neurons = torch::silu(torch::linear(m, gateWeight_)) * torch::linear(m, upWeight_);
@@ -104,6 +105,7 @@ public:
 private:
     SliceHandle slice_;
     std::int64_t heads_, kvHeads_, headDim_;
+    bool recomputeAttention_;
     double eps_, theta_;
     torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
 };

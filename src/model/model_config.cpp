@@ -9,6 +9,21 @@ namespace kiln::model {
 
 const char* familyName(Family family) { return family == Family::Llama ? "llama" : "gpt2"; }
 
+const char* recomputeName(ModelConfig::Recompute recompute) {
+    switch (recompute) {
+        case ModelConfig::Recompute::None: return "none";
+        case ModelConfig::Recompute::Selective: return "selective";
+        case ModelConfig::Recompute::Full: return "full";
+    }
+    return "?";
+}
+
+ModelConfig::Recompute recomputeFromName(const std::string& name) {
+    for (auto r : {ModelConfig::Recompute::None, ModelConfig::Recompute::Selective, ModelConfig::Recompute::Full})
+        if (name == recomputeName(r)) return r;
+    throw InputError(fmt::format("recompute mode '{}' is not none, selective or full", name));
+}
+
 std::uint32_t llamaFfnHidden(std::uint32_t dModel) {
     const std::uint32_t eightThirds = (8 * dModel + 2) / 3;  // 8/3 d, rounded up
     return (eightThirds + 255) / 256 * 256;
@@ -86,6 +101,7 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     m.mlpRatio = static_cast<std::uint32_t>(deck.integer("model.mlp_ratio"));
     m.seqLen = static_cast<std::uint32_t>(deck.integer("data.seq_len"));
     m.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
+    m.recompute = recomputeFromName(deck.text("train.recompute"));
     if (m.dModel % m.heads != 0)
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "
                                      "heads that divides the width",

@@ -77,8 +77,9 @@ std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t
     const std::uint64_t BT = microBatch * c.seqLen, C = c.dModel;
     if (layer == 0) return 4 * BT * C;
     if (layer == c.numLayers() - 1) return 4 * (BT * C * 2 + 2 * BT * c.vocabSize);  // norm input/output, logits, softmax
-    return static_cast<std::uint64_t>(4.0 * (double(BT) * blockValuesPerToken(c) +
-                                             double(microBatch) * attentionValuesPerSample(c)));
+    // Selective recomputation keeps nothing of attention's inside (its q, k and v are the block's already).
+    const double attention = c.recompute == model::ModelConfig::Recompute::Selective ? 0.0 : attentionValuesPerSample(c);
+    return static_cast<std::uint64_t>(4.0 * (double(BT) * blockValuesPerToken(c) + double(microBatch) * attention));
 }
 
 double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer) {
@@ -97,8 +98,12 @@ ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBa
         const char* kind = i == 0 ? "embedding" : i + 1 == c.numLayers() ? "output" : "block";
         // The embedding is a lookup: give it a token cost so that no layer is free.
         const double forward = std::max(c.forwardFlopsPerToken(i), 2.0 * c.dModel) * tokens / (tflops * 1e12);
+        // Selective recomputation runs attention's core (q k^T and the weighted sum of v) again in backward.
+        const bool selective = c.recompute == model::ModelConfig::Recompute::Selective && kind == std::string("block");
+        const double recomputed = selective ? 4.0 * c.seqLen * c.dModel * tokens / (tflops * 1e12) : 0.0;
         const std::uint64_t output = static_cast<std::uint64_t>(tokens) * 4 * (i + 1 == c.numLayers() ? c.vocabSize : c.dModel);
-        p.layers.push_back({kind, forward, 2.0 * forward, 4 * c.parametersOf(i), output, activationBytesEstimate(c, i, microBatch)});
+        p.layers.push_back({kind, forward, 2.0 * forward + recomputed, 4 * c.parametersOf(i), output,
+                            activationBytesEstimate(c, i, microBatch)});
     }
     return p;
 }
@@ -116,6 +121,12 @@ void requireSameModel(const ModelProfile& p, const model::ModelConfig& c, const 
         if (c.llama() && p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
+    // A profile measured with selective recomputation holds other activations and backward times; none and
+    // full measure the same layers (full's recomputation is the cost model's).
+    const auto selective = [](const model::ModelConfig& m) { return m.recompute == model::ModelConfig::Recompute::Selective; };
+    if (selective(p.model) != selective(c))
+        differences.push_back(fmt::format("train.recompute is {} in the profile but {} in the deck",
+                                          model::recomputeName(p.model.recompute), model::recomputeName(c.recompute)));
     if (!differences.empty())
         throw InputError(fmt::format("{} profiles another model:\n  {}\n  Profile this one with kiln profile DECK, or "
                                      "leave plan.profile empty for a synthetic profile",
@@ -136,6 +147,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         h5::writeAttribute(file, "model_family", std::uint64_t{static_cast<std::uint32_t>(p.model.family)});
         for (const auto& [name, member] : kLlamaShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
+        h5::writeAttribute(file, "recompute", std::string(model::recomputeName(p.model.recompute)));
         std::vector<Row> rows;
         for (const auto& l : p.layers) {
             Row r{};
@@ -168,6 +180,9 @@ ModelProfile readProfile(const std::string& path) {
         if (h5::hasAttribute(file, name)) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     // Absent from profiles written before it was measured: nothing counted.
     if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
+    // Absent from profiles written before train.recompute: measured without.
+    if (h5::hasAttribute(file, "recompute"))
+        p.model.recompute = model::recomputeFromName(h5::readStringAttribute(file, "recompute", path));
     for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))
         p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
                             r.outputBytes, r.activationBytes, r.optimizer});

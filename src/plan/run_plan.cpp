@@ -32,6 +32,7 @@ ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig&
     }
     auto profile = readProfile(path);
     requireSameModel(profile, model, path);
+    profile.model.recompute = model.recompute;  // none and full share a profile: the deck's is planned
     if (profile.microBatch != microBatch)
         throw InputError(fmt::format("{}: plan.profile {} was measured with micro-batch {}, but train.micro_batch = {}; "
                                      "profile again with kiln profile DECK",

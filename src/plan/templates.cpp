@@ -37,7 +37,8 @@ class CostModel {
 public:
     CostModel(const ModelProfile& p, const ClusterSpec& c, std::uint32_t width)
         : cluster_(c), layers_(p.layers.size()), width_(width),
-          runtime_(double(p.runtimeBytes) + c.loaderBytesPerRank) {
+          runtime_(double(p.runtimeBytes) + c.loaderBytesPerRank),
+          full_(p.model.recompute == model::ModelConfig::Recompute::Full) {
         compute_.assign(layers_ + 1, 0.0);
         optimizer_.assign(layers_ + 1, 0.0);
         params_.assign(layers_ + 1, 0.0);
@@ -53,7 +54,10 @@ public:
                                                                  p.model.dModel
                                                            : double(layer.outputBytes);
             const double tensorSums = sums * 2.0 * (w - 1.0) / w * sumBytes / c.intraBandwidth;
-            compute_[i + 1] = compute_[i] + (layer.forwardSeconds + layer.backwardSeconds) / w + tensorSums;
+            // Full recomputation runs each forward twice (its tensor sums too).
+            const double passes = full_ ? 2.0 : 1.0;
+            compute_[i + 1] = compute_[i] + (passes * layer.forwardSeconds + layer.backwardSeconds) / w +
+                              (full_ && layer.kind == "block" ? 1.5 : 1.0) * tensorSums;
             params_[i + 1] = params_[i] + double(layer.paramBytes);
             optimizer_[i + 1] = optimizer_[i] + layer.optimizerSeconds / w;
             const double paramShare = known && width > 1 ? double(model::parametersPerRank(p.model, index, width)) /
@@ -62,7 +66,12 @@ public:
             rankParams_[i + 1] = rankParams_[i] + double(layer.paramBytes) * paramShare;
             layerParams_.push_back(double(layer.paramBytes) * paramShare);
             const double split = known && width > 1 ? splitActivationShare(p.model, index) : 0.0;
-            activations_[i + 1] = activations_[i] + double(layer.activationBytes) * (1.0 - split + split / w);
+            const double kept = double(layer.activationBytes) * (1.0 - split + split / w);
+            // Full recomputation keeps each layer's input alone (whole on every rank of a stage; the token ids,
+            // int64, for the embedding) and rebuilds one layer's activations at a time in backward.
+            const double input = i == 0 ? 8.0 * double(p.microBatch) * p.model.seqLen : output_.back();
+            activations_[i + 1] = activations_[i] + (full_ ? input : kept);
+            rebuilt_.push_back(full_ ? kept : 0.0);
             output_.push_back(double(layer.outputBytes));
         }
         // Range maxima of the layers' parameters in O(1): largest_[k][i] is
@@ -91,7 +100,14 @@ public:
     // Per microbatch in flight: what the layers keep for backward and, after
     // the first stage, the activation received (whole on every rank).
     double inFlightBytes(std::uint32_t a, std::uint32_t b) const {
-        return activations_[b] - activations_[a] + (a > 0 ? output_[a - 1] : 0.0);
+        // Under full recomputation the activation received is layer a's input, counted already.
+        return activations_[b] - activations_[a] + (a > 0 && !full_ ? output_[a - 1] : 0.0);
+    }
+    // What a rank holds besides the kept tensors: the profile's runtime, the
+    // loader's budget, and under full recomputation the largest layer's
+    // activations, rebuilt for its backward (one microbatch's, at a time).
+    double runtimeBytes(std::uint32_t a, std::uint32_t b) const {
+        return runtime_ + (full_ ? *std::max_element(rebuilt_.begin() + a, rebuilt_.begin() + b) : 0.0);
     }
     // The largest of layers [a, b)'s parameter bytes on a rank.
     double largestLayer(std::uint32_t a, std::uint32_t b) const {
@@ -105,7 +121,7 @@ public:
         s.paramBytes = rankParams_[b] - rankParams_[a];
         s.activationBytes = inFlightBytes(a, b);
         s.updateBytes = largestLayer(a, b);
-        s.runtimeBytes = runtime_;
+        s.runtimeBytes = runtimeBytes(a, b);
         return s.memoryWith(inFlight);
     }
     bool fits(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
@@ -114,7 +130,7 @@ public:
     Stage stage(std::uint32_t a, std::uint32_t b, Link link, std::uint64_t inFlight) const {
         return {a, b, stageTime(a, b, link), sync(a, b), memory(a, b, inFlight), rankParams_[b] - rankParams_[a],
                 inFlightBytes(a, b), stageTime(a, b, Link::None), optimizer_[b] - optimizer_[a], largestLayer(a, b),
-                runtime_};
+                runtimeBytes(a, b)};
     }
 
 private:
@@ -122,7 +138,8 @@ private:
     std::size_t layers_;
     std::uint32_t width_;
     double runtime_;
-    std::vector<double> compute_, optimizer_, params_, rankParams_, activations_, output_, layerParams_;
+    bool full_;  // train.recompute = full
+    std::vector<double> compute_, optimizer_, params_, rankParams_, activations_, output_, layerParams_, rebuilt_;
     std::vector<std::vector<double>> largest_;
 };
 

@@ -93,7 +93,16 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         // The weights' bf16 casts are kept from one microbatch to the next
         // (cleared when the step ends, before the optimizer changes the weights).
         model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
-        if (local == cutMicrobatch_) {
+        if (model_.config().recompute == model::ModelConfig::Recompute::Full) {
+            // Nothing of the layers' insides is kept: each layer's input is.
+            torch::NoGradGuard noGrad;
+            slot.recomputed = true;
+            output = input;
+            for (std::uint32_t k = 0; k < model_.numLayers(); ++k) {
+                slot.layerInputs.push_back(output);
+                output = model_.layer(k).forward(output);
+            }
+        } else if (local == cutMicrobatch_) {
             // The same arithmetic as one forward; each layer's input is a leaf
             // of its own, so backward can be run (and stopped) layer by layer.
             output = input;
@@ -108,7 +117,13 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         }
         if (role_.last()) {
             const auto targets = tokensOf(batch, local, b).slice(1, 1, static_cast<std::int64_t>(batch.sampleLength));
-            output = model_.lossSum(output, targets);
+            if (slot.recomputed) {
+                torch::NoGradGuard noGrad;
+                slot.targets = targets;
+                output = model_.lossSum(output, targets);
+            } else {
+                output = model_.lossSum(output, targets);
+            }
             if (!slot.layerOutputs.empty()) slot.layerOutputs.back() = output;
         }
     }
@@ -134,7 +149,10 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     if (!role_.last()) gradient = receive(samplesOf(local), role_.next, work);
     const auto m0 = clock_.mark();
     const double sumsBefore = work.sums;
-    if (!slot.layerOutputs.empty()) {
+    torch::Tensor inputGradient;
+    if (slot.recomputed) {
+        inputGradient = backwardRecomputed(slot, gradient, targetsPerStep, work, local == cutMicrobatch_);
+    } else if (!slot.layerOutputs.empty()) {
         backwardByLayer(slot, gradient, targetsPerStep, work);
     } else if (role_.last()) {
         (slot.output / targetsPerStep).backward();
@@ -144,7 +162,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     if (injector_->slows(step_))
         injector_->straggle(step_, fault::Phase::Backward, clock_.seconds(m0, clock_.mark()) - (work.sums - sumsBefore));
     computed_.push_back({m0, clock_.mark(), /*forward=*/false, work.sums - sumsBefore});
-    if (!role_.first()) send(slot.input.grad(), role_.previous);
+    if (!role_.first()) send(slot.recomputed ? inputGradient : slot.input.grad(), role_.previous);
     slot = InFlight{};  // the activations of this microbatch are no longer needed
     releaseFinishedSends();
 }
@@ -162,11 +180,42 @@ void PipelineStage::backwardByLayer(InFlight& slot, const torch::Tensor& gradien
         }
         slot.layerInputs.resize(k + 1);  // what is behind the cut is no longer needed
         slot.layerOutputs.resize(k);
-        const auto t0 = Clock::now();
-        (*layerDone_)(model_.firstLayer() + static_cast<std::uint32_t>(k));
-        // Not compute: the sums' own time (taken off the backward's by the caller).
-        work.sums += since(t0);
+        layerFinished(k, work);
     }
+}
+
+void PipelineStage::layerFinished(std::size_t k, StageWork& work) {
+    const auto t0 = Clock::now();
+    (*layerDone_)(model_.firstLayer() + static_cast<std::uint32_t>(k));
+    // Not compute: the sums' own time (taken off the backward's by the caller).
+    work.sums += since(t0);
+}
+
+torch::Tensor PipelineStage::backwardRecomputed(InFlight& slot, torch::Tensor gradient, double targetsPerStep,
+                                                StageWork& work, bool final) {
+    const std::size_t n = slot.layerInputs.size();
+    for (std::size_t k = n; k-- > 0;) {
+        // A leaf of its own (the token ids of the embedding take no gradient): its gradient goes below.
+        torch::Tensor input = slot.layerInputs[k];
+        const bool leaf = input.is_floating_point();
+        if (leaf) input = input.detach().requires_grad_(true);
+        const bool loss = k + 1 == n && role_.last();
+        torch::Tensor output;
+        {
+            model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
+            output = model_.layer(static_cast<std::uint32_t>(k)).forward(input);
+            if (loss) output = model_.lossSum(output, slot.targets);
+        }
+        if (loss) {
+            (output / targetsPerStep).backward();
+        } else {
+            output.backward(gradient);
+        }
+        gradient = leaf ? input.grad() : torch::Tensor();
+        slot.layerInputs.resize(k);
+        if (final) layerFinished(k, work);
+    }
+    return gradient;
 }
 
 StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fault::FaultInjector& injector,

@@ -32,6 +32,11 @@ struct ModelConfig {
     double ropeTheta = 10000.0;   // llama: rotary embeddings' base
     std::uint32_t seqLen = 64;
     std::uint64_t seed = 1234;
+    // How activations are kept for backward (train.recompute): none, selective
+    // (attention's core recomputed, its T x T scores never kept) or full (only
+    // each layer's input kept; the layer recomputed in backward). Not a shape:
+    // checkpoints and profiles do not record it.
+    enum class Recompute { None, Selective, Full } recompute = Recompute::None;
 
     bool llama() const { return family == Family::Llama; }
     std::uint32_t headDim() const { return dModel / heads; }
@@ -56,6 +61,9 @@ struct ModelConfig {
 // set, must agree with it; at least one of the two must be known.
 // model.preset, when set, gives the shape keys the deck leaves at their defaults.
 ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab);
+// train.recompute's words for ModelConfig::Recompute, and back (InputError for another word).
+const char* recomputeName(ModelConfig::Recompute recompute);
+ModelConfig::Recompute recomputeFromName(const std::string& name);
 
 // The Llama rule for the SwiGLU width: 8/3 of d_model, rounded up to a multiple of 256.
 std::uint32_t llamaFfnHidden(std::uint32_t dModel);

@@ -58,11 +58,22 @@ private:
         // layer's output (the first is `input`), and each layer's output (the
         // last is `output`), so that backward can stop after every layer.
         std::vector<torch::Tensor> layerInputs, layerOutputs;
+        // train.recompute = full: the forward kept nothing but each layer's
+        // input (`layerInputs`) and, on the last stage, the targets; backward
+        // runs each layer's forward again.
+        bool recomputed = false;
+        torch::Tensor targets;
     };
     void forward(std::uint64_t local, const data::Batch& batch, StageWork& work);
     void backward(std::uint64_t local, double targetsPerStep, StageWork& work);
     // The backward of a microbatch whose forward was cut at every layer.
     void backwardByLayer(InFlight& slot, const torch::Tensor& gradient, double targetsPerStep, StageWork& work);
+    // The backward of a recomputed microbatch, layer by layer from the last
+    // (`layerDone` after each when `final`): returns the gradient of its input.
+    torch::Tensor backwardRecomputed(InFlight& slot, torch::Tensor gradient, double targetsPerStep, StageWork& work,
+                                     bool final);
+    // Calls layerDone_ for model layer `k` of this stage, its time counted as sums.
+    void layerFinished(std::size_t k, StageWork& work);
     void send(torch::Tensor tensor, int peer);
     fault::FaultInjector* injector_ = nullptr;  // during run()
     const LayerDone* layerDone_ = nullptr;  // during run()

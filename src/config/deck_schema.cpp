@@ -291,9 +291,10 @@ const std::vector<KeySpec>& deckSchema() {
          "Activation recomputation: none (every layer keeps what its backward needs), selective (attention's core "
          "is recomputed in backward: its heads x seq_len^2 scores and probabilities are never kept, at the cost of "
          "about one more attention forward), or full (each layer keeps only its input and runs its forward again "
-         "in backward: about a third more compute, activations of seq_len x d_model per layer). The planner's "
-         "memory and time model counts it.",
-         oneOf({"none", "selective", "full"})},
+         "in backward: about a third more compute, activations of seq_len x d_model per layer), or auto (full on "
+         "the stages the planner finds would not fit in plan.memory_gb without it, none elsewhere; `kiln plan` "
+         "marks them). The planner's memory and time model counts it.",
+         oneOf({"none", "selective", "full", "auto"})},
         {"train.eval_every", KeyType::Integer, "0",
          "Evaluate the held-out loss of data.eval_mix every this many steps and after the last step; 0 = only "
          "after the last step. An evaluation runs forward passes on the current pipelines and takes no training "

@@ -14,14 +14,16 @@ const char* recomputeName(ModelConfig::Recompute recompute) {
         case ModelConfig::Recompute::None: return "none";
         case ModelConfig::Recompute::Selective: return "selective";
         case ModelConfig::Recompute::Full: return "full";
+        case ModelConfig::Recompute::Auto: return "auto";
     }
     return "?";
 }
 
 ModelConfig::Recompute recomputeFromName(const std::string& name) {
-    for (auto r : {ModelConfig::Recompute::None, ModelConfig::Recompute::Selective, ModelConfig::Recompute::Full})
+    for (auto r : {ModelConfig::Recompute::None, ModelConfig::Recompute::Selective, ModelConfig::Recompute::Full,
+                   ModelConfig::Recompute::Auto})
         if (name == recomputeName(r)) return r;
-    throw InputError(fmt::format("recompute mode '{}' is not none, selective or full", name));
+    throw InputError(fmt::format("recompute mode '{}' is not none, selective, full or auto", name));
 }
 
 std::uint32_t llamaFfnHidden(std::uint32_t dModel) {

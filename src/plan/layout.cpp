@@ -182,7 +182,10 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
             p.nodeIds.push_back(nodeIds[nextNode]);
             p.ranks.insert(p.ranks.end(), node.begin(), node.end());
         }
-        for (const auto& stage : t->stages) p.cuts.push_back(stage.firstLayer);
+        for (const auto& stage : t->stages) {
+            p.cuts.push_back(stage.firstLayer);
+            p.recompute.push_back(stage.recompute ? 1 : 0);
+        }
         p.cuts.push_back(t->stages.back().endLayer);
         layout.layers = p.cuts.back();
         const int index = static_cast<int>(layout.pipelines.size());
@@ -199,6 +202,7 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
                 role.width = w;
                 role.previous = s > 0 ? p.ranks[(s - 1) * w + slot] : -1;
                 role.next = s + 1 < S ? p.ranks[(s + 1) * w + slot] : -1;
+                role.recompute = p.recompute[s] != 0;
             }
         layout.pipelines.push_back(std::move(p));
     }

@@ -10,6 +10,7 @@ void packLayout(const Layout& layout, RowWriter& out) {
         out.putAll(p.nodeIds);
         out.putAll(p.ranks);
         out.putAll(p.cuts);
+        out.putAll(p.recompute);
         out.put(p.firstMicrobatch);
         out.put(p.microbatches);
         out.putReal(p.predictedStepTime);
@@ -26,6 +27,7 @@ void packLayout(const Layout& layout, RowWriter& out) {
         out.put(r.width);
         out.put(r.previous);
         out.put(r.next);
+        out.put(r.recompute ? 1 : 0);
     }
     out.put(layout.segments.size());
     for (const auto& s : layout.segments) {
@@ -48,6 +50,7 @@ Layout unpackLayout(RowReader& in) {
         p.nodeIds = in.getAll<int>();
         p.ranks = in.getAll<int>();
         p.cuts = in.getAll<std::uint32_t>();
+        p.recompute = in.getAll<std::uint32_t>();
         p.firstMicrobatch = in.get<std::uint64_t>();
         p.microbatches = in.get<std::uint64_t>();
         p.predictedStepTime = in.getReal();
@@ -64,6 +67,7 @@ Layout unpackLayout(RowReader& in) {
         r.width = in.get<std::uint32_t>();
         r.previous = in.get<int>();
         r.next = in.get<int>();
+        r.recompute = in.get<int>() != 0;
     }
     layout.segments.resize(in.get<std::size_t>());
     for (auto& s : layout.segments) {

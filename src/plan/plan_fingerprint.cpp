@@ -30,7 +30,7 @@ comm::Fingerprint fingerprintOf(const TemplateSet& templates) {
             const std::string stage = fmt::format("{}.stages[{}]", what, s);
             f.add(stage + ".layers", fmt::format("{}-{}", st.firstLayer, st.endLayer));
             f.add(stage + ".time", st.time).add(stage + ".sync", st.sync).add(stage + ".memory", st.memory);
-            f.add(stage + ".optimizer", st.optimizer);
+            f.add(stage + ".optimizer", st.optimizer).add(stage + ".recompute", st.recompute);
         }
     };
     for (const auto& t : templates.templates) addTemplate(fmt::format("template[{} nodes]", t.nodes), t);
@@ -58,7 +58,7 @@ comm::Fingerprint fingerprintOf(const Layout& layout, const std::string& decisio
         const auto& pl = layout.pipelines[p];
         const std::string name = fmt::format("pipeline[{}]", p);
         f.add(name + ".nodes", pl.nodes).add(name + ".width", pl.width).add(name + ".node_ids", pl.nodeIds);
-        f.add(name + ".ranks", pl.ranks).add(name + ".cuts", pl.cuts);
+        f.add(name + ".ranks", pl.ranks).add(name + ".cuts", pl.cuts).add(name + ".recompute", pl.recompute);
         f.add(name + ".first_microbatch", pl.firstMicrobatch).add(name + ".microbatches", pl.microbatches);
     }
     for (std::size_t s = 0; s < layout.segments.size(); ++s) {

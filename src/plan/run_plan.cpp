@@ -124,6 +124,7 @@ std::string describeStages(const PipelineTemplate& t) {
         if (s > 0) out += s % t.stagesPerNode() == 0 ? " || " : " | ";
         out += stage.endLayer - stage.firstLayer == 1 ? fmt::format("{}", stage.firstLayer)
                                                       : fmt::format("{}-{}", stage.firstLayer, stage.endLayer - 1);
+        if (stage.recompute) out += "*";
     }
     return out;
 }
@@ -133,7 +134,7 @@ std::string describeTemplates(const RunPlan& plan, bool all) {
     std::string out = fmt::format("templates for {}..{} nodes (f = {}), {} rank{} per node, planned in {:.3f} s:\n",
                                   set.minNodes, set.maxNodes, plan.f, plan.cluster.ranksPerNode,
                                   plan.cluster.ranksPerNode == 1 ? "" : "s", plan.templateSeconds);
-    out += fmt::format("  {:>5} {:>6} {:>5} {:>13} {:>11} {:>12} {:>12} {:>10}  layers per stage (| next stage, || next node)\n",
+    out += fmt::format("  {:>5} {:>6} {:>5} {:>13} {:>11} {:>12} {:>12} {:>10}  layers per stage (| next stage, || next node, * recomputed)\n",
                        "nodes", "stages", "width", "microbatches", "bottleneck", "fill+drain", "step time", "memory");
     const std::size_t count = set.templates.size();
     for (std::size_t i = 0; i < count; ++i) {

@@ -6,6 +6,9 @@
 #     2+1 pipelines of 2-wide stages: with selective and with full, every step's loss and gradient norm equal
 #     those of the same run without recomputation to 1e-5 relative.
 #  2. A rank killed in the backward of step 5 under full recomputation: recovered, the failure-free losses.
+#  3. train.recompute = auto with plan.memory_gb = 0.11 on 2 ranks (a model of 8 blocks, d_model 256): the
+#     planner recomputes the first stage only (4 microbatches in flight would not fit without), `kiln plan` and
+#     the run mark it (0-4* || 5-9), and the losses are those of the same run without recomputation.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -32,3 +35,20 @@ losses killed
 same_curve "$work/gpt2-none.losses" "$work/killed.losses" 10 || fail "the recovered run's losses differ"
 grep -q "FAILURE step 5: failed rank 3" "$work/killed.log" || fail "rank 3 did not fail in step 5"
 echo "PASS 2: rank 3 killed in the backward of step 5 under full recomputation: recovered with the failure-free losses"
+
+bigger=(--set model.blocks=8 --set model.d_model=256 --set data.seq_len=128 --set cluster.ranks_per_node=1
+        --set plan.pipelines=2:4 --set fault.f=0)
+"$kiln" plan input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes "${bigger[@]}" \
+  --set plan.nodes=2 --set plan.memory_gb=0.11 --set train.recompute=auto >"$work/auto-plan.txt" 2>&1 ||
+  { cat "$work/auto-plan.txt"; fail "kiln plan with train.recompute = auto"; }
+grep -qE "^ +2 +2 .* 0-4\* \|\| 5-9$" "$work/auto-plan.txt" || { cat "$work/auto-plan.txt"; fail "auto does not recompute the first stage alone"; }
+must big-none 2 "${bigger[@]}"
+must big-auto 2 "${bigger[@]}" --set plan.memory_gb=0.11 --set train.recompute=auto
+grep -qE "0-4\* \|\| 5-9$" "$work/big-auto.log" || fail "the run's templates do not mark the recomputed stage"
+losses big-none
+losses big-auto
+same_curve "$work/big-none.losses" "$work/big-auto.losses" 10 || fail "auto's losses differ from none's"
+resident() { sed -nE 's/^  memory .* resident growth ([0-9.]+) GB.*/\1/p' "$work/$1.log"; }
+python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) < 0.9 * float(sys.argv[1]) else 1)" "$(resident big-none)" "$(resident big-auto)" ||
+  fail "auto's ranks grew $(resident big-auto) GB, none's $(resident big-none) GB: the first stage did not recompute"
+echo "PASS 3: train.recompute = auto recomputes the stage that would not fit (0-4* || 5-9), with none's losses, $(resident big-auto) GB against $(resident big-none) GB"

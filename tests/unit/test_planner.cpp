@@ -145,6 +145,52 @@ TEST(Templates, StageMemoryCountsTheLargestLayersTemporaries) {
     EXPECT_NEAR(lastTwo.memoryWith(3), 4.0 * 3e6 + 3 * 2e5 + 2e6, 1e-6);
 }
 
+// train.recompute: full keeps each layer's input (the ids, 8 bytes a token, for the embedding) and rebuilds one
+// layer at a time (1.5 times its activations beside the stage); auto recomputes exactly the stages that would
+// not fit otherwise, and every stage of every template fits.
+TEST(Templates, RecomputationKeepsInputsAndAutoRecomputesOnlyWhatWouldNotFit) {
+    ModelProfile p;
+    p.model.blocks = 4;
+    p.model.seqLen = 10;
+    p.microBatch = 1;
+    p.layers.push_back({"embedding", 1e-3, 2e-3, 1'000'000, 40'000, 40'000});
+    for (int b = 0; b < 4; ++b) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 40'000, 3'000'000});
+    p.layers.push_back({"output", 1e-3, 2e-3, 1'000'000, 40'000, 400'000});
+    p.model.recompute = kiln::model::ModelConfig::Recompute::Full;
+    const auto full = planTemplates(p, cluster(1, 1e12), 0, 1);
+    const Stage& one = full.forNodes(1)->stages[0];
+    EXPECT_TRUE(one.recompute);
+    EXPECT_NEAR(one.activationBytes, 8.0 * 10 + 5 * 40'000, 1e-6);
+    EXPECT_NEAR(one.memory, 4.0 * 6e6 + one.activationBytes + 1e6 + 1.5 * 3e6, 1e-6);
+    EXPECT_NEAR(one.compute, 6 * (2 * 1e-3 + 2e-3), 1e-12);  // every forward twice
+
+    // Two nodes with 4 microbatches: the first stage keeps 2 in flight, the second 1.
+    p.model.recompute = kiln::model::ModelConfig::Recompute::Auto;
+    const double limit = 4.0 * 3e6 + 1e6 + 1.5 * 3e6 + 0.9e6 + 2 * 8e6;
+    const auto set = planTemplates(p, cluster(2, limit), 0, 4);
+    int recomputed = 0, kept = 0;
+    for (std::uint32_t n = set.minNodes; n <= set.maxNodes; ++n) {
+        const auto* t = set.forNodes(n);
+        if (!t) continue;
+        for (const auto& stage : t->stages) {
+            EXPECT_LE(stage.memory, limit);
+            // Recomputed exactly where it would not fit otherwise.
+            p.model.recompute = kiln::model::ModelConfig::Recompute::None;
+            Stage plain = stage;
+            double activations = 0.0;
+            for (std::uint32_t l = stage.firstLayer; l < stage.endLayer; ++l) activations += double(p.layers[l].activationBytes);
+            plain.activationBytes = activations + (stage.firstLayer > 0 ? 40'000.0 : 0.0);
+            plain.runtimeBytes = 0.0;
+            const std::uint64_t inFlight = std::min<std::uint64_t>(t->stages.size() - (&stage - t->stages.data()), 4);
+            EXPECT_EQ(stage.recompute, plain.memoryWith(inFlight) > limit) << "template " << n << ", layers "
+                                                                           << stage.firstLayer << "-" << stage.endLayer;
+            ++(stage.recompute ? recomputed : kept);
+        }
+    }
+    EXPECT_GT(recomputed, 0);  // the case is one that needs both
+    EXPECT_GT(kept, 0);
+}
+
 // With the width free, each template is the best of the exhaustive searches
 // over every width (here 1, 2 and 4 ranks per stage on nodes of 4).
 TEST(Templates, BestWidthAgainstExhaustiveSearch) {

@@ -34,9 +34,10 @@ struct ModelConfig {
     std::uint64_t seed = 1234;
     // How activations are kept for backward (train.recompute): none, selective
     // (attention's core recomputed, its T x T scores never kept) or full (only
-    // each layer's input kept; the layer recomputed in backward). Not a shape:
-    // checkpoints and profiles do not record it.
-    enum class Recompute { None, Selective, Full } recompute = Recompute::None;
+    // each layer's input kept; the layer recomputed in backward), or auto (full
+    // on the stages that would not fit in memory without, as the planner
+    // decides: RankRole::recompute). Not a shape: checkpoints do not record it.
+    enum class Recompute { None, Selective, Full, Auto } recompute = Recompute::None;
 
     bool llama() const { return family == Family::Llama; }
     std::uint32_t headDim() const { return dModel / heads; }

@@ -19,6 +19,7 @@ struct PipelinePlacement {
     std::vector<int> nodeIds;  // the nodes it runs on, in stage order
     std::vector<int> ranks;    // stage s runs on ranks[s * width, (s + 1) * width), slot t on the t-th
     std::vector<std::uint32_t> cuts;  // stage s holds layers [cuts[s], cuts[s + 1])
+    std::vector<std::uint32_t> recompute;  // 1: stage s recomputes its layers in full (Stage::recompute)
     std::uint64_t firstMicrobatch = 0, microbatches = 0;  // of the global batch
     double predictedStepTime = 0.0;
     std::uint32_t stages() const { return static_cast<std::uint32_t>(ranks.size()) / width; }
@@ -36,6 +37,7 @@ struct RankRole {
     // The neighbouring stages' ranks in the same slot (a pipeline's stages
     // all have one width); -1 at the ends.
     int previous = -1, next = -1;
+    bool recompute = false;  // full activation recomputation on this stage (the planner's Stage::recompute)
     bool idle() const { return pipeline < 0; }
     bool first() const { return stage == 0; }
     bool last() const { return stage + 1 == stages; }

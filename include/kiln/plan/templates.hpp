@@ -56,6 +56,10 @@ struct Stage {
     double optimizer = 0.0;  // seconds per step of its AdamW update
     double updateBytes = 0.0;  // its largest layer's parameter bytes on a rank
     double runtimeBytes = 0.0;  // what a rank holds besides tensors: the profile's runtime, the loader's budget
+                                // (and under full recomputation the largest layer's activations, rebuilt)
+    // Its layers recomputed in full in backward (train.recompute = full, or
+    // auto where the stage would not fit in memory otherwise).
+    bool recompute = false;
 
     // Bytes on its rank with `inFlight` microbatches' activations kept:
     // weights, gradients and both AdamW moments, the activations, and one

@@ -16,13 +16,7 @@ kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
 mkdir -p "$work"
 . "$(dirname "$0")/../fault/lib.sh"
-"$python" -c "import transformers, torch" 2>/dev/null ||
-  fail "no Python with transformers and torch at $python: ./bootstrap.sh test (or ./bootstrap.sh reference) installs them"
-here=$(dirname "$0")
-"$python" "$here/hf_models.py" "$work/hf" >"$work/models.log" 2>&1 || { cat "$work/models.log"; fail "transformers could not make the models"; }
-
-# The deck lines kiln import prints, as --set options.
-model_settings() { "$kiln" import "$1" | awk -F' = ' '/^[a-z_]+ = / { printf "--set model.%s=%s ", $1, $2 }'; }
+. "$(dirname "$0")/lib.sh"
 frozen=(--set train.lr=0 --set train.min_lr=0 --set run.steps=1)
 
 "$kiln" import "$work/hf/llama" >"$work/import-llama.txt"

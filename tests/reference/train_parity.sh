@@ -12,13 +12,7 @@ kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
 mkdir -p "$work"
 . "$(dirname "$0")/../fault/lib.sh"
-"$python" -c "import transformers, torch" 2>/dev/null ||
-  fail "no Python with transformers and torch at $python: ./bootstrap.sh test (or ./bootstrap.sh reference) installs them"
-here=$(dirname "$0")
-"$python" "$here/hf_models.py" "$work/hf" >"$work/models.log" 2>&1 || { cat "$work/models.log"; fail "transformers could not make the models"; }
-
-# The deck lines kiln import prints, as --set options.
-model_settings() { "$kiln" import "$1" | awk -F' = ' '/^[a-z_]+ = / { printf "--set model.%s=%s ", $1, $2 }'; }
+. "$(dirname "$0")/lib.sh"
 steps=30
 trained=(--set model.init_from="$work/hf/llama" --set run.steps=$steps --set train.grad_clip=1)
 data_settings=(--set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes)

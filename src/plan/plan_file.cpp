@@ -15,6 +15,9 @@ namespace h5 = io::h5;
 
 namespace {
 
+// 5: each stage says whether it recomputes (train.recompute = full or auto).
+constexpr std::int64_t kVersion = 5;
+
 struct TemplateRow {
     std::uint32_t nodes, stages, ranksPerNode, width;
     std::uint64_t referenceMicrobatches;
@@ -23,6 +26,7 @@ struct TemplateRow {
 struct StageRow {
     std::uint32_t templateNodes, templateWidth, stage, firstLayer, endLayer;
     double time, sync, memory, paramBytes, activationBytes, updateBytes, runtimeBytes;
+    std::uint32_t recompute;  // 1: its layers recomputed in full in backward
 };
 struct PipelineRow {
     std::uint32_t nodes, width;
@@ -57,6 +61,7 @@ h5::Handle stageType() {
     KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(StageRow, activationBytes), H5T_NATIVE_DOUBLE), "plan");
     KILN_H5(H5Tinsert(t, "update_bytes", HOFFSET(StageRow, updateBytes), H5T_NATIVE_DOUBLE), "plan");
     KILN_H5(H5Tinsert(t, "runtime_bytes", HOFFSET(StageRow, runtimeBytes), H5T_NATIVE_DOUBLE), "plan");
+    KILN_H5(H5Tinsert(t, "recompute", HOFFSET(StageRow, recompute), H5T_NATIVE_UINT32), "plan");
     return t;
 }
 
@@ -87,7 +92,7 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
         for (std::uint32_t s = 0; s < t.stages.size(); ++s) {
             const auto& st = t.stages[s];
             stages.push_back({n, t.width, s, st.firstLayer, st.endLayer, st.time, st.sync, st.memory, st.paramBytes,
-                              st.activationBytes, st.updateBytes, st.runtimeBytes});
+                              st.activationBytes, st.updateBytes, st.runtimeBytes, st.recompute ? 1u : 0u});
         }
     };
     // The best template of every node count, then the other widths the instantiation pins.
@@ -107,7 +112,7 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
     {
         h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
         h5::writeAttribute(file, "format", std::string("kiln-plan"));
-        h5::writeAttribute(file, "format_version", std::int64_t{4});
+        h5::writeAttribute(file, "format_version", std::int64_t{kVersion});
         h5::writeAttribute(file, "nodes", std::uint64_t{nodes});
         h5::writeAttribute(file, "f", std::uint64_t{f});
         h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
@@ -133,10 +138,10 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
     h5::LibraryLock lock(h5::libraryMutex());
     if (!h5::hasAttribute(file, "format") || h5::readStringAttribute(file, "format", path) != "kiln-plan")
         throw InputError(fmt::format("{}: not a kiln plan (write one with kiln plan DECK --out FILE)", path));
-    if (h5::readIntAttribute(file, "format_version", path) != 4)
-        throw InputError(fmt::format("{}: plan format version {}, this kiln reads 4 (stage memory with temporaries and runtime); write it again "
-                                     "with kiln plan DECK --out FILE",
-                                     path, h5::readIntAttribute(file, "format_version", path)));
+    if (h5::readIntAttribute(file, "format_version", path) != kVersion)
+        throw InputError(fmt::format("{}: plan format version {}, this kiln reads {} (which stages recompute their "
+                                     "layers); write it again with kiln plan DECK --out FILE",
+                                     path, h5::readIntAttribute(file, "format_version", path), kVersion));
     set = TemplateSet{};
     {
         h5::Handle memory(KILN_H5(H5Aopen(file, "memory_per_rank_bytes", H5P_DEFAULT), path));
@@ -156,7 +161,7 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
             for (const auto& s : stages)
                 if (s.templateNodes == row.nodes && s.templateWidth == row.width)
                     t.stages.push_back({s.firstLayer, s.endLayer, s.time, s.sync, s.memory, s.paramBytes, s.activationBytes, 0.0, 0.0,
-                                        s.updateBytes, s.runtimeBytes});
+                                        s.updateBytes, s.runtimeBytes, s.recompute != 0});
         }
         // One row per node count (the best), then the pinned other widths.
         if (set.templates.size() + set.minNodes <= row.nodes) {

@@ -523,7 +523,10 @@ TEST(ProfileFile, RuntimeBytesRoundTripAndCountOnEveryStage) {
 TEST(PlanFile, RoundTrips) {
     std::mt19937 rng(3);
     const auto profile = randomProfile(rng, 7);
-    const auto set = planTemplates(profile, cluster(6, 1e12), 1, 10);
+    auto set = planTemplates(profile, cluster(6, 1e12), 1, 10);
+    // Stages that recompute (train.recompute = auto's choice) stay so.
+    for (auto& t : set.templates)
+        for (std::size_t s = 0; s < t.stages.size(); s += 2) t.stages[s].recompute = true;
     const auto inst = instantiate(set, 6, 2, 10);
     const std::string path = "/tmp/kiln-plan-test-" + std::to_string(::getpid()) + ".h5";
     writePlan(path, set, inst, 6, 1, 10);
@@ -536,8 +539,10 @@ TEST(PlanFile, RoundTrips) {
         if (!set.forNodes(n)) continue;
         EXPECT_EQ(back.forNodes(n)->stages.size(), set.forNodes(n)->stages.size());
         EXPECT_DOUBLE_EQ(back.forNodes(n)->stepTime(10), set.forNodes(n)->stepTime(10));
-        for (std::size_t s = 0; s < set.forNodes(n)->stages.size(); ++s)
+        for (std::size_t s = 0; s < set.forNodes(n)->stages.size(); ++s) {
             EXPECT_DOUBLE_EQ(back.forNodes(n)->stages[s].memoryWith(3), set.forNodes(n)->stages[s].memoryWith(3));
+            EXPECT_EQ(back.forNodes(n)->stages[s].recompute, s % 2 == 0) << n << " nodes, stage " << s;
+        }
     }
     ASSERT_EQ(backInst.pipelines.size(), inst.pipelines.size());
     EXPECT_EQ(backInst.pipelines[0].microbatches, inst.pipelines[0].microbatches);

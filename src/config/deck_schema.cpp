@@ -247,8 +247,9 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.rope_theta", KeyType::Real, "10000", "llama: base of the rotary position embeddings (Llama 3: 500000).",
          realInRange(1.0, 1e12)},
         {"model.tie_embeddings", KeyType::Flag, "false",
-         "llama: share the token embedding with the output head. Not supported yet: the two sit on the first and the "
-         "last pipeline stage; kiln trains them untied.",
+         "The output head is the token embedding (one V x d_model matrix, as GPT-2, SmolLM and Llama 3.2 1B have "
+         "it). The last pipeline stage keeps a copy of it that the gradient sums keep equal: the same memory and "
+         "communication as untied, V x d_model fewer parameters to train.",
          {}},
 
         // [train]

@@ -19,7 +19,7 @@ public:
     EmbeddingLayer(const ModelConfig& c, SliceHandle slice)
         : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
         ShardedParameters param(*this, c, 0, *slice_);
-        tokens_ = param("token_embedding", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+        tokens_ = param("token_embedding", detail::initialTokenTable(c));
         positions_ = param("position_embedding", torch::randn({c.seqLen, c.dModel}) * kInitStd);
     }
     torch::Tensor forward(const torch::Tensor& ids) override {  // (B, T) int64
@@ -90,7 +90,8 @@ public:
         ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
         lnWeight_ = param("ln_weight", torch::ones({c.dModel}));
         lnBias_ = param("ln_bias", torch::zeros({c.dModel}));
-        head_ = param("head_weight", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+        head_ = param("head_weight", c.tieEmbeddings ? detail::initialTokenTable(c)
+                                                     : torch::randn({c.vocabSize, c.dModel}) * kInitStd);
     }
     // (B, T, C) -> (B, T, V), or this rank's columns of the vocabulary in a split stage.
     torch::Tensor forward(const torch::Tensor& x) override {
@@ -106,6 +107,15 @@ private:
 }  // namespace
 
 namespace detail {
+
+std::uint64_t layerSeed(const ModelConfig& config, std::uint32_t index) {
+    return data::mix64(config.seed ^ data::mix64(0x6c61796572ull + index));
+}
+
+torch::Tensor initialTokenTable(const ModelConfig& c) {
+    torch::manual_seed(layerSeed(c, 0));
+    return torch::randn({c.vocabSize, c.dModel}) * kInitStd;
+}
 
 torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice) {
     if (!slice.split()) return torch::embedding(table, ids);
@@ -169,7 +179,7 @@ Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle sli
     if (!slice) slice = std::make_shared<TensorSlice>();
     // A generator seeded from (seed, index) alone, held for the construction:
     // the weights do not depend on which rank builds the layer, or in which order.
-    torch::manual_seed(data::mix64(config.seed ^ data::mix64(0x6c61796572ull + index)));
+    torch::manual_seed(detail::layerSeed(config, index));
     if (config.llama()) return detail::buildLlamaLayer(config, index, std::move(slice));
     if (index == 0) return std::make_shared<EmbeddingLayer>(config, std::move(slice));
     if (index == config.numLayers() - 1) return std::make_shared<OutputLayer>(config, std::move(slice));

@@ -35,6 +35,12 @@ private:
     std::size_t next_ = 0;
 };
 
+// The generator seed of layer `index`'s initial weights.
+std::uint64_t layerSeed(const ModelConfig& config, std::uint32_t index);
+// The token embedding's initial values (V x d_model), drawn from layer 0's
+// seed: the embedding's, and a tied head's, the same on every rank that builds either.
+torch::Tensor initialTokenTable(const ModelConfig& config);
+
 // Token embedding rows, split over the vocabulary in a split stage: the
 // other ranks' ids look up zeros, and the sum over the stage completes every row.
 torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice);

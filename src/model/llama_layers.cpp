@@ -45,7 +45,7 @@ public:
     LlamaEmbedding(const ModelConfig& c, SliceHandle slice)
         : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
         ShardedParameters param(*this, c, 0, *slice_);
-        tokens_ = param("token_embedding", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+        tokens_ = param("token_embedding", initialTokenTable(c));
     }
     torch::Tensor forward(const torch::Tensor& ids) override { return embedTokens(tokens_, ids, vocab_, *slice_); }
     const char* kind() const override { return "embedding"; }
@@ -115,7 +115,8 @@ public:
     LlamaOutput(const ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)), eps_(c.normEps) {
         ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
         norm_ = param("norm_weight", torch::ones({c.dModel}));
-        head_ = param("head_weight", torch::randn({c.vocabSize, c.dModel}) * kInitStd);
+        head_ = param("head_weight",
+                      c.tieEmbeddings ? initialTokenTable(c) : torch::randn({c.vocabSize, c.dModel}) * kInitStd);
     }
     // (B, T, C) -> (B, T, V), or this rank's columns of the vocabulary in a split stage.
     torch::Tensor forward(const torch::Tensor& x) override {

@@ -61,13 +61,15 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::para
 std::uint64_t ModelConfig::parameters() const {
     std::uint64_t n = 0;
     for (std::uint32_t i = 0; i < numLayers(); ++i) n += parametersOf(i);
-    return n;
+    return tieEmbeddings ? n - std::uint64_t{vocabSize} * dModel : n;
 }
 
 std::string ModelConfig::shapeText() const {
     const std::string common = fmt::format("{}, {} blocks, d_model {}, {} heads", familyName(family), blocks, dModel, heads);
-    if (!llama()) return fmt::format("{}, MLP {}", common, mlpWidth());
-    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}", common, keyValueHeads(), mlpWidth(), ropeTheta);
+    const char* tied = tieEmbeddings ? ", tied embeddings" : "";
+    if (!llama()) return fmt::format("{}, MLP {}{}", common, mlpWidth(), tied);
+    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}{}", common, keyValueHeads(), mlpWidth(), ropeTheta,
+                       tied);
 }
 
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
@@ -104,6 +106,7 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     m.seqLen = static_cast<std::uint32_t>(deck.integer("data.seq_len"));
     m.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
     m.recompute = recomputeFromName(deck.text("train.recompute"));
+    m.tieEmbeddings = deck.flag("model.tie_embeddings");
     if (m.dModel % m.heads != 0)
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "
                                      "heads that divides the width",
@@ -123,11 +126,6 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     if (m.ffnHidden == 0) m.ffnHidden = llamaFfnHidden(m.dModel);
     m.normEps = deck.real("model.norm_eps");
     m.ropeTheta = deck.real("model.rope_theta");
-    if (deck.flag("model.tie_embeddings"))
-        throw InputError(fmt::format("{}: model.tie_embeddings = true is not supported yet: the embedding (first "
-                                     "stage) and the head (last stage) would share one matrix, whose gradients the two "
-                                     "stages must sum every step; set it to false (kiln trains them untied)",
-                                     deck.setting("model.tie_embeddings").origin));
     return m;
 }
 

@@ -22,7 +22,8 @@ std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelCon
             {"data.seq_len", c.seqLen},
             {"model.family (0 gpt2, 1 llama)", static_cast<std::uint32_t>(c.family)},
             {"model.kv_heads", c.kvHeads},
-            {"model.ffn_hidden", c.ffnHidden}};
+            {"model.ffn_hidden", c.ffnHidden},
+            {"model.tie_embeddings", c.tieEmbeddings ? 1u : 0u}};
 }
 
 void writeShape(hid_t file, const model::ModelConfig& c) {
@@ -47,6 +48,7 @@ model::ModelConfig readShape(hid_t file, const std::string& context) {
     c.family = read("model.family (0 gpt2, 1 llama)", true) == 1 ? model::Family::Llama : model::Family::Gpt2;
     c.kvHeads = read("model.kv_heads", true);
     c.ffnHidden = read("model.ffn_hidden", true);
+    c.tieEmbeddings = read("model.tie_embeddings", true) == 1;  // absent before tying: untied
     if (h5::hasAttribute(file, "model_rope_theta")) c.ropeTheta = h5::readRealAttribute(file, "model_rope_theta", context);
     if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
     return c;

@@ -1,7 +1,10 @@
 #include "kiln/train/gradient_sync.hpp"
 
+#include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/train/layer_state.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -60,11 +63,12 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
                 const auto params = model.layer(l - model.firstLayer()).parameters();
                 const auto specs = model::shardSpecs(config, l);
                 for (std::size_t k = 0; k < params.size(); ++k) {
+                    if (tied(config, l, k)) continue;  // summed by the tied group
                     const bool replicated = specs[k].replicated() || atoms == 1;
                     if (replicated ? !plan.replicated : !plan.split) continue;
                     const model::UnitRange mine = model::unitRange(specs[k].units, held.width, held.slot);
                     const Piece piece{params[k], specs[k], mine,
-                                      replicated ? mine : model::unitRange(specs[k].units, atoms, plan.atom), replicated};
+                                      replicated ? mine : model::unitRange(specs[k].units, atoms, plan.atom), replicated, {}};
                     const std::size_t bytes = static_cast<std::size_t>(piece.values()) * sizeof(float);
                     if (fresh || (size + bytes > bucketBytes && !buckets.back().pieces.empty())) {
                         buckets.emplace_back();
@@ -83,6 +87,63 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
     }
     for (auto it = perSegment.rbegin(); it != perSegment.rend(); ++it)
         for (auto& bucket : *it) buckets_.push_back(std::move(bucket));
+    if (config.tieEmbeddings) addTiedSums(layout, control, model, rank, makeTransport);
+}
+
+bool GradientSync::tied(const model::ModelConfig& config, std::uint32_t layer, std::size_t k) {
+    return config.tieEmbeddings && ((layer == 0 && k == model::ModelConfig::kTokenEmbedding) || config.isTiedHead(layer, k));
+}
+
+void GradientSync::addTiedSums(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, int rank,
+                               const TransportFactory& makeTransport) {
+    const auto& config = model.config();
+    const std::uint32_t last = config.numLayers() - 1, atoms = layout.atoms();
+    const auto segmentOf = [&](std::uint32_t layer) -> const plan::LayerSegment& {
+        for (const auto& segment : layout.segments)
+            if (layer >= segment.firstLayer && layer < segment.endLayer) return segment;
+        throw Error(fmt::format("the layout has no holder of layer {}", layer), ErrorScope::AllRanks);
+    };
+    const auto& first = segmentOf(0);
+    const auto& output = segmentOf(last);
+    const auto holds = [&](const plan::LayerSegment& s) {
+        return std::find(s.holders.begin(), s.holders.end(), rank) != s.holders.end();
+    };
+    const bool embedding = holds(first), head = holds(output);
+    if (!embedding && !head) return;
+    const plan::RankRole role = layout.role(rank);
+    const auto spec = model::shardSpecs(config, 0)[model::ModelConfig::kTokenEmbedding];
+    const auto param = [&](std::uint32_t layer, std::size_t k) { return model.layer(layer - model.firstLayer()).parameters()[k]; };
+    // One group an atom of the vocabulary: the embedding's and the head's
+    // holders of it in every pipeline, each adding the gradient of its own
+    // copy. The sum is the whole gradient of the one tied parameter: in torch
+    // terms, the embedding's use plus the head's use, over every replica.
+    // After all other buckets on every rank, so that waiting for the first
+    // stages' last backward blocks no other sum (the argument of the header
+    // still holds: every other wait points to higher layers or to this
+    // group, which every rank reaches last).
+    const int firstTag =
+        kFirstSegmentTag + static_cast<int>(layout.segments.size() * (atoms == 1 ? 1 : atoms + 1));
+    for (std::uint32_t atom = 0; atom < atoms; ++atom) {
+        std::vector<int> holders = atoms == 1 ? first.holders : first.holdersOfAtom(atom, atoms);
+        const auto more = atoms == 1 ? output.holders : output.holdersOfAtom(atom, atoms);
+        holders.insert(holders.end(), more.begin(), more.end());
+        std::sort(holders.begin(), holders.end());
+        holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+        if (std::find(holders.begin(), holders.end(), rank) == holders.end()) continue;
+        Bucket bucket;
+        if (holders.size() > 1) {
+            groups_.push_back(Group{makeTransport(control, holders, firstTag + static_cast<int>(atom))});
+            asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
+            bucket.transport = groups_.back().transport.get();
+        }
+        const model::UnitRange mine = model::unitRange(spec.units, role.width, role.slot);
+        Piece piece{embedding ? param(0, model::ModelConfig::kTokenEmbedding) : param(last, config.headIndex()), spec, mine,
+                    atoms == 1 ? mine : model::unitRange(spec.units, atoms, atom), atoms == 1, {}};
+        if (embedding && head) piece.tiedCopy = param(last, config.headIndex());
+        bucket.pieces.push_back(piece);
+        bucket.lowestLayer = 0;
+        buckets_.push_back(std::move(bucket));
+    }
 }
 
 std::vector<torch::Tensor> GradientSync::Piece::views(const torch::Tensor& gradient) const {
@@ -109,9 +170,18 @@ void GradientSync::beginStep(std::function<void()> afterFirstBucket) {
 void GradientSync::start(Bucket& bucket) {
     std::vector<torch::Tensor> gradients;
     for (auto& piece : bucket.pieces) {
-        auto p = piece.param;
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        for (auto& view : piece.views(p.grad())) gradients.push_back(view);
+        for (auto p : {piece.param, piece.tiedCopy})
+            if (p.defined() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        // A rank that holds both copies of a tied parameter adds them first.
+        if (piece.tiedCopy.defined()) {
+            const auto into = piece.views(piece.param.grad()), from = piece.views(piece.tiedCopy.grad());
+            for (std::size_t k = 0; k < into.size(); ++k) into[k].add_(from[k]);
+        }
+        for (auto& view : piece.views(piece.param.grad())) gradients.push_back(view);
+    }
+    if (!bucket.transport) {  // the only holder: nothing to sum with
+        if (started_++ == 0 && afterFirstBucket_) afterFirstBucket_();
+        return;
     }
     // Where the transport reads the memory the gradients are in (NCCL and
     // GPU, MPI and CPU), they are summed in place: no copy of the gradients
@@ -165,6 +235,12 @@ std::uint64_t GradientSync::finish(model::Gpt& model, torch::Device device) {
             }
         bucket.sums = torch::Tensor();
     }
+    for (auto& bucket : buckets_)
+        for (auto& piece : bucket.pieces)
+            if (piece.tiedCopy.defined()) {
+                const auto from = piece.views(piece.param.grad()), to = piece.views(piece.tiedCopy.grad());
+                for (std::size_t k = 0; k < from.size(); ++k) to[k].copy_(from[k]);
+            }
     afterFirstBucket_ = nullptr;  // it may refer to the caller's step: never kept beyond it
     for (std::uint32_t l : layers_)  // single-holder segments: zeros where no gradient reached
         for (auto& p : model.layer(l - model.firstLayer()).parameters())
@@ -186,7 +262,8 @@ double GradientSync::squaredNorm(model::Gpt& model) const {
         const auto params = model.layer(l - model.firstLayer()).parameters();
         const auto specs = model::shardSpecs(model.config(), l);
         for (std::size_t k = 0; k < params.size(); ++k)
-            if (params[k].grad().defined() && (countReplicated_ || !specs[k].replicated()))
+            if (params[k].grad().defined() && (countReplicated_ || !specs[k].replicated()) &&
+                !model.config().isTiedHead(l, k))  // the tied parameter counts once: as the embedding
                 gradients.push_back(params[k].grad());
     }
     if (gradients.empty()) return 0.0;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <optional>
 
@@ -45,6 +46,7 @@ std::vector<std::vector<Planned>> planShards(const model::ModelConfig& c, std::u
         std::vector<Planned> tensors;
         std::uint64_t bytes = 0;
         for (std::size_t k = 0; k < names.size(); ++k) {
+            if (c.isTiedHead(layer, k)) continue;  // tie_word_embeddings: the embedding is the head
             auto shape = shapes[k].second;
             // GPT-2's Conv1D keeps (in, out): kiln's linear weight (out, in) transposed.
             if (names[k].transposed) std::swap(shape[0], shape[1]);
@@ -157,7 +159,7 @@ nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
             {"embd_pdrop", 0.0},
             {"attn_pdrop", 0.0},
             {"scale_attn_weights", true},
-            {"tie_word_embeddings", false},
+            {"tie_word_embeddings", c.tieEmbeddings},
             {"torch_dtype", "float32"}};
 }
 
@@ -178,7 +180,7 @@ nlohmann::ordered_json llamaConfig(const model::ModelConfig& c) {
             {"attention_bias", false},
             {"mlp_bias", false},
             {"attention_dropout", 0.0},
-            {"tie_word_embeddings", false},
+            {"tie_word_embeddings", c.tieEmbeddings},
             {"torch_dtype", "float32"}};
 }
 
@@ -199,6 +201,19 @@ std::optional<std::uint32_t> documentEndId(const std::filesystem::path& checkpoi
         why = e.what();
         return std::nullopt;
     }
+}
+
+// A tied model's two copies (the first stage's embedding, the last stage's
+// head) as the checkpoint holds them: equal unless kiln failed to keep them so.
+std::string tiedCopiesNote(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
+    const auto embedding = readWeights(checkpoint, c, 0)[model::ModelConfig::kTokenEmbedding];
+    const auto head = readWeights(checkpoint, c, c.numLayers() - 1)[c.headIndex()];
+    double worst = 0.0;
+    for (std::size_t i = 0; i < embedding.size(); ++i)
+        worst = std::max(worst, std::abs(double(embedding[i]) - double(head[i])));
+    if (worst == 0.0) return "tied head: written once, as the embedding (the last stage's copy equals it bit for bit)";
+    return fmt::format("tied head: written once, as the embedding; the last stage's copy differs from it by up to {:.3g}",
+                       worst);
 }
 
 }  // namespace
@@ -250,6 +265,7 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
         report.notes.push_back(fmt::format("kiln_reference.json not written: the model's {:.1f} GB exceed "
                                            "--reference-max-mb", report.bytes / 1e9));
     }
+    if (c.tieEmbeddings) report.notes.push_back(tiedCopiesNote(checkpoint, c));
     if (!eos) report.notes.push_back(fmt::format("eos_token_id left empty: the run's tokenizer cannot be opened here ({})", why));
     return report;
 }

@@ -192,6 +192,8 @@ model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         throw refuse(fmt::format("model_type = '{}' (kiln trains 'llama' and 'gpt2')", type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
+    // transformers' defaults: GPT-2 ties its head, Llama does not.
+    m.tieEmbeddings = field<bool>(config, "tie_word_embeddings", !m.llama());
     return m;
 }
 
@@ -203,6 +205,7 @@ std::string deckLinesFor(const model::ModelConfig& m) {
                             m.ffnHidden, m.normEps, m.ropeTheta);
     else
         text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
+    text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
     return text;
 }
 
@@ -229,6 +232,10 @@ std::string initFromProblem(const model::ModelConfig& hf, const model::ModelConf
             differences.push_back(fmt::format("data.seq_len = {} exceeds n_positions = {} (its learned positions)",
                                               run.seqLen, hf.seqLen));
     }
+    // A tied model may be trained untied (its head starts as a copy of the embedding); not the reverse.
+    if (run.tieEmbeddings && !hf.tieEmbeddings)
+        differences.push_back("model.tie_embeddings = true in the deck, tie_word_embeddings = false in config.json (its "
+                              "head is not its embedding)");
     if (differences.empty()) return "";
     return fmt::format("model.init_from = {}: the deck's model is not the one there:\n  {}\n  kiln import {} prints the "
                        "deck's [model] section for it",
@@ -247,7 +254,9 @@ void initFromHuggingFace(const std::filesystem::path& dir, model::Gpt& model) {
         const auto names = huggingFaceNames(c, layer);
         auto params = model.layer(local).parameters();
         for (std::size_t k = 0; k < names.size(); ++k) {
-            const std::string name = storedName(files, names[k].name, c.llama());
+            // A tied run's head is the embedding, whatever else the directory holds.
+            const std::string name =
+                storedName(files, c.isTiedHead(layer, k) ? huggingFaceNames(c, 0)[0].name : names[k].name, c.llama());
             // Only the ranks that hold the layer see these: each ends the job with its own message.
             if (!files.has(name))
                 throw InputError(fmt::format("{}: tensor {} is missing", dir.string(), names[k].name), ErrorScope::ThisRank);

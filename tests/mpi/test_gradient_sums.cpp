@@ -5,6 +5,9 @@
 //  - Summing with buckets started layer by layer (from the last, tiny buckets,
 //    blocking MPI sums) gives the same sums as starting all at the end, and
 //    the squared norms add up to the whole model's.
+//  - With a tied head, the embedding's and the head's holders (ranks 0 and 2,
+//    ranks 1 and 2) sum the one tied gradient: all four copies hold the sum
+//    of the four, rank 2 adding its two before, and the norm counts it once.
 //  - The last microbatch's backward run one layer at a time reports every
 //    layer once, from the last, with its final gradient at that moment, and
 //    leaves the same gradients and loss as one backward.
@@ -128,6 +131,50 @@ TEST(GradientSums, LayerByLayerEqualsAllAtTheEnd) {
     // Each tensor's norm is taken in float32: agreement to float32 precision.
     EXPECT_NEAR(squaredNorms[0], expectedNorm2, 1e-6 * expectedNorm2);
     EXPECT_EQ(squaredNorms[0], squaredNorms[1]);
+}
+
+TEST(GradientSums, ATiedHeadAndTheEmbeddingSumAsOneParameter) {
+    const int rank = worldRank();
+    const auto layout = threeRanks();
+    const std::uint32_t first = rank == 1 ? 2 : 0, end = rank == 0 ? 2 : 5;
+    ModelConfig config = smallModel();
+    config.tieEmbeddings = true;
+    const std::uint32_t last = config.numLayers() - 1;
+    Gpt model(config, first, end);
+    for (const bool byLayer : {false, true}) {
+        kiln::train::GradientSync sums(layout, MPI_COMM_WORLD, model, byLayer ? 600 : 64 << 20, mpi());
+        setGradients(model, rank);
+        sums.beginStep();
+        if (byLayer)
+            for (std::uint32_t l = end; l-- > first;) sums.layerReady(l);
+        sums.finish(model, torch::kCPU);
+        // The tied copies: what ranks 0 and 2 gave the embedding plus what ranks 1 and 2 gave the head.
+        const auto tied = [&](std::int64_t i) {
+            return gradientValue(0, 0, i) + gradientValue(2, 0, i) + gradientValue(1, last, i) + gradientValue(2, last, i);
+        };
+        for (std::uint32_t l = first; l < end; ++l) {
+            const auto params = model.layer(l - first).parameters();
+            for (std::size_t k = 0; k < params.size(); ++k) {
+                const auto got = params[k].grad().reshape({-1});
+                const bool copy = (l == 0 && k == ModelConfig::kTokenEmbedding) || config.isTiedHead(l, k);
+                const int peer = rank != 2 ? 2 : (l < 2 ? 0 : 1);
+                for (std::int64_t i = 0; i < got.numel(); i += std::max<std::int64_t>(1, got.numel() / 50))
+                    ASSERT_FLOAT_EQ(got[i].item<float>(), copy ? tied(i) : gradientValue(rank, l, i) + gradientValue(peer, l, i))
+                        << "layer " << l << " tensor " << k << " element " << i << (byLayer ? " (by layer)" : "");
+            }
+        }
+        // Counted once: the whole model's norm on rank 2, less its copy of the head.
+        double norm2 = sums.squaredNorm(model), expected = 0.0;
+        if (rank == 2)
+            for (std::uint32_t l = 0; l <= last; ++l) {
+                const auto params = model.layer(l).parameters();
+                for (std::size_t k = 0; k < params.size(); ++k)
+                    if (!config.isTiedHead(l, k)) expected += params[k].grad().to(torch::kFloat64).square().sum().item<double>();
+            }
+        MPI_Allreduce(MPI_IN_PLACE, &norm2, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &expected, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        EXPECT_NEAR(norm2, expected, 1e-6 * expected);
+    }
 }
 
 TEST(GradientSums, BackwardLayerByLayerReportsFinalGradients) {

@@ -11,6 +11,10 @@
 #  3. Checkpoints: written at step 5 on 2+1 with 2-wide stages, resumed on 1 rank: the reference's losses.
 #  4. Refusals before any training, naming the key: a stage width that does not divide model.kv_heads, and
 #     model.kv_heads not dividing model.heads.
+#  5. Tied embeddings (model.tie_embeddings): on 2+1 with 2-wide stages, rank 2 killed in the gradient sums of
+#     step 5, every loss and gradient norm equals the tied 1-rank run's; after the recovery the last stage's
+#     copy of the embedding still equals the first stage's bit for bit (kiln export checks); and the untied
+#     checkpoint of item 3 does not resume as a tied model (named: model.tie_embeddings).
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
@@ -62,3 +66,23 @@ if run "$work/kv3" 1 "${llama[@]}" --set model.kv_heads=3 $(layout 1 1 "" 0) >"$
 fi
 grep -q "model.kv_heads = 3 does not divide model.heads = 4" "$work/kv3.log" || { cat "$work/kv3.log"; fail "kv_heads = 3 not refused by name"; }
 echo "PASS 4: a stage width that does not divide model.kv_heads, and model.kv_heads not dividing model.heads, are refused by name"
+
+tied=(--set model.tie_embeddings=true)
+# shellcheck disable=SC2046
+{
+  must tied-one 1 "${llama[@]}" "${tied[@]}" $(layout 1 1 "" 0)
+  must tied-killed 6 "${llama[@]}" "${tied[@]}" $(layout 2 2 2+1 1) --set fault.inject=2:5:allreduce
+}
+grep -q "FAILURE step 5: failed rank 2" "$work/tied-killed.log" || { cat "$work/tied-killed.log"; fail "no recovery report (tied)"; }
+losses tied-one
+losses tied-killed
+same_curve "$work/tied-one.losses" "$work/tied-killed.losses" 10 || fail "tied, killed"
+"$kiln" export "$work/tied-killed/tiny/ckpt/step-00000010.h5" "$work/tied-export" >"$work/tied-export.log" 2>&1 ||
+  { cat "$work/tied-export.log"; fail "kiln export of the tied run"; }
+grep -q "the last stage's copy equals it bit for bit" "$work/tied-export.log" || { cat "$work/tied-export.log"; fail "the tied copies differ after a recovery"; }
+# shellcheck disable=SC2046
+if run "$work/resumed" 1 "${llama[@]}" "${tied[@]}" $(layout 1 1 "" 0) --set checkpoint.resume=true >"$work/retied.log" 2>&1; then
+  fail "an untied checkpoint resumed as a tied model"
+fi
+grep -q "model.tie_embeddings is 0 in the checkpoint but 1 in this run" "$work/retied.log" || { cat "$work/retied.log"; fail "the tie is not named"; }
+echo "PASS 5: tied embeddings: a node lost on 2-wide stages gives the tied 1-rank losses, the two copies stay equal bit for bit, and an untied checkpoint is not resumed as tied"

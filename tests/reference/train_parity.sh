@@ -7,6 +7,11 @@
 # Pass criteria, each printed as PASS:
 #  1. `kiln data --dump` writes the 30 global batches, and they are those of any rank count (dumped on 3 ranks too).
 #  2. Every step's loss and gradient norm of both kiln runs are within 1e-4 (relative) of PyTorch's, in fp32.
+#  3. The same for the llama with its head tied to the embedding (one parameter in PyTorch; in kiln a copy on
+#     the first and on the last stage, whose gradients the tied sum adds): on 1 rank, and on 2+1 pipelines of
+#     2-wide stages (the 2-stage pipeline's first and last stages sum across stages, the 1-stage pipeline's
+#     ranks hold both copies). Its export has tie_word_embeddings = true, no lm_head.weight, and kiln's two
+#     copies equal bit for bit after 30 steps; transformers loads it and gives kiln's logits.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -36,3 +41,31 @@ losses wide
 "$python" "$here/train_parity.py" "$work/hf/llama" "$work/batches.npy" "$work/one/tiny/deck.resolved.ini" 1e-4 \
   "$work/one.losses" "$work/wide.losses" >"$work/parity.log" 2>&1 || { cat "$work/parity.log"; fail "training parity"; }
 echo "PASS 2: 30 steps of kiln (1 rank; 2+1 pipelines of 2-wide stages) and PyTorch agree: $(tail -1 "$work/parity.log")"
+
+tied_trained=(--set model.init_from="$work/hf/llama-tied" --set run.steps=$steps --set train.grad_clip=1)
+"$kiln" import "$work/hf/llama-tied" | grep -q "^tie_embeddings = true" || fail "kiln import does not keep the tie"
+# shellcheck disable=SC2046
+must tied-one 1 $(model_settings "$work/hf/llama-tied") "${tied_trained[@]}" --set plan.pipelines= --set fault.f=0
+# shellcheck disable=SC2046
+must tied-wide 6 $(model_settings "$work/hf/llama-tied") "${tied_trained[@]}" \
+  --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+grep -q "tied embeddings" "$work/tied-wide.log" || { cat "$work/tied-wide.log"; fail "the tied run does not say it is tied"; }
+losses tied-one
+losses tied-wide
+"$python" "$here/train_parity.py" "$work/hf/llama-tied" "$work/batches.npy" "$work/tied-one/tiny/deck.resolved.ini" 1e-4 \
+  "$work/tied-one.losses" "$work/tied-wide.losses" >"$work/tied.log" 2>&1 || { cat "$work/tied.log"; fail "tied training parity"; }
+"$kiln" export "$work/tied-wide/tiny/ckpt/step-$(printf %08d $steps).h5" "$work/kiln-tied" >"$work/export-tied.log" 2>&1 ||
+  { cat "$work/export-tied.log"; fail "kiln export of the tied run"; }
+grep -q "the last stage's copy equals it bit for bit" "$work/export-tied.log" ||
+  { cat "$work/export-tied.log"; fail "the tied copies are not equal after $steps steps"; }
+"$python" - "$work/kiln-tied" <<'PY' || fail "the tied export is not a tied LlamaForCausalLM"
+import json, sys
+from safetensors import safe_open
+config = json.load(open(f"{sys.argv[1]}/config.json"))
+assert config["tie_word_embeddings"] is True, config
+names = set(safe_open(f"{sys.argv[1]}/model.safetensors", "pt").keys())
+assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names, sorted(names)
+PY
+"$python" "$here/hf_logits.py" "$work/kiln-tied" LlamaForCausalLM 1e-4 >"$work/tied.parity" 2>"$work/tied.stderr" ||
+  { cat "$work/tied.parity" "$work/tied.stderr"; fail "transformers does not give the tied export's logits"; }
+echo "PASS 3: the tied llama, 30 steps on 1 rank and on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/tied.log"); exported tied, copies equal, in transformers: $(head -1 "$work/tied.parity")"

@@ -2,7 +2,8 @@
 // a block's gradients agree with finite differences, rotary embeddings turn
 // each pair of a head's dimensions by its position's angle, grouped-query
 // attention equals multi-head attention with the key/value heads repeated, and
-// the deck refuses what the family cannot express, naming the key.
+// the deck refuses what the family cannot express, naming the key, and a tied
+// head starts as the embedding and counts once.
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/model/gpt.hpp"
@@ -139,7 +140,6 @@ TEST(Llama, TheDeckRefusesWhatTheFamilyCannotExpressNamingTheKey) {
     EXPECT_NE(errorOf(llama + "kv_heads = 3\n").find("l.ini:5: model.kv_heads = 3 does not divide model.heads = 4"),
               std::string::npos)
         << errorOf(llama + "kv_heads = 3\n");
-    EXPECT_NE(errorOf(llama + "tie_embeddings = true\n").find("l.ini:5: model.tie_embeddings"), std::string::npos);
     EXPECT_NE(errorOf("[model]\nfamily = llama\nd_model = 12\nheads = 4\n").find("is odd"), std::string::npos);
     EXPECT_NE(errorOf("[model]\nfamily = mamba\n").find("model.family"), std::string::npos);
     // A stage width must divide the key/value heads; gpt2 only needs a head per rank.
@@ -148,4 +148,31 @@ TEST(Llama, TheDeckRefusesWhatTheFamilyCannotExpressNamingTheKey) {
     auto gpt2 = llamaConfig(1);
     gpt2.family = Family::Gpt2;
     EXPECT_EQ(widthProblem(gpt2, 2), "");
+}
+
+TEST(Llama, ATiedHeadStartsAsTheEmbeddingAndCountsOnce) {
+    for (const auto family : {Family::Llama, Family::Gpt2}) {
+        auto c = llamaConfig(2);
+        c.family = family;
+        const auto untied = c.parameters();
+        c.tieEmbeddings = true;
+        EXPECT_EQ(c.parameters(), untied - 40u * 16u) << familyName(family);
+        EXPECT_EQ(c.parametersOf(c.numLayers() - 1), c.parametersOf(c.numLayers() - 1)) << "the last stage holds its copy";
+        const auto last = c.numLayers() - 1;
+        EXPECT_EQ(c.parameterShapes(last)[c.headIndex()].first, "head_weight");
+        EXPECT_EQ(c.parameterShapes(0)[ModelConfig::kTokenEmbedding].first, "token_embedding");
+        EXPECT_TRUE(c.isTiedHead(last, c.headIndex()));
+        EXPECT_FALSE(c.isTiedHead(0, ModelConfig::kTokenEmbedding));
+        // Built in either order, on any rank: the head is the embedding's values.
+        const Layer head = buildLayer(c, last), embedding = buildLayer(c, 0);
+        const auto table = embedding->parameters()[ModelConfig::kTokenEmbedding];
+        EXPECT_TRUE(torch::equal(head->parameters()[c.headIndex()], table)) << familyName(family);
+        c.tieEmbeddings = false;
+        EXPECT_FALSE(torch::equal(buildLayer(c, last)->parameters()[c.headIndex()], table)) << "untied: its own draw";
+        EXPECT_TRUE(torch::equal(buildLayer(c, 0)->parameters()[0], table)) << "tying does not change the embedding";
+    }
+    const auto tied = modelConfigFromDeck(
+        kiln::config::Deck::fromText("[model]\nfamily = llama\nd_model = 16\nheads = 4\ntie_embeddings = true\n", "l.ini"), 40);
+    EXPECT_TRUE(tied.tieEmbeddings);
+    EXPECT_NE(tied.shapeText().find("tied embeddings"), std::string::npos) << tied.shapeText();
 }

@@ -3,9 +3,10 @@
 //   layer 0            embedding: token + learned position       (B, T) ids -> (B, T, C)
 //   layers 1..blocks   pre-norm transformer block                (B, T, C) -> (B, T, C)
 //   layer blocks+1     output: final LayerNorm, head to vocab    (B, T, C) -> (B, T, V)
-// Embeddings are untied from the head: tying them would couple the first and
-// the last pipeline stage (a gradient exchange every step and a copy of the
-// embedding on the last stage) for a small saving in parameters.
+// A tied head (model.tie_embeddings) is a parameter of the output layer like
+// an untied one, starting as the embedding does; the gradient sums make its
+// gradient the embedding's (train/gradient_sync.hpp), so that the two copies,
+// on the first and the last stage, stay equal.
 #pragma once
 
 #include "kiln/model/model_config.hpp"

@@ -30,6 +30,11 @@ struct ModelConfig {
     std::uint32_t ffnHidden = 0;  // llama: the SwiGLU MLP's width
     double normEps = 1e-5;        // llama: RMSNorm's epsilon
     double ropeTheta = 10000.0;   // llama: rotary embeddings' base
+    // The head is the token embedding (model.tie_embeddings). The last stage
+    // keeps its own copy of it (the output layer's head_weight), which the
+    // gradient sums and AdamW keep equal to the first stage's: one parameter,
+    // held twice (train/gradient_sync.hpp).
+    bool tieEmbeddings = false;
     std::uint32_t seqLen = 64;
     std::uint64_t seed = 1234;
     // How activations are kept for backward (train.recompute): none, selective
@@ -46,9 +51,18 @@ struct ModelConfig {
     std::uint32_t mlpWidth() const { return llama() ? ffnHidden : mlpRatio * dModel; }
     // Layers of the ordered list: embedding, the blocks, the output (final norm + head).
     std::uint32_t numLayers() const { return blocks + 2; }
-    // Parameters of layer i (for planning and reports).
+    // Parameters of layer i as it holds them (for planning: the tied head counts).
     std::uint64_t parametersOf(std::uint32_t layer) const;
+    // The model's parameters (a tied head counted once, as the embedding).
     std::uint64_t parameters() const;
+    // The index of the token embedding in layer 0 and of the head in the last
+    // layer, in parameterShapes() order (both families).
+    static constexpr std::size_t kTokenEmbedding = 0;
+    std::size_t headIndex() const { return llama() ? 1 : 2; }
+    // Whether parameter k of `layer` is the tied head: the copy of the embedding.
+    bool isTiedHead(std::uint32_t layer, std::size_t k) const {
+        return tieEmbeddings && layer == numLayers() - 1 && k == headIndex();
+    }
     // Layer i's parameters as the layer names them, with their shapes, in the
     // layer's order (what a checkpoint holds), without building the layer.
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameterShapes(std::uint32_t layer) const;

@@ -21,6 +21,12 @@
 // their last backwards (train.grad_sums chooses). finish() starts what is
 // left and waits.
 //
+// A tied head (model.tie_embeddings) is not summed with its layer: the
+// embedding's and the head's holders of every pipeline form one group (an
+// atom's, in split stages), whose sum is the tied parameter's whole gradient;
+// it is written into both copies, and AdamW keeps them equal. A rank holding
+// both adds them before the sum. The group is every rank's last bucket.
+//
 // Why starting in descending layer order cannot deadlock even where a sum
 // blocks (MPI): a rank waiting in the sum of segment s waits for the other
 // holders of s, which are computing, waiting for a stage downstream (higher
@@ -85,11 +91,14 @@ private:
         model::ShardSpec spec;
         model::UnitRange held, want;
         bool whole = true;
+        // The tied head held beside the embedding (`param`): its gradient is
+        // added before the sum and receives it afterwards.
+        torch::Tensor tiedCopy;
         std::vector<torch::Tensor> views(const torch::Tensor& gradient) const;
         std::int64_t values() const;
     };
     struct Bucket {
-        comm::Transport* transport = nullptr;
+        comm::Transport* transport = nullptr;  // nullptr: a tied group of one (the adding alone)
         std::vector<Piece> pieces;  // the gradients it sums
         double scale = 1.0;  // applied to this rank's values before the sum
         std::uint32_t lowestLayer = 0;  // ready once this layer is
@@ -97,6 +106,11 @@ private:
         std::uint64_t bytes = 0;  // summed this step
     };
     void start(Bucket& bucket);
+    // Whether parameter k of `layer` is summed by the tied group rather than with its layer.
+    static bool tied(const model::ModelConfig& config, std::uint32_t layer, std::size_t k);
+    // The tied groups' buckets, after every other.
+    void addTiedSums(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, int rank,
+                     const TransportFactory& makeTransport);
 
     std::vector<Group> groups_;  // the segments this rank holds
     std::vector<std::uint32_t> layers_;  // every layer this rank holds

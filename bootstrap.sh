@@ -39,6 +39,7 @@ apt_packages=(
   libboost-program-options-dev libgtest-dev
   libsentencepiece-dev sentencepiece
   libfmt-dev nlohmann-json3-dev gnuplot-nox
+  zlib1g-dev libzstd-dev zstd   # compressed inputs of kiln prep (.gz, .zst); the zstd tool for its test
   fortunes vim-runtime   # text for the demo corpora
   slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
 )

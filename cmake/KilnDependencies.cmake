@@ -43,6 +43,9 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(fmt REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# Compressed inputs of kiln prep: zstd, and gzip through zlib (HDF5's deflate too).
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+find_package(ZLIB REQUIRED)
 find_package(Torch REQUIRED)
 # The torch wheel ships fmt 12 headers in its include directory, which come
 # first for every file that sees torch; Debian's libfmt is fmt 9. With both,

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -44,53 +43,139 @@ std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, Inpu
     std::vector<WorkUnit> units;
     for (const auto& file : files) {
         const std::uint64_t size = fs::file_size(file);
-        if (format != InputFormat::JsonLines || size <= splitBytes || splitBytes == 0) {
-            units.push_back({file, 0, size});
+        const Compression compression = detectCompression(file);
+        if (format != InputFormat::JsonLines || (compression == Compression::None && size <= splitBytes) || splitBytes == 0 ||
+            compression == Compression::Gzip) {
+            units.push_back({file, 0, size, compression});
             continue;
         }
-        for (std::uint64_t at = 0; at < size; at += splitBytes) units.push_back({file, at, std::min(size, at + splitBytes)});
+        if (compression == Compression::None) {
+            for (std::uint64_t at = 0; at < size; at += splitBytes)
+                units.push_back({file, at, std::min(size, at + splitBytes), compression});
+            continue;
+        }
+        // zstd: runs of whole frames of about splitBytes of text (one frame,
+        // however large, is one unit), measured by the sizes the frame headers
+        // give, else as 4 bytes of text per byte stored (text's usual ratio).
+        std::vector<ZstdFrame> frames;
+        try {
+            frames = zstdFrames(file);
+        } catch (const InputError&) {
+            // Damaged: one unit, read up to the damage, which its reader reports.
+            units.push_back({file, 0, size, compression});
+            continue;
+        }
+        std::uint64_t begin = 0, text = 0;
+        for (std::size_t k = 0; k < frames.size(); ++k) {
+            if (k > 0 && text >= splitBytes) {
+                units.push_back({file, begin, frames[k].offset, compression});
+                begin = frames[k].offset;
+                text = 0;
+            }
+            const std::uint64_t stored = (k + 1 < frames.size() ? frames[k + 1].offset : size) - frames[k].offset;
+            text += frames[k].contentSize > 0 ? frames[k].contentSize : 4 * stored;
+        }
+        units.push_back({file, begin, size, compression});
     }
     return units;
 }
 
 DocumentReader::DocumentReader(const WorkUnit& unit, InputFormat format, std::string jsonField)
-    : unit_(unit), format_(format), jsonField_(std::move(jsonField)), in_(unit.path, std::ios::binary), position_(unit.begin) {
-    if (!in_) throw InputError(fmt::format("input '{}': cannot open for reading", unit.path), ErrorScope::ThisRank);
+    : unit_(unit), format_(format), jsonField_(std::move(jsonField)) {
+    const bool plain = unit.compression == Compression::None;
+    // A plain unit that starts mid-file starts at the first record that begins
+    // in it: the line after the newline that precedes or sits at `begin - 1`.
+    // A zstd unit starts at a frame, whose first bytes may continue the line of
+    // the frame before: it starts after its first newline. Line numbers are
+    // then unknown without a scan; records name their byte offset instead.
+    stream_ = ByteStream::open(unit.path, plain && unit.begin > 0 ? unit.begin - 1 : unit.begin);
+    position_ = plain && unit.begin > 0 ? unit.begin - 1 : (plain ? unit.begin : 0);
     if (unit.begin > 0) {
-        // Start at the first record that begins in this unit: the line after the
-        // newline that precedes or sits at `begin - 1`. Line numbers are then
-        // unknown without a scan; records name their byte offset instead.
-        in_.seekg(static_cast<std::streamoff>(unit.begin - 1));
         std::string rest;
-        std::getline(in_, rest);
-        position_ = unit.begin - 1 + rest.size() + 1;
+        const std::uint64_t saved = lineNo_;
+        const bool ended = !nextLine(rest);
+        lineNo_ = saved;
+        done_ = ended && stream_->problem().empty();
     }
 }
 
+std::uint64_t DocumentReader::consumed() const { return stream_->filePosition() - unit_.begin; }
+
+bool DocumentReader::fill() {
+    if (taken_ < buffer_.size()) return true;
+    buffer_.resize(1 << 16);
+    taken_ = 0;
+    buffer_.resize(stream_->read(buffer_.data(), buffer_.size()));
+    return !buffer_.empty();
+}
+
+bool DocumentReader::pastEnd() const {
+    if (format_ != InputFormat::JsonLines) return false;
+    if (unit_.compression == Compression::None) return position_ >= unit_.end;
+    const auto end = stream_->decompressedAt(unit_.end);  // known once the unit's last frame is decoded
+    return end && position_ > *end;
+}
+
 std::string DocumentReader::location(const Record& record) const {
+    if (!record.where.empty()) return record.where;
     if (format_ == InputFormat::FilePerDocument) return unit_.path;
     std::uint64_t line = record.line;
     if (line == 0) {
-        std::ifstream in(unit_.path, std::ios::binary);
+        // Counted from the file's start; for a compressed unit past its first
+        // frame, the record's offset counts from where the frames before end.
+        auto stream = ByteStream::open(unit_.path, 0);
+        bool known = unit_.compression == Compression::None || unit_.begin == 0;
+        std::uint64_t target = known ? record.offset : 0;
         std::vector<char> block(1 << 16);
         line = 1;
-        for (std::uint64_t at = 0; at < record.offset;) {
-            const auto want = static_cast<std::streamsize>(std::min<std::uint64_t>(block.size(), record.offset - at));
-            in.read(block.data(), want);
-            if (in.gcount() <= 0) break;
-            line += static_cast<std::uint64_t>(std::count(block.data(), block.data() + in.gcount(), '\n'));
-            at += static_cast<std::uint64_t>(in.gcount());
+        for (std::uint64_t at = 0; !known || at < target;) {
+            const std::size_t got = stream->read(block.data(), block.size());
+            if (got == 0) break;
+            if (!known)
+                if (const auto before = stream->decompressedAt(unit_.begin)) {
+                    known = true;
+                    target = *before + record.offset;
+                }
+            const std::size_t counted = known ? static_cast<std::size_t>(std::min<std::uint64_t>(got, target - at)) : got;
+            line += static_cast<std::uint64_t>(std::count(block.data(), block.data() + counted, '\n'));
+            at += got;
         }
     }
     return fmt::format("{}:{}", unit_.path, line);
 }
 
 bool DocumentReader::nextLine(std::string& line) {
-    if (position_ >= unit_.end && format_ == InputFormat::JsonLines) return false;
-    if (!std::getline(in_, line)) return false;
-    position_ += line.size() + (in_.eof() ? 0 : 1);
+    if (pastEnd()) return false;
+    line.clear();
+    bool any = false, complete = false;
+    while (!complete && fill()) {
+        any = true;
+        const auto newline = buffer_.find('\n', taken_);
+        const std::size_t stop = newline == std::string::npos ? buffer_.size() : newline;
+        line.append(buffer_, taken_, stop - taken_);
+        position_ += stop - taken_;
+        taken_ = stop;
+        if (newline != std::string::npos) {
+            ++taken_;
+            ++position_;
+            complete = true;
+        }
+    }
+    if (!any) return false;
+    if (!complete && !stream_->problem().empty()) return false;  // cut off by damage: reported as such instead
     ++lineNo_;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+}
+
+bool DocumentReader::reportDamage(Record& record) {
+    done_ = true;
+    if (stream_->problem().empty() || damageReported_) return false;
+    damageReported_ = true;
+    record = Record{};
+    record.offset = position_;
+    record.problem = fmt::format("damaged {} stream (the rest of its file is lost)", compressionName(unit_.compression));
+    record.where = fmt::format("{}: {}", unit_.path, stream_->problem());
     return true;
 }
 
@@ -103,10 +188,11 @@ bool DocumentReader::next(Record& record) {
     };
     switch (format_) {
         case InputFormat::FilePerDocument: {
-            std::ostringstream text;
-            text << in_.rdbuf();
-            record.text = text.str();
-            position_ = unit_.end;
+            while (fill()) {
+                record.text.append(buffer_, taken_, std::string::npos);
+                taken_ = buffer_.size();
+            }
+            if (!stream_->problem().empty()) return reportDamage(record);  // an incomplete document
             done_ = true;
             if (record.text.find_first_not_of(" \t\r\n") == std::string::npos) record.problem = "empty document";
             return true;
@@ -121,10 +207,7 @@ bool DocumentReader::next(Record& record) {
                 if (!nextLine(line)) break;
                 found = !blank(line);
             }
-            if (!found) {
-                done_ = true;
-                return false;
-            }
+            if (!found) return reportDamage(record);
             mark(lineStart);
             record.text = line;
             while (nextLine(line) && !blank(line)) record.text += "\n" + line;
@@ -133,10 +216,7 @@ bool DocumentReader::next(Record& record) {
         case InputFormat::JsonLines: {
             const std::uint64_t lineStart = position_;
             std::string line;
-            if (!nextLine(line)) {
-                done_ = true;
-                return false;
-            }
+            if (!nextLine(line)) return reportDamage(record);
             mark(lineStart);
             if (line.find_first_not_of(" \t") == std::string::npos) {
                 record.problem = "empty line";

@@ -18,10 +18,16 @@ int prepMain(int argc, char** argv) {
         ("input", po::value<std::vector<std::string>>(&o.inputs)->multitoken()->required(), "input files or directories (recursed, sorted)")
         ("out", po::value<std::string>(&o.outDir)->default_value(o.outDir), "data directory that holds the sources")
         ("format", po::value<std::string>(&format)->default_value(format),
-         "file: one document per file | blocks: documents separated by blank lines | jsonl: JSON Lines")
+         "file: one document per file | blocks: documents separated by blank lines | jsonl: JSON Lines | tokens: ids "
+         "tokenized elsewhere (Megatron-LM PREFIX.idx + .bin, .npy, llm.c .bin); text may be gzip or zstd")
         ("field", po::value<std::string>(&o.jsonField)->default_value(o.jsonField), "with --format jsonl: the field that holds the text")
         ("tokenizer", po::value<std::string>(&o.tokenizer)->default_value(o.tokenizer),
          "'bytes', or a SentencePiece .model (with --train-tokenizer: where to write the new one)")
+        ("vocab-size", po::value<std::uint32_t>(&o.idVocab)->default_value(0),
+         "with --format tokens: the vocabulary of the tokenizer that made the ids, when kiln does not have it (ids are "
+         "checked against it)")
+        ("eos", po::value<std::int64_t>(&o.eos)->default_value(-1),
+         "with --vocab-size: the id that ends a document (flat files: separates them)")
         ("train-tokenizer", po::bool_switch(&o.trainTokenizer), "train a SentencePiece model on a sample of the input first")
         ("vocab", po::value<std::uint32_t>(&o.vocabSize)->default_value(o.vocabSize), "with --train-tokenizer: vocabulary size")
         ("sample-mb", po::value<std::uint64_t>()->default_value(64), "with --train-tokenizer: MB of text to train on")

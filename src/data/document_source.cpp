@@ -1,6 +1,7 @@
 #include "kiln/data/document_source.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/data/token_inputs.hpp"
 #include "kiln/data/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -17,8 +18,10 @@ InputFormat parseInputFormat(const std::string& name) {
     if (name == "file") return InputFormat::FilePerDocument;
     if (name == "blocks") return InputFormat::Blocks;
     if (name == "jsonl") return InputFormat::JsonLines;
-    throw InputError(fmt::format("--format {}: expected file (one document per file), blocks (blank-line separated) "
-                                 "or jsonl (JSON Lines)",
+    if (name == "tokens") return InputFormat::Tokens;
+    throw InputError(fmt::format("--format {}: expected file (one document per file), blocks (blank-line separated), "
+                                 "jsonl (JSON Lines) or tokens (ids tokenized elsewhere: Megatron-LM .idx/.bin, .npy, "
+                                 "llm.c .bin)",
                                  name));
 }
 
@@ -40,6 +43,7 @@ std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, Inpu
         }
     }
     if (files.empty()) throw InputError("no input files given (kiln prep --input FILE|DIR ...)");
+    if (format == InputFormat::Tokens) return planTokenUnits(files, splitBytes);
     std::vector<WorkUnit> units;
     for (const auto& file : files) {
         const std::uint64_t size = fs::file_size(file);

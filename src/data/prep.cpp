@@ -6,6 +6,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/source_manifest.hpp"
+#include "kiln/data/token_inputs.hpp"
 #include "kiln/data/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -37,10 +38,29 @@ void checkOptions(const PrepOptions& o, const fs::path& target) {
         throw InputError("--train-tokenizer needs --tokenizer PATH.model: where to write the trained model");
     if (o.trainTokenizer && o.vocabSize < 300)
         throw InputError(fmt::format("--vocab {}: a SentencePiece vocabulary with byte fallback needs at least 300 pieces", o.vocabSize));
+    if (o.format == InputFormat::Tokens && o.trainTokenizer)
+        throw InputError("--train-tokenizer with --format tokens: the ids are tokenized already");
+    if (o.idVocab > 0 && o.format != InputFormat::Tokens)
+        throw InputError("--vocab-size describes ids tokenized elsewhere: it goes with --format tokens (text is tokenized "
+                         "by --tokenizer)");
+    if (o.idVocab > 0 && o.tokenizer != "bytes")
+        throw InputError(fmt::format("--vocab-size {} and --tokenizer {}: give one; --tokenizer when the ids are that "
+                                     "tokenizer's, --vocab-size and --eos when kiln does not have it",
+                                     o.idVocab, o.tokenizer));
+    if (o.idVocab > 0 && (o.eos < 0 || o.eos >= static_cast<std::int64_t>(o.idVocab)))
+        throw InputError(fmt::format("--vocab-size {} needs --eos: the id that ends each document (below {})", o.idVocab,
+                                     o.idVocab));
+    if (o.idVocab == 0 && o.eos >= 0)
+        throw InputError("--eos goes with --vocab-size (a tokenizer named by --tokenizer has its own EOS)");
     if (fs::exists(target) && !o.overwrite)
         throw InputError(fmt::format("source {} exists already; pass --overwrite to replace it (the old one stays readable "
                                      "until the new one is complete)",
                                      target.string()));
+}
+
+// The identity of ids from a tokenizer kiln does not have: their vocabulary and EOS.
+TokenizerInfo idsInfo(const PrepOptions& o) {
+    return {fmt::format("ids-v{}-eos{}", o.idVocab, o.eos), o.idVocab, static_cast<std::uint32_t>(o.eos)};
 }
 
 // Rank 0 writes the first `budget` bytes of documents, one line each, for SentencePiece.
@@ -95,49 +115,82 @@ private:
     double lastPrint_ = 0.0;
 };
 
+// This rank's shards, filled a document at a time.
+class RankShards {
+public:
+    RankShards(RankResult& result, const PrepOptions& o, ShardHeader header, int rank, fs::path staging)
+        : result_(result), o_(o), header_(std::move(header)), rank_(rank), staging_(std::move(staging)) {}
+    void add(const std::vector<std::uint32_t>& tokens) {
+        if (!writer_)
+            writer_ = std::make_unique<ShardWriter>(staging_ / fmt::format("r{:05}-{:05}.h5", rank_, result_.shards.size()),
+                                                    header_, tokenChunkFor(o_.shardTokens), o_.shardTokens);
+        writer_->addDocument(tokens);
+        result_.documents += 1;
+        result_.tokens += tokens.size();
+        if (writer_->numTokens() >= o_.shardTokens) finish();
+    }
+    void finish() {
+        if (writer_ && writer_->numDocs() > 0) result_.shards.push_back(writer_->finish());
+        writer_.reset();
+    }
+
+private:
+    RankResult& result_;
+    const PrepOptions& o_;
+    ShardHeader header_;
+    int rank_;
+    fs::path staging_;
+    std::unique_ptr<ShardWriter> writer_;
+};
+
+void skip(RankResult& result, const PrepOptions& o, const std::string& problem, const std::string& where) {
+    auto& s = result.skipped[problem];
+    if (s.count++ < kExamplesKept) s.examples.push_back(where);
+    if (o.strict)
+        throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error); nothing was written", where,
+                                     problem),
+                         ErrorScope::ThisRank);
+}
+
 RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int size, const PrepOptions& o,
-                           const Tokenizer& tokenizer, int tokenBits, const fs::path& staging) {
+                           const Tokenizer* tokenizer, const TokenizerInfo& info, int tokenBits, const fs::path& staging) {
     RankResult result;
     std::uint64_t myBytes = 0;
     for (std::size_t u = rank; u < units.size(); u += size) myBytes += units[u].bytes();
     Progress progress(o.source, myBytes, o.progress);
-
-    ShardHeader header{o.source, tokenizer.info(), tokenBits};
-    std::unique_ptr<ShardWriter> writer;
-    const auto finishShard = [&] {
-        if (writer && writer->numDocs() > 0) result.shards.push_back(writer->finish());
-        writer.reset();
-    };
+    RankShards shards(result, o, ShardHeader{o.source, info, tokenBits}, rank, staging);
     std::vector<std::uint32_t> tokens;
     for (std::size_t u = rank; u < units.size(); u += size) {
+        if (o.format == InputFormat::Tokens) {
+            // Ids tokenized elsewhere, stored as they are (token_inputs.hpp).
+            TokenDocumentReader reader(units[u], info.eosId, info.vocabSize);
+            while (reader.next(tokens)) {
+                if (tokens.empty()) {
+                    skip(result, o, "empty document", reader.location());
+                    continue;
+                }
+                shards.add(tokens);
+                progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
+            }
+            result.bytes += units[u].bytes();
+            continue;
+        }
         DocumentReader reader(units[u], o.format, o.jsonField);
         for (Record record; reader.next(record);) {
             std::string problem = record.problem;
-            if (problem.empty() && !tokenizer.acceptsAnyBytes() && !isValidUtf8(record.text)) problem = "invalid UTF-8";
+            if (problem.empty() && !tokenizer->acceptsAnyBytes() && !isValidUtf8(record.text)) problem = "invalid UTF-8";
             if (!problem.empty()) {
-                auto& skip = result.skipped[problem];
-                if (skip.count++ < kExamplesKept) skip.examples.push_back(reader.location(record));
-                if (o.strict)
-                    throw InputError(fmt::format("{}: {} (--strict makes every skipped record an error); nothing was "
-                                                 "written",
-                                                 reader.location(record), problem),
-                                     ErrorScope::ThisRank);
+                skip(result, o, problem, reader.location(record));
                 continue;
             }
             tokens.clear();
-            tokenizer.encode(record.text, tokens);
-            if (!writer)
-                writer = std::make_unique<ShardWriter>(staging / fmt::format("r{:05}-{:05}.h5", rank, result.shards.size()), header,
-                                                       tokenChunkFor(o.shardTokens), o.shardTokens);
-            writer->addDocument(tokens);
-            result.documents += 1;
-            result.tokens += tokens.size();
-            if (writer->numTokens() >= o.shardTokens) finishShard();
+            tokenizer->encode(record.text, tokens);
+            shards.add(tokens);
             progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
         }
         result.bytes += units[u].bytes();
     }
-    finishShard();
+    shards.finish();
     progress.update(result.bytes, result.documents, result.tokens, /*final=*/true);
     return result;
 }
@@ -280,7 +333,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
                                          bits, o.tokenizer, info.vocabSize, bits));
         return bits;
     };
-    if (!o.trainTokenizer) checkTokenBits(openTokenizer(o.tokenizer)->info());
+    if (!o.trainTokenizer) checkTokenBits(o.format == InputFormat::Tokens && o.idVocab > 0 ? idsInfo(o) : openTokenizer(o.tokenizer)->info());
 
     // A staging directory left by a killed prep is never a complete source: start afresh.
     std::string problem;
@@ -301,13 +354,13 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     }
     agreeOnErrors(comm, problem, staging);
 
-    const auto tokenizer = openTokenizer(o.tokenizer);
-    const auto& info = tokenizer->info();
+    const auto tokenizer = o.format == InputFormat::Tokens && o.idVocab > 0 ? nullptr : openTokenizer(o.tokenizer);
+    const TokenizerInfo info = tokenizer ? tokenizer->info() : idsInfo(o);
     const int tokenBits = checkTokenBits(info);
 
     // A bad record under --strict (or an unreadable input) on any rank stops every rank alike.
     RankResult mine;
-    problem = comm::problemOf([&] { mine = tokenizeMyUnits(units, rank, size, o, *tokenizer, tokenBits, staging); });
+    problem = comm::problemOf([&] { mine = tokenizeMyUnits(units, rank, size, o, tokenizer.get(), info, tokenBits, staging); });
     agreeOnErrors(comm, problem, staging);
     const auto results = gatherResults(comm, mine, rank, size);
 

@@ -15,9 +15,10 @@ enum class InputFormat {
     FilePerDocument,  // each file is one document
     Blocks,           // documents separated by one or more blank lines
     JsonLines,        // one JSON object per line; the text is in a named field
+    Tokens,           // ids tokenized elsewhere (data/token_inputs.hpp)
 };
 
-InputFormat parseInputFormat(const std::string& name);  // "file", "blocks", "jsonl"
+InputFormat parseInputFormat(const std::string& name);  // "file", "blocks", "jsonl", "tokens"
 
 // A byte range of one input file. Records that start in [begin, end) belong to
 // it. A compressed file is one unit, or (zstd) a run of whole frames: then
@@ -29,7 +30,8 @@ struct WorkUnit {
     std::uint64_t begin = 0;
     std::uint64_t end = 0;
     Compression compression = Compression::None;
-    std::uint64_t bytes() const { return end - begin; }
+    std::uint64_t idBytes = 0;  // a Megatron dataset's unit (begin, end: documents): the bytes of its ids
+    std::uint64_t bytes() const { return idBytes > 0 ? idBytes : end - begin; }
 };
 
 // Expands directories (recursively, sorted) and checks every input exists;

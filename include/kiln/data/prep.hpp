@@ -22,6 +22,10 @@ struct PrepOptions {
     InputFormat format = InputFormat::FilePerDocument;
     std::string jsonField = "text";
     std::string tokenizer = "bytes";    // "bytes" or a SentencePiece .model path
+    // --format tokens from a tokenizer kiln does not have: its vocabulary
+    // size and EOS id (0 and -1: the ids are --tokenizer's).
+    std::uint32_t idVocab = 0;
+    std::int64_t eos = -1;
     bool trainTokenizer = false;        // train a SentencePiece model first, write it to `tokenizer`
     std::uint32_t vocabSize = 8000;
     std::uint64_t tokenizerSampleBytes = 64u << 20;

@@ -1,0 +1,335 @@
+#include "kiln/data/token_inputs.hpp"
+
+#include "kiln/base/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace kiln::data {
+namespace {
+
+struct IdType {
+    int bytes = 2;
+    bool isSigned = false;
+    std::string name = "uint16";
+};
+
+// A FILE* that closes itself, read at offsets.
+struct File {
+    std::FILE* f = nullptr;
+    std::string path;
+    explicit File(std::string p) : f(std::fopen(p.c_str(), "rb")), path(std::move(p)) {
+        if (!f) throw InputError(fmt::format("input '{}': cannot open for reading", path), ErrorScope::ThisRank);
+    }
+    ~File() {
+        if (f) std::fclose(f);
+    }
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+    std::size_t readAt(std::uint64_t offset, void* out, std::size_t n) const {
+        if (fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0) return 0;
+        return std::fread(out, 1, n, f);
+    }
+    void mustRead(std::uint64_t offset, void* out, std::size_t n, const char* what) const {
+        if (readAt(offset, out, n) != n)
+            throw InputError(fmt::format("input '{}': cut off: {} ({} bytes at byte {}) is missing", path, what, n, offset),
+                             ErrorScope::ThisRank);
+    }
+};
+
+std::int64_t idAt(const unsigned char* p, const IdType& t) {
+    std::uint64_t v = 0;
+    for (int k = t.bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
+    if (t.isSigned && t.bytes < 8 && (v >> (8 * t.bytes - 1)) & 1) v |= ~std::uint64_t{0} << (8 * t.bytes);
+    return static_cast<std::int64_t>(v);
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Megatron-LM's MMIDIDX index: magic, version 1, dtype code, sequence count,
+// document count; then the sequences' lengths (int32) and byte offsets into
+// the .bin (int64), and the document boundaries (int64 sequence indices, from 0).
+struct MegatronIndex {
+    IdType type;
+    std::vector<std::int32_t> lengths;
+    std::vector<std::int64_t> pointers, documents;
+    std::uint64_t documentCount() const { return documents.empty() ? 0 : documents.size() - 1; }
+};
+
+MegatronIndex readMegatronIndex(const std::string& path) {
+    const File file(path);
+    char magic[9];
+    file.mustRead(0, magic, 9, "the magic number");
+    if (std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
+        throw InputError(fmt::format("input '{}': not a Megatron-LM index (its magic number is not MMIDIDX)", path),
+                         ErrorScope::ThisRank);
+    std::uint64_t version = 0, sequences = 0, documents = 0;
+    std::uint8_t code = 0;
+    file.mustRead(9, &version, 8, "the version");
+    if (version != 1)
+        throw InputError(fmt::format("input '{}': Megatron-LM index version {}; kiln reads version 1", path, version),
+                         ErrorScope::ThisRank);
+    file.mustRead(17, &code, 1, "the dtype code");
+    file.mustRead(18, &sequences, 8, "the sequence count");
+    file.mustRead(26, &documents, 8, "the document count");
+    MegatronIndex index;
+    switch (code) {
+        case 1: index.type = {1, false, "uint8"}; break;
+        case 2: index.type = {1, true, "int8"}; break;
+        case 3: index.type = {2, true, "int16"}; break;
+        case 4: index.type = {4, true, "int32"}; break;
+        case 5: index.type = {8, true, "int64"}; break;
+        case 8: index.type = {2, false, "uint16"}; break;
+        default:
+            throw InputError(fmt::format("input '{}': dtype code {} is not an integer type (1-5 or 8); token ids are "
+                                         "integers",
+                                         path, code),
+                             ErrorScope::ThisRank);
+    }
+    const std::uint64_t expected = 34 + sequences * 12 + documents * 8;
+    if (fs::file_size(path) != expected)
+        throw InputError(fmt::format("input '{}': {} bytes, but {} sequences and {} document boundaries take {}", path,
+                                     fs::file_size(path), sequences, documents, expected),
+                         ErrorScope::ThisRank);
+    index.lengths.resize(sequences);
+    index.pointers.resize(sequences);
+    index.documents.resize(documents);
+    file.mustRead(34, index.lengths.data(), sequences * 4, "the sequence lengths");
+    file.mustRead(34 + sequences * 4, index.pointers.data(), sequences * 8, "the sequence pointers");
+    file.mustRead(34 + sequences * 12, index.documents.data(), documents * 8, "the document boundaries");
+    for (std::size_t d = 0; d < index.documents.size(); ++d) {
+        const bool ordered = d == 0 ? index.documents[0] == 0 : index.documents[d] >= index.documents[d - 1];
+        if (!ordered || index.documents[d] > static_cast<std::int64_t>(sequences))
+            throw InputError(fmt::format("input '{}': document boundary {} is {}: boundaries start at 0 and rise to the "
+                                         "sequence count {}",
+                                         path, d, index.documents[d], sequences),
+                             ErrorScope::ThisRank);
+    }
+    return index;
+}
+
+std::string binOf(const std::string& idx) { return idx.substr(0, idx.size() - 4) + ".bin"; }
+
+// A flat file of ids: where they start, their type and count.
+struct FlatLayout {
+    IdType type;
+    std::uint64_t offset = 0, count = 0;
+};
+
+FlatLayout flatLayout(const std::string& path) {
+    const File file(path);
+    const std::uint64_t size = fs::file_size(path);
+    unsigned char head[10] = {};
+    const std::size_t got = file.readAt(0, head, sizeof head);
+    FlatLayout layout;
+    if (got >= 10 && std::memcmp(head, "\x93NUMPY", 6) == 0) {
+        const int major = head[6];
+        std::uint32_t headerLength = 0;
+        std::uint64_t at = 0;
+        if (major == 1) {
+            headerLength = head[8] | (head[9] << 8);
+            at = 10;
+        } else {
+            unsigned char four[4];
+            file.mustRead(8, four, 4, "the .npy header length");
+            headerLength = four[0] | (four[1] << 8) | (four[2] << 16) | (std::uint32_t{four[3]} << 24);
+            at = 12;
+        }
+        std::string header(headerLength, '\0');
+        file.mustRead(at, header.data(), headerLength, "the .npy header");
+        const auto field = [&](const std::string& key) {
+            const auto k = header.find("'" + key + "'");
+            if (k == std::string::npos) return std::string();
+            const auto colon = header.find(':', k);
+            auto from = header.find_first_not_of(" ", colon + 1);
+            const auto to = header[from] == '(' ? header.find(')', from) + 1 : header.find_first_of(",}", from);
+            return header.substr(from, to - from);
+        };
+        const std::string descr = field("descr"), shape = field("shape"), fortran = field("fortran_order");
+        static const std::vector<std::pair<std::string, IdType>> types = {
+            {"'|u1'", {1, false, "uint8"}}, {"'<u2'", {2, false, "uint16"}}, {"'<i2'", {2, true, "int16"}},
+            {"'<u4'", {4, false, "uint32"}}, {"'<i4'", {4, true, "int32"}},  {"'<i8'", {8, true, "int64"}},
+            {"'<u8'", {8, false, "uint64"}}};
+        bool known = false;
+        for (const auto& [code, type] : types)
+            if (descr == code) {
+                layout.type = type;
+                known = true;
+            }
+        if (!known)
+            throw InputError(fmt::format("input '{}': a .npy array of {}; token ids are little-endian integers (uint16, "
+                                         "int32, ...)",
+                                         path, descr),
+                             ErrorScope::ThisRank);
+        // One dimension: "(N,)"; a 2-D array of rows would hide document boundaries.
+        if (shape.empty() || shape.front() != '(' || std::count(shape.begin(), shape.end(), ',') != 1 ||
+            shape.find_first_not_of("0123456789", 1) != shape.find(','))
+            throw InputError(fmt::format("input '{}': a .npy array of shape {}; kiln reads a flat (1-D) array of ids whose "
+                                         "documents the EOS id separates",
+                                         path, shape),
+                             ErrorScope::ThisRank);
+        (void)fortran;  // irrelevant in one dimension
+        layout.offset = at + headerLength;
+        layout.count = std::stoull(shape.substr(1));
+    } else if (got >= 8 && idAt(head, {4, true, ""}) == 20240520) {
+        // llm.c: 256 int32 of header (magic, version, token count), then the ids.
+        const auto version = idAt(head + 4, {4, true, ""});
+        if (version != 1 && version != 2)
+            throw InputError(fmt::format("input '{}': llm.c token file version {}; kiln reads 1 (uint16) and 2 (uint32)",
+                                         path, version),
+                             ErrorScope::ThisRank);
+        layout.type = version == 1 ? IdType{2, false, "uint16"} : IdType{4, false, "uint32"};
+        unsigned char count[4];
+        file.mustRead(8, count, 4, "the token count");
+        layout.offset = 1024;
+        layout.count = static_cast<std::uint64_t>(idAt(count, {4, false, ""}));
+    } else {
+        throw InputError(fmt::format("input '{}': not a pre-tokenized file kiln knows: expected a Megatron-LM PREFIX.idx "
+                                     "(with PREFIX.bin), a .npy array of ids, or an llm.c .bin (magic 20240520)",
+                                     path),
+                         ErrorScope::ThisRank);
+    }
+    if (layout.offset + layout.count * static_cast<std::uint64_t>(layout.type.bytes) > size)
+        throw InputError(fmt::format("input '{}': cut off: its header promises {} ids of {} ({} bytes from byte {}), the "
+                                     "file has {} bytes",
+                                     path, layout.count, layout.type.name, layout.count * layout.type.bytes,
+                                     layout.offset, size),
+                         ErrorScope::ThisRank);
+    return layout;
+}
+
+}  // namespace
+
+std::vector<WorkUnit> planTokenUnits(const std::vector<std::string>& files, std::uint64_t splitBytes) try {
+    std::vector<WorkUnit> units;
+    for (const auto& file : files) {
+        if (endsWith(file, ".bin") && fs::exists(file.substr(0, file.size() - 4) + ".idx")) continue;  // its .idx's
+        if (!endsWith(file, ".idx")) {
+            flatLayout(file);  // refused here, on every rank alike, if it is none
+            units.push_back({file, 0, fs::file_size(file)});
+            continue;
+        }
+        if (!fs::exists(binOf(file)))
+            throw InputError(fmt::format("input '{}': a Megatron-LM index without its data file {}", file, binOf(file)));
+        const auto index = readMegatronIndex(file);
+        std::uint64_t begin = 0, bytes = 0;
+        for (std::uint64_t d = 0; d < index.documentCount(); ++d) {
+            if (bytes >= splitBytes && splitBytes > 0) {
+                units.push_back({file, begin, d, Compression::None, bytes});
+                begin = d;
+                bytes = 0;
+            }
+            for (auto s = index.documents[d]; s < index.documents[d + 1]; ++s)
+                bytes += static_cast<std::uint64_t>(index.lengths[static_cast<std::size_t>(s)]) * index.type.bytes;
+        }
+        if (begin < index.documentCount()) units.push_back({file, begin, index.documentCount(), Compression::None, bytes});
+    }
+    return units;
+} catch (const InputError& e) {
+    throw InputError(e.what());  // every rank plans alike: one of them reports it
+}
+
+struct TokenDocumentReader::Source {
+    WorkUnit unit;
+    std::uint32_t eos = 0, vocab = 0;
+    bool megatron = false;
+    MegatronIndex index;
+    FlatLayout flat;
+    std::unique_ptr<File> file;
+    std::uint64_t next = 0;  // Megatron: the next document; flat: the next id
+    std::uint64_t consumed = 0;
+    std::string where;
+    std::vector<unsigned char> bytes;
+
+    void check(std::int64_t id, const std::string& at) const {
+        if (id < 0 || id >= static_cast<std::int64_t>(vocab))
+            throw InputError(fmt::format("{}: token id {} is outside the vocabulary of {} ids (0 to {}); nothing was "
+                                         "written",
+                                         at, id, vocab, vocab - 1),
+                             ErrorScope::ThisRank);
+    }
+};
+
+TokenDocumentReader::TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize)
+    : source_(std::make_unique<Source>()) {
+    auto& s = *source_;
+    s.unit = unit;
+    s.eos = eos;
+    s.vocab = vocabSize;
+    s.megatron = endsWith(unit.path, ".idx");
+    if (s.megatron) {
+        s.index = readMegatronIndex(unit.path);
+        s.file = std::make_unique<File>(binOf(unit.path));
+        s.next = unit.begin;
+    } else {
+        s.flat = flatLayout(unit.path);
+        s.file = std::make_unique<File>(unit.path);
+    }
+}
+
+TokenDocumentReader::~TokenDocumentReader() = default;
+
+std::string TokenDocumentReader::location() const { return source_->where; }
+std::uint64_t TokenDocumentReader::consumed() const { return source_->consumed; }
+
+bool TokenDocumentReader::next(std::vector<std::uint32_t>& document) {
+    auto& s = *source_;
+    document.clear();
+    if (s.megatron) {
+        if (s.next >= s.unit.end) return false;
+        const auto d = s.next++;
+        s.where = fmt::format("{}: document {}", binOf(s.unit.path), d);
+        const auto& t = s.index.type;
+        for (auto q = s.index.documents[d]; q < s.index.documents[d + 1]; ++q) {
+            const auto k = static_cast<std::size_t>(q);
+            const auto n = static_cast<std::size_t>(s.index.lengths[k]) * static_cast<std::size_t>(t.bytes);
+            s.bytes.resize(n);
+            s.file->mustRead(static_cast<std::uint64_t>(s.index.pointers[k]), s.bytes.data(), n, "a sequence's ids");
+            for (std::size_t i = 0; i < n; i += static_cast<std::size_t>(t.bytes)) {
+                const auto id = idAt(s.bytes.data() + i, t);
+                s.check(id, fmt::format("{} (sequence {}, id {})", s.where, q, i / t.bytes));
+                document.push_back(static_cast<std::uint32_t>(id));
+            }
+            s.consumed += n;
+        }
+        if (!document.empty() && document.back() == s.eos) document.pop_back();  // kiln's loader adds it back
+        return true;
+    }
+    // Flat: the ids up to the next EOS; empty documents (a leading separator, two in a row) are not documents.
+    const auto& t = s.flat.type;
+    const std::uint64_t first = s.next;
+    constexpr std::uint64_t kBlock = 1 << 18;
+    while (s.next < s.flat.count) {
+        const std::uint64_t n = std::min(kBlock, s.flat.count - s.next);
+        s.bytes.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(t.bytes));
+        s.file->mustRead(s.flat.offset + s.next * static_cast<std::uint64_t>(t.bytes), s.bytes.data(), s.bytes.size(),
+                         "ids");
+        std::uint64_t used = 0;
+        bool ended = false;
+        for (; used < n && !ended; ++used) {
+            const auto id = idAt(s.bytes.data() + used * static_cast<std::uint64_t>(t.bytes), t);
+            s.check(id, fmt::format("{}: id {}", s.unit.path, s.next + used));
+            if (static_cast<std::uint32_t>(id) == s.eos) {
+                ended = !document.empty();
+                if (!ended) continue;
+                break;
+            }
+            document.push_back(static_cast<std::uint32_t>(id));
+        }
+        s.next += used + (ended ? 1 : 0);
+        s.consumed = s.next * static_cast<std::uint64_t>(t.bytes);
+        if (ended) break;
+    }
+    s.where = fmt::format("{}: ids [{}, {})", s.unit.path, first, s.next);
+    return !document.empty();
+}
+
+}  // namespace kiln::data

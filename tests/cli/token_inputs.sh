@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Pre-tokenized corpora (issue 39, item 3): a Megatron-LM indexed dataset, a nanoGPT-style .npy and an llm.c
+# .bin (tests/cli/token_inputs.py writes them, GPT-2's vocabulary), prepared on 2 ranks with --format tokens.
+# Pass criteria, each printed as PASS:
+#  1. Every document of every input is stored with exactly its ids (the EOD/EOS that ends or separates
+#     documents not stored: kiln's loader puts it between documents), the Megatron dataset shared by the
+#     ranks in runs of documents.
+#  2. kiln trains on the Megatron source, taking its vocabulary and EOS from it (data.tokenizer empty).
+#  3. Refused, naming what is wrong, nothing written: an id past the vocabulary (file, id position and
+#     value), --vocab-size without --eos, a Megatron index cut short.
+set -euo pipefail
+kiln=$1 mpirun=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+/usr/bin/python3 "$(dirname "$0")/token_inputs.py" "$work"
+ids=(--format tokens --vocab-size 50257 --eos 50256 --out "$work/data" --quiet)
+for name in mega flat llmc; do
+  input="$work/$name.bin"
+  [ $name = mega ] && input="$work/mega.idx"
+  [ $name = flat ] && input="$work/flat.npy"
+  "$mpirun" -n 2 --oversubscribe "$kiln" prep --source $name --input "$input" "${ids[@]}" --split-mb 1 >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; fail "kiln prep $name"; }
+  # The stored documents, from the shards as h5dump writes their datasets out.
+  for shard in "$work/data/$name"/shard-*.h5; do
+    h5dump -d tokens -b LE -o "$shard.tokens" "$shard" >/dev/null
+    h5dump -d doc_offsets -b LE -o "$shard.offsets" "$shard" >/dev/null
+  done
+  /usr/bin/python3 - "$work/data/$name" "$work/expected-$name.txt" <<'PY' || fail "$name: the stored ids are not the input's"
+import glob, json, numpy, sys
+source = sys.argv[1]
+bits = json.load(open(f"{source}/manifest.json"))["token_bits"]
+stored = []
+for shard in sorted(glob.glob(f"{source}/shard-*.h5")):
+    tokens = numpy.fromfile(shard + ".tokens", dtype=numpy.uint16 if bits == 16 else numpy.uint32)
+    offsets = numpy.fromfile(shard + ".offsets", dtype=numpy.uint64)
+    stored += [" ".join(map(str, tokens[a:b].tolist())) for a, b in zip(offsets[:-1], offsets[1:])]
+expected = open(sys.argv[2]).read().splitlines()
+assert sorted(stored) == sorted(expected), f"{len(stored)} stored, {len(expected)} expected"
+print(f"{source}: {len(stored)} documents, {sum(len(d.split()) for d in stored)} ids, as given")
+PY
+done
+shards=$(ls "$work/data/mega"/shard-*.h5 | wc -l)
+[ "$shards" = 2 ] || fail "the Megatron dataset was not shared by the 2 ranks ($shards shards)"
+grep -q '"id": "ids-v50257-eos50256"' "$work/data/mega/manifest.json" || grep -q 'ids-v50257-eos50256' "$work/data/mega/manifest.json" ||
+  fail "the manifest does not record the ids' vocabulary and EOS"
+echo "PASS 1: a Megatron-LM dataset (shared by 2 ranks), a .npy and an llm.c .bin stored with exactly their ids"
+
+timeout 300 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" --set data.dir="$work/data" --set data.mix=mega:1 \
+  --set data.tokenizer= --set run.steps=2 --set checkpoint.every=0 --set train.threads=1 --set plan.pipelines= --set fault.f=0 >"$work/run.log" 2>&1 ||
+  { cat "$work/run.log"; fail "training on the Megatron source"; }
+grep -q "vocabulary 50257" "$work/run.log" || { cat "$work/run.log"; fail "the run does not take the source's vocabulary"; }
+echo "PASS 2: kiln trains on the Megatron source with its vocabulary (50257) and EOS"
+
+refused() {  # name expected-text prep-options...
+  local name=$1 expected=$2
+  shift 2
+  if "$mpirun" -n 2 --oversubscribe "$kiln" prep --source "$name" --out "$work/data" --quiet "$@" >"$work/$name.log" 2>&1; then
+    fail "$name was accepted"
+  fi
+  grep -qF -e "$expected" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: the error does not say: $expected"; }
+  [ ! -e "$work/data/$name" ] && [ ! -e "$work/data/.$name.staging" ] || fail "$name left something behind"
+}
+refused bad "bad.npy: id " --input "$work/bad.npy" --format tokens --vocab-size 50257 --eos 50256
+grep -q "token id 50300 is outside the vocabulary of 50257 ids" "$work/bad.log" || { cat "$work/bad.log"; fail "the value is not named"; }
+refused noeos "--vocab-size 50257 needs --eos" --input "$work/flat.npy" --format tokens --vocab-size 50257
+head -c 100 "$work/mega.idx" >"$work/cut.idx"
+cp "$work/mega.bin" "$work/cut.bin"
+refused cut "cut.idx': 100 bytes, but" --input "$work/cut.idx" --format tokens --vocab-size 50257 --eos 50256
+echo "PASS 3: an id past the vocabulary (file, position, value), --vocab-size without --eos and a cut index are refused by name, nothing written"

@@ -46,6 +46,8 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 # Compressed inputs of kiln prep: zstd, and gzip through zlib (HDF5's deflate too).
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_package(ZLIB REQUIRED)
+# The pre-tokenizer regexes of Hugging Face tokenizer.json files (Unicode properties).
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(Torch REQUIRED)
 # The torch wheel ships fmt 12 headers in its include directory, which come
 # first for every file that sees torch; Debian's libfmt is fmt 9. With both,

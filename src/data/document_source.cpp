@@ -191,6 +191,7 @@ bool DocumentReader::next(Record& record) {
         record.line = unit_.begin == 0 ? lineNo_ : 0;
     };
     switch (format_) {
+        case InputFormat::Tokens: return false;  // ids are read by TokenDocumentReader
         case InputFormat::FilePerDocument: {
             while (fill()) {
                 record.text.append(buffer_, taken_, std::string::npos);

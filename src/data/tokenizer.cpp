@@ -1,5 +1,6 @@
 #include "kiln/data/tokenizer.hpp"
 
+#include "hf_tokenizer.hpp"
 #include "kiln/base/error.hpp"
 
 #include <dlfcn.h>
@@ -229,6 +230,7 @@ private:
 
 std::unique_ptr<Tokenizer> openTokenizer(const std::string& spec) {
     if (spec == "bytes") return std::make_unique<ByteTokenizer>();
+    if (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0) return detail::openHuggingFaceTokenizer(spec);
     return std::make_unique<SentencePieceTokenizer>(spec);
 }
 

@@ -1,4 +1,4 @@
-// Tokenizers: raw bytes, or a SentencePiece model. A tokenizer's identity is
+// Tokenizers: raw bytes, a Hugging Face tokenizer.json, or a SentencePiece model. A tokenizer's identity is
 // derived from its content (not its path), so a shard can tell whether it was
 // prepared with the tokenizer a run names.
 #pragma once
@@ -34,7 +34,8 @@ public:
     virtual bool acceptsAnyBytes() const = 0;
 };
 
-// "bytes" for the byte tokenizer, else the path of a SentencePiece .model file.
+// "bytes" for the byte tokenizer, a Hugging Face tokenizer.json (byte-level
+// BPE; any path ending in .json), else the path of a SentencePiece .model file.
 std::unique_ptr<Tokenizer> openTokenizer(const std::string& spec);
 
 // Trains a SentencePiece (unigram) model of `vocabSize` pieces on the text

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Hugging Face tokenizer.json in kiln prep (issue 39, item 4): byte-level BPE tokenizers trained by the
+# `tokenizers` wheel (tests/reference/hf_tokenizers.py: GPT-2's design, and Llama 3's with its Split regex and
+# ignore_merges) on a corpus of many scripts, emoji, numbers, whitespace runs and special tokens in the text.
+# Pass criteria, each printed as PASS:
+#  1. For each tokenizer, kiln prep --tokenizer DIR/tokenizer.json stores for every document exactly the ids
+#     `tokenizers` gives (encode, add_special_tokens=False), and records its EOS (<|endoftext|>; for the
+#     llama3 one tokenizer_config.json's <|end_of_text|>).
+#  2. kiln inspect --decode gives back the documents' text.
+#  3. A tokenizer.json kiln cannot encode alike (a normalizer) is refused naming the file and the field.
+set -euo pipefail
+kiln=$1 work=$2 python=$3
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+"$python" "$(dirname "$0")/hf_tokenizers.py" "$work" >"$work/make.log" 2>&1 || { cat "$work/make.log"; fail "tokenizers could not train"; }
+for name in gpt2 llama3; do
+  "$kiln" prep --source $name --input "$work/corpus.jsonl" --format jsonl --tokenizer "$work/$name/tokenizer.json" \
+    --out "$work/data" --quiet >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "kiln prep with the $name tokenizer.json"; }
+  for shard in "$work/data/$name"/shard-*.h5; do
+    h5dump -d tokens -b LE -o "$shard.tokens" "$shard" >/dev/null
+    h5dump -d doc_offsets -b LE -o "$shard.offsets" "$shard" >/dev/null
+  done
+  "$python" - "$work/data/$name" "$work/$name/expected.txt" "$work/corpus.jsonl" <<'PY' || fail "$name: kiln's ids are not tokenizers'"
+import glob, json, numpy, sys
+source, expected_path, corpus_path = sys.argv[1:4]
+manifest = json.load(open(f"{source}/manifest.json"))
+dtype = numpy.uint16 if manifest["token_bits"] == 16 else numpy.uint32
+stored = []
+for shard in sorted(glob.glob(f"{source}/shard-*.h5")):
+    tokens = numpy.fromfile(shard + ".tokens", dtype=dtype)
+    offsets = numpy.fromfile(shard + ".offsets", dtype=numpy.uint64)
+    stored += [tokens[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])]
+expected = [[int(t) for t in line.split()] for line in open(expected_path).read().splitlines()]
+texts = [json.loads(line)["text"] for line in open(corpus_path)]
+assert len(stored) == len(expected), f"{len(stored)} documents stored, {len(expected)} expected"
+bad = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
+for i in bad[:3]:
+    print(f"document {i}: {texts[i]!r}\n  kiln       {stored[i][:40]}\n  tokenizers {expected[i][:40]}")
+assert not bad, f"{len(bad)} of {len(expected)} documents differ"
+print(f"{len(stored)} documents, {sum(map(len, stored))} ids, all equal")
+PY
+done
+grep -q '"eos_id": 0' "$work/data/gpt2/manifest.json" || { cat "$work/data/gpt2/manifest.json" | head -20; fail "gpt2: the EOS is not <|endoftext|> (id 0)"; }
+grep -q '"eos_id": 1' "$work/data/llama3/manifest.json" || fail "llama3: the EOS is not tokenizer_config.json's <|end_of_text|> (id 1)"
+echo "PASS 1: kiln's ids equal tokenizers' on every document, for GPT-2's and Llama 3's designs"
+
+"$kiln" inspect "$work/data/llama3" --tokenizer "$work/llama3/tokenizer.json" --decode 5 --max-chars 100000 >"$work/decode.txt"
+"$python" - "$work/decode.txt" "$work/corpus.jsonl" <<'PY' || fail "kiln inspect --decode does not give back the text"
+import json, sys
+text = open(sys.argv[1]).read()
+decoded = text.split("--- document 5 (")[1].split(") ---\n", 1)[1].rsplit("\n---", 1)[0]
+original = [json.loads(line)["text"] for line in open(sys.argv[2])][5]
+assert decoded == original, (decoded, original)
+PY
+echo "PASS 2: kiln inspect --decode gives back a document's text"
+
+"$python" - "$work/gpt2/tokenizer.json" "$work/normalized.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["normalizer"] = {"type": "NFC"}
+json.dump(t, open(sys.argv[2], "w"))
+PY
+if "$kiln" prep --source bad --input "$work/corpus.jsonl" --format jsonl --tokenizer "$work/normalized.json" --out "$work/data" \
+  --quiet >"$work/bad.log" 2>&1; then fail "a tokenizer with a normalizer was accepted"; fi
+grep -q "normalized.json': normalizer = {\"type\":\"NFC\"}" "$work/bad.log" || { cat "$work/bad.log"; fail "the refusal does not name the field"; }
+echo "PASS 3: a tokenizer.json with a normalizer is refused naming the file and the field"

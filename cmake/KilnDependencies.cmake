@@ -46,6 +46,27 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 # Compressed inputs of kiln prep: zstd, and gzip through zlib (HDF5's deflate too).
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_package(ZLIB REQUIRED)
+# Apache Arrow and Parquet for kiln prep: the C++ libraries and headers the
+# pyarrow wheel carries (Debian 12 packages none), in the environment
+# bootstrap.sh makes. Without it kiln builds and refuses Parquet and Arrow inputs.
+set(KILN_ARROW_ROOT "${CMAKE_SOURCE_DIR}/.deps/arrow" CACHE PATH "a Python environment with the pyarrow wheel")
+set(KILN_HAVE_ARROW OFF)
+file(GLOB _kiln_pyarrow "${KILN_ARROW_ROOT}/lib/python3*/site-packages/pyarrow")
+if(_kiln_pyarrow)
+  list(GET _kiln_pyarrow 0 _kiln_pyarrow)
+  file(GLOB _kiln_arrow_lib "${_kiln_pyarrow}/libarrow.so.[0-9]*")
+  file(GLOB _kiln_parquet_lib "${_kiln_pyarrow}/libparquet.so.[0-9]*")
+  if(_kiln_arrow_lib AND _kiln_parquet_lib AND EXISTS "${_kiln_pyarrow}/include/arrow/api.h")
+    list(GET _kiln_arrow_lib 0 _kiln_arrow_lib)
+    list(GET _kiln_parquet_lib 0 _kiln_parquet_lib)
+    add_library(kiln_arrow INTERFACE)
+    target_include_directories(kiln_arrow SYSTEM INTERFACE "${_kiln_pyarrow}/include")
+    target_link_libraries(kiln_arrow INTERFACE "${_kiln_parquet_lib}" "${_kiln_arrow_lib}")
+    target_link_options(kiln_arrow INTERFACE "-Wl,-rpath,${_kiln_pyarrow}")
+    set(KILN_HAVE_ARROW ON)
+  endif()
+endif()
+message(STATUS "Apache Arrow (Parquet and Arrow inputs): ${KILN_HAVE_ARROW} ${_kiln_arrow_lib}")
 # The pre-tokenizer regexes of Hugging Face tokenizer.json files (Unicode properties).
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(Torch REQUIRED)

@@ -19,8 +19,9 @@ int prepMain(int argc, char** argv) {
         ("out", po::value<std::string>(&o.outDir)->default_value(o.outDir), "data directory that holds the sources")
         ("format", po::value<std::string>(&format)->default_value(format),
          "file: one document per file | blocks: documents separated by blank lines | jsonl: JSON Lines | tokens: ids "
-         "tokenized elsewhere (Megatron-LM PREFIX.idx + .bin, .npy, llm.c .bin); text may be gzip or zstd")
-        ("field", po::value<std::string>(&o.jsonField)->default_value(o.jsonField), "with --format jsonl: the field that holds the text")
+         "tokenized elsewhere (Megatron-LM PREFIX.idx + .bin, .npy, llm.c .bin) | parquet | arrow (IPC file or "
+         "stream); text may be gzip or zstd")
+        ("field", po::value<std::string>(&o.jsonField)->default_value(o.jsonField), "with --format jsonl: the field that holds the text; parquet and arrow: the column (text, or a list of token ids)")
         ("tokenizer", po::value<std::string>(&o.tokenizer)->default_value(o.tokenizer),
          "'bytes', or a SentencePiece .model (with --train-tokenizer: where to write the new one)")
         ("vocab-size", po::value<std::uint32_t>(&o.idVocab)->default_value(0),

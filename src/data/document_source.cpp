@@ -1,6 +1,7 @@
 #include "kiln/data/document_source.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/data/arrow_inputs.hpp"
 #include "kiln/data/token_inputs.hpp"
 #include "kiln/data/tokenizer.hpp"
 
@@ -19,9 +20,11 @@ InputFormat parseInputFormat(const std::string& name) {
     if (name == "blocks") return InputFormat::Blocks;
     if (name == "jsonl") return InputFormat::JsonLines;
     if (name == "tokens") return InputFormat::Tokens;
+    if (name == "parquet") return InputFormat::Parquet;
+    if (name == "arrow") return InputFormat::Arrow;
     throw InputError(fmt::format("--format {}: expected file (one document per file), blocks (blank-line separated), "
-                                 "jsonl (JSON Lines) or tokens (ids tokenized elsewhere: Megatron-LM .idx/.bin, .npy, "
-                                 "llm.c .bin)",
+                                 "jsonl (JSON Lines), tokens (ids tokenized elsewhere: Megatron-LM .idx/.bin, .npy, "
+                                 "llm.c .bin), parquet or arrow (a column of text or ids, --field)",
                                  name));
 }
 
@@ -44,6 +47,7 @@ std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, Inpu
     }
     if (files.empty()) throw InputError("no input files given (kiln prep --input FILE|DIR ...)");
     if (format == InputFormat::Tokens) return planTokenUnits(files, splitBytes);
+    if (format == InputFormat::Parquet || format == InputFormat::Arrow) return planArrowUnits(files, format);
     std::vector<WorkUnit> units;
     for (const auto& file : files) {
         const std::uint64_t size = fs::file_size(file);
@@ -191,7 +195,9 @@ bool DocumentReader::next(Record& record) {
         record.line = unit_.begin == 0 ? lineNo_ : 0;
     };
     switch (format_) {
-        case InputFormat::Tokens: return false;  // ids are read by TokenDocumentReader
+        case InputFormat::Tokens:
+        case InputFormat::Parquet:
+        case InputFormat::Arrow: return false;  // read by TokenDocumentReader and ArrowDocumentReader
         case InputFormat::FilePerDocument: {
             while (fill()) {
                 record.text.append(buffer_, taken_, std::string::npos);

@@ -4,6 +4,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/data/arrow_inputs.hpp"
 #include "kiln/data/doc_lengths.hpp"
 #include "kiln/data/source_manifest.hpp"
 #include "kiln/data/token_inputs.hpp"
@@ -40,9 +41,13 @@ void checkOptions(const PrepOptions& o, const fs::path& target) {
         throw InputError(fmt::format("--vocab {}: a SentencePiece vocabulary with byte fallback needs at least 300 pieces", o.vocabSize));
     if (o.format == InputFormat::Tokens && o.trainTokenizer)
         throw InputError("--train-tokenizer with --format tokens: the ids are tokenized already");
-    if (o.idVocab > 0 && o.format != InputFormat::Tokens)
-        throw InputError("--vocab-size describes ids tokenized elsewhere: it goes with --format tokens (text is tokenized "
-                         "by --tokenizer)");
+    if ((o.format == InputFormat::Parquet || o.format == InputFormat::Arrow) && o.trainTokenizer)
+        throw InputError("--train-tokenizer reads its sample from text inputs (file, blocks, jsonl); with Parquet or "
+                         "Arrow, train on a JSON Lines sample first, then prepare with --tokenizer");
+    const bool mayHoldIds = o.format == InputFormat::Tokens || o.format == InputFormat::Parquet || o.format == InputFormat::Arrow;
+    if (o.idVocab > 0 && !mayHoldIds)
+        throw InputError("--vocab-size describes ids tokenized elsewhere: it goes with --format tokens, parquet or arrow "
+                         "(text is tokenized by --tokenizer)");
     if (o.idVocab > 0 && o.tokenizer != "bytes")
         throw InputError(fmt::format("--vocab-size {} and --tokenizer {}: give one; --tokenizer when the ids are that "
                                      "tokenizer's, --vocab-size and --eos when kiln does not have it",
@@ -159,6 +164,8 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
     for (std::size_t u = rank; u < units.size(); u += size) myBytes += units[u].bytes();
     Progress progress(o.source, myBytes, o.progress);
     RankShards shards(result, o, ShardHeader{o.source, info, tokenBits}, rank, staging);
+    // Ids are stored as given where the deck of options says whose they are.
+    const bool idsAllowed = o.idVocab > 0 || o.tokenizer != "bytes" || o.format == InputFormat::Tokens;
     std::vector<std::uint32_t> tokens;
     for (std::size_t u = rank; u < units.size(); u += size) {
         if (o.format == InputFormat::Tokens) {
@@ -171,6 +178,41 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
                 }
                 shards.add(tokens);
                 progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
+            }
+            result.bytes += units[u].bytes();
+            continue;
+        }
+        if (o.format == InputFormat::Parquet || o.format == InputFormat::Arrow) {
+            ArrowDocumentReader reader(units[u], o.format, o.jsonField);
+            if (reader.holdsIds()) {
+                if (!idsAllowed) throw InputError(fmt::format("{}: column '{}' holds token ids: name their tokenizer (--tokenizer) or "
+                                                              "their vocabulary (--vocab-size and --eos)",
+                                                              units[u].path, o.jsonField));
+                while (reader.next(tokens, info.vocabSize)) {
+                    if (!tokens.empty() && tokens.back() == info.eosId) tokens.pop_back();  // the loader adds it back
+                    if (tokens.empty()) {
+                        skip(result, o, "empty document", reader.location());
+                        continue;
+                    }
+                    shards.add(tokens);
+                    progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
+                }
+            } else {
+                if (!tokenizer) throw InputError(fmt::format("{}: column '{}' holds text, but --vocab-size names no tokenizer "
+                                                             "to encode it with: give --tokenizer",
+                                                             units[u].path, o.jsonField));
+                for (Record record; reader.next(record);) {
+                    if (record.problem.empty() && !tokenizer->acceptsAnyBytes() && !isValidUtf8(record.text))
+                        record.problem = "invalid UTF-8";
+                    if (!record.problem.empty()) {
+                        skip(result, o, record.problem, record.where);
+                        continue;
+                    }
+                    tokens.clear();
+                    tokenizer->encode(record.text, tokens);
+                    shards.add(tokens);
+                    progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
+                }
             }
             result.bytes += units[u].bytes();
             continue;
@@ -333,7 +375,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
                                          bits, o.tokenizer, info.vocabSize, bits));
         return bits;
     };
-    if (!o.trainTokenizer) checkTokenBits(o.format == InputFormat::Tokens && o.idVocab > 0 ? idsInfo(o) : openTokenizer(o.tokenizer)->info());
+    if (!o.trainTokenizer) checkTokenBits(o.idVocab > 0 ? idsInfo(o) : openTokenizer(o.tokenizer)->info());
 
     // A staging directory left by a killed prep is never a complete source: start afresh.
     std::string problem;
@@ -354,7 +396,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     }
     agreeOnErrors(comm, problem, staging);
 
-    const auto tokenizer = o.format == InputFormat::Tokens && o.idVocab > 0 ? nullptr : openTokenizer(o.tokenizer);
+    const auto tokenizer = o.idVocab > 0 ? nullptr : openTokenizer(o.tokenizer);
     const TokenizerInfo info = tokenizer ? tokenizer->info() : idsInfo(o);
     const int tokenBits = checkTokenBits(info);
 

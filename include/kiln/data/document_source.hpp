@@ -16,9 +16,11 @@ enum class InputFormat {
     Blocks,           // documents separated by one or more blank lines
     JsonLines,        // one JSON object per line; the text is in a named field
     Tokens,           // ids tokenized elsewhere (data/token_inputs.hpp)
+    Parquet,          // a column of text or of token ids (data/arrow_inputs.hpp)
+    Arrow,            // the same in Arrow IPC files or streams
 };
 
-InputFormat parseInputFormat(const std::string& name);  // "file", "blocks", "jsonl", "tokens"
+InputFormat parseInputFormat(const std::string& name);  // "file", "blocks", "jsonl", "tokens", "parquet", "arrow"
 
 // A byte range of one input file. Records that start in [begin, end) belong to
 // it. A compressed file is one unit, or (zstd) a run of whole frames: then

@@ -167,70 +167,49 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
     // Ids are stored as given where the deck of options says whose they are.
     const bool idsAllowed = o.idVocab > 0 || o.tokenizer != "bytes" || o.format == InputFormat::Tokens;
     std::vector<std::uint32_t> tokens;
+    // A document of text: skipped with its problem (`where` names it, computed
+    // only then: a line number may cost a scan), or tokenized into the shards.
+    const auto addText = [&](Record& record, const auto& where, std::uint64_t consumed) {
+        if (record.problem.empty() && !tokenizer->acceptsAnyBytes() && !isValidUtf8(record.text)) record.problem = "invalid UTF-8";
+        if (!record.problem.empty()) return skip(result, o, record.problem, where());
+        tokens.clear();
+        tokenizer->encode(record.text, tokens);
+        shards.add(tokens);
+        progress.update(result.bytes + consumed, result.documents, result.tokens);
+    };
+    // A document of ids tokenized elsewhere, stored as given but for a trailing
+    // EOS (the loader puts one between documents).
+    const auto addIds = [&](const std::string& where, std::uint64_t consumed) {
+        if (!tokens.empty() && tokens.back() == info.eosId) tokens.pop_back();
+        if (tokens.empty()) return skip(result, o, "empty document", where);
+        shards.add(tokens);
+        progress.update(result.bytes + consumed, result.documents, result.tokens);
+    };
     for (std::size_t u = rank; u < units.size(); u += size) {
+        const auto& unit = units[u];
         if (o.format == InputFormat::Tokens) {
-            // Ids tokenized elsewhere, stored as they are (token_inputs.hpp).
-            TokenDocumentReader reader(units[u], info.eosId, info.vocabSize);
-            while (reader.next(tokens)) {
-                if (tokens.empty()) {
-                    skip(result, o, "empty document", reader.location());
-                    continue;
-                }
-                shards.add(tokens);
-                progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
-            }
-            result.bytes += units[u].bytes();
-            continue;
+            TokenDocumentReader reader(unit, info.eosId, info.vocabSize);
+            while (reader.next(tokens)) addIds(reader.location(), reader.consumed());
+        } else if (o.format == InputFormat::Parquet || o.format == InputFormat::Arrow) {
+            ArrowDocumentReader reader(unit, o.format, o.jsonField);
+            if (reader.holdsIds() && !idsAllowed)
+                throw InputError(fmt::format("{}: column '{}' holds token ids: name their tokenizer (--tokenizer) or their "
+                                             "vocabulary (--vocab-size and --eos)",
+                                             unit.path, o.jsonField));
+            if (!reader.holdsIds() && !tokenizer)
+                throw InputError(fmt::format("{}: column '{}' holds text, but --vocab-size names no tokenizer to encode it "
+                                             "with: give --tokenizer",
+                                             unit.path, o.jsonField));
+            if (reader.holdsIds())
+                while (reader.next(tokens, info.vocabSize)) addIds(reader.location(), reader.consumed());
+            else
+                for (Record record; reader.next(record);) addText(record, [&] { return record.where; }, reader.consumed());
+        } else {
+            DocumentReader reader(unit, o.format, o.jsonField);
+            for (Record record; reader.next(record);)
+                addText(record, [&] { return reader.location(record); }, reader.consumed());
         }
-        if (o.format == InputFormat::Parquet || o.format == InputFormat::Arrow) {
-            ArrowDocumentReader reader(units[u], o.format, o.jsonField);
-            if (reader.holdsIds()) {
-                if (!idsAllowed) throw InputError(fmt::format("{}: column '{}' holds token ids: name their tokenizer (--tokenizer) or "
-                                                              "their vocabulary (--vocab-size and --eos)",
-                                                              units[u].path, o.jsonField));
-                while (reader.next(tokens, info.vocabSize)) {
-                    if (!tokens.empty() && tokens.back() == info.eosId) tokens.pop_back();  // the loader adds it back
-                    if (tokens.empty()) {
-                        skip(result, o, "empty document", reader.location());
-                        continue;
-                    }
-                    shards.add(tokens);
-                    progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
-                }
-            } else {
-                if (!tokenizer) throw InputError(fmt::format("{}: column '{}' holds text, but --vocab-size names no tokenizer "
-                                                             "to encode it with: give --tokenizer",
-                                                             units[u].path, o.jsonField));
-                for (Record record; reader.next(record);) {
-                    if (record.problem.empty() && !tokenizer->acceptsAnyBytes() && !isValidUtf8(record.text))
-                        record.problem = "invalid UTF-8";
-                    if (!record.problem.empty()) {
-                        skip(result, o, record.problem, record.where);
-                        continue;
-                    }
-                    tokens.clear();
-                    tokenizer->encode(record.text, tokens);
-                    shards.add(tokens);
-                    progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
-                }
-            }
-            result.bytes += units[u].bytes();
-            continue;
-        }
-        DocumentReader reader(units[u], o.format, o.jsonField);
-        for (Record record; reader.next(record);) {
-            std::string problem = record.problem;
-            if (problem.empty() && !tokenizer->acceptsAnyBytes() && !isValidUtf8(record.text)) problem = "invalid UTF-8";
-            if (!problem.empty()) {
-                skip(result, o, problem, reader.location(record));
-                continue;
-            }
-            tokens.clear();
-            tokenizer->encode(record.text, tokens);
-            shards.add(tokens);
-            progress.update(result.bytes + reader.consumed(), result.documents, result.tokens);
-        }
-        result.bytes += units[u].bytes();
+        result.bytes += unit.bytes();
     }
     shards.finish();
     progress.update(result.bytes, result.documents, result.tokens, /*final=*/true);

@@ -300,8 +300,7 @@ bool TokenDocumentReader::next(std::vector<std::uint32_t>& document) {
             }
             s.consumed += n;
         }
-        if (!document.empty() && document.back() == s.eos) document.pop_back();  // kiln's loader adds it back
-        return true;
+        return true;  // with its trailing EOD, if it has one: prep drops it (the loader puts it back)
     }
     // Flat: the ids up to the next EOS; empty documents (a leading separator, two in a row) are not documents.
     const auto& t = s.flat.type;

@@ -31,7 +31,8 @@ public:
     // Every id must be below `vocabSize`; `eos` separates the documents of flat files.
     TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize);
     ~TokenDocumentReader();
-    // The next document's ids (possibly empty: an empty document), or false at
+    // The next document's ids (possibly empty: an empty document; a Megatron
+    // document with the EOD it ends with, if it has one), or false at
     // the end. An id outside the vocabulary is an InputError naming the file,
     // the document and the value.
     bool next(std::vector<std::uint32_t>& document);

@@ -13,8 +13,9 @@ for the decayed tensors and one for the others.
 
     python train_parity.py HF_DIR BATCHES.npy DECK_RESOLVED.ini TOLERANCE KILN_LOSSES [KILN_LOSSES ...]
 
-Prints one line per step, then a JSON summary; exit 0 when every run's every step is within TOLERANCE
-(relative) of PyTorch's.
+Prints one line per step, then a JSON summary; exit 0 when every run's every step's loss is within TOLERANCE
+(relative) of PyTorch's, and its gradient norm within TOLERANCE or, where PyTorch's own norm is ill-conditioned,
+3 times how far it moves when PyTorch's initial weights move by 1e-7 (measured by a second PyTorch run).
 """
 import configparser
 import json
@@ -53,20 +54,59 @@ def main():
         return 1
     batches = torch.from_numpy(numpy.load(batches_path).astype(numpy.int64))
     steps = batches.shape[0]
-    torch.manual_seed(0)
     torch.set_num_threads(1)
+    reference = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]))
+    # How far PyTorch's own gradient norm moves when its initial weights move by 1e-7 (relative, random): at a
+    # step where the loss spikes the norm of some models (a tied embedding's) is ill-conditioned, and no fp32
+    # computation in another summation order can be held closer than that. The norm's tolerance at each step
+    # is the larger of TOLERANCE and 3 times that movement; the loss's is TOLERANCE everywhere.
+    moved = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]), perturbation=1e-7)
+    norm_tolerance = [max(tolerance, 3 * abs(m[1] - r[1]) / r[1]) for r, m in zip(reference, moved)]
+    worst = {path: 0.0 for path in curves}
+    bad_norm = {path: [] for path in curves}
+    for step, (loss, norm) in enumerate(reference):
+        line = f"step {step:3d}  pytorch loss {loss:.7f} |g| {norm:.6f} (norm tolerance {norm_tolerance[step]:.1e})"
+        for path, curve in curves.items():
+            if step not in curve:
+                print(f"FAIL: {path} has no step {step}")
+                return 1
+            kiln_loss, kiln_norm = curve[step]
+            worst[path] = max(worst[path], abs(kiln_loss - loss) / abs(loss))
+            if abs(kiln_norm - norm) / norm > norm_tolerance[step]:
+                bad_norm[path].append(step)
+            line += f"  | kiln {kiln_loss:.7f} |g| {kiln_norm:.6f}"
+        print(line)
+    summary = {"steps": len(reference), "tolerance": tolerance, "max_norm_tolerance": max(norm_tolerance),
+               "steps_norm_tolerance_above_tolerance": sum(t > tolerance for t in norm_tolerance),
+               "runs": [{"losses": path, "max_relative_loss_difference": worst[path],
+                         "max_relative_grad_norm_difference": max(abs(curve[s][1] - n) / n for s, (_, n) in enumerate(reference)),
+                         "steps_norm_beyond_tolerance": bad_norm[path]} for path, curve in curves.items()]}
+    print(json.dumps(summary))
+    bad = [path for path in curves if worst[path] > tolerance or bad_norm[path]]
+    if bad:
+        print(f"FAIL: beyond the tolerances: {', '.join(bad)}")
+        return 1
+    return 0
+
+
+def pytorch_curve(directory, batches, train, run_steps, perturbation=0.0):
+    """Every step's loss and gradient norm (before clipping) of the model trained in plain PyTorch."""
+    torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
     model.train()
+    if perturbation:
+        noise = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1 + perturbation * torch.randn(p.shape, generator=noise))
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     others = [p for p in model.parameters() if p.dim() < 2]
     optimiser = torch.optim.AdamW(
         [{"params": decayed, "weight_decay": float(train["weight_decay"])}, {"params": others, "weight_decay": 0.0}],
         lr=0.0, betas=(float(train["beta1"]), float(train["beta2"])), eps=float(train["eps"]))
     clip = float(train["grad_clip"])
-    run_steps = int(deck["run"]["steps"])
-    worst = {path: 0.0 for path in curves}
-    worst_norm = {path: 0.0 for path in curves}
-    for step in range(steps):
+    curve = []
+    for step in range(batches.shape[0]):
         tokens = batches[step]
         logits = model(input_ids=tokens[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
@@ -79,25 +119,8 @@ def main():
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(train, run_steps, step)
         optimiser.step()
-        line = f"step {step:3d}  pytorch loss {loss.item():.7f} |g| {norm:.6f}"
-        for path, curve in curves.items():
-            if step not in curve:
-                print(f"FAIL: {path} has no step {step}")
-                return 1
-            kiln_loss, kiln_norm = curve[step]
-            worst[path] = max(worst[path], abs(kiln_loss - loss.item()) / abs(loss.item()))
-            worst_norm[path] = max(worst_norm[path], abs(kiln_norm - norm) / norm)
-            line += f"  | kiln {kiln_loss:.7f} |g| {kiln_norm:.6f}"
-        print(line)
-    summary = {"steps": steps, "tolerance": tolerance,
-               "runs": [{"losses": path, "max_relative_loss_difference": worst[path],
-                         "max_relative_grad_norm_difference": worst_norm[path]} for path in curves]}
-    print(json.dumps(summary))
-    bad = [path for path in curves if worst[path] > tolerance or worst_norm[path] > tolerance]
-    if bad:
-        print(f"FAIL: beyond {tolerance} relative: {', '.join(bad)}")
-        return 1
-    return 0
+        curve.append((loss.item(), norm))
+    return curve
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "kiln/data/arrow_inputs.hpp"
 
+#include "input_file.hpp"
 #include "kiln/base/error.hpp"
 
 #include <arrow/api.h>
@@ -32,12 +33,8 @@ void check(const arrow::Status& status, const std::string& path, const char* doi
 
 // An IPC file starts (and ends) with "ARROW1"; a stream does not.
 bool isIpcFile(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(fmt::format("input '{}': cannot open for reading", path), ErrorScope::ThisRank);
     char magic[6] = {};
-    const bool file = std::fread(magic, 1, 6, f) == 6 && std::memcmp(magic, "ARROW1", 6) == 0;
-    std::fclose(f);
-    return file;
+    return detail::InputFile(path).read(magic, 6) == 6 && std::memcmp(magic, "ARROW1", 6) == 0;
 }
 
 std::unique_ptr<parquet::arrow::FileReader> openParquet(const std::string& path) {

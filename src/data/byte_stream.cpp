@@ -1,5 +1,6 @@
 #include "kiln/data/byte_stream.hpp"
 
+#include "input_file.hpp"
 #include "kiln/base/error.hpp"
 
 #include <fmt/format.h>
@@ -14,26 +15,14 @@ namespace {
 
 constexpr std::size_t kInputBlock = 1 << 17;
 
-// A FILE* that closes itself.
-struct File {
-    std::FILE* f = nullptr;
-    File(const std::string& path, std::uint64_t begin) : f(std::fopen(path.c_str(), "rb")) {
-        if (!f) throw InputError(fmt::format("input '{}': cannot open for reading", path), ErrorScope::ThisRank);
-        if (begin > 0 && fseeko(f, static_cast<off_t>(begin), SEEK_SET) != 0)
-            throw InputError(fmt::format("input '{}': cannot seek to byte {}", path, begin), ErrorScope::ThisRank);
-    }
-    ~File() {
-        if (f) std::fclose(f);
-    }
-    File(const File&) = delete;
-    File& operator=(const File&) = delete;
-};
+using detail::InputFile;
+using detail::littleEndian;
 
 class PlainStream final : public ByteStream {
 public:
     PlainStream(const std::string& path, std::uint64_t begin) : file_(path, begin), position_(begin) {}
     std::size_t read(char* out, std::size_t n) override {
-        const std::size_t got = std::fread(out, 1, n, file_.f);
+        const std::size_t got = file_.read(out, n);
         position_ += got;
         return got;
     }
@@ -42,7 +31,7 @@ public:
     Compression compression() const override { return Compression::None; }
 
 private:
-    File file_;
+    InputFile file_;
     std::uint64_t position_;
 };
 
@@ -54,7 +43,7 @@ public:
     bool available() {
         if (offset_ < size_) return true;
         start_ += size_;
-        size_ = std::fread(buffer_.data(), 1, buffer_.size(), file_.f);
+        size_ = file_.read(buffer_.data(), buffer_.size());
         offset_ = 0;
         return size_ > 0;
     }
@@ -64,7 +53,7 @@ public:
     std::uint64_t position() const { return start_ + offset_; }
 
 private:
-    File file_;
+    InputFile file_;
     std::uint64_t start_;
     std::vector<unsigned char> buffer_;
     std::size_t size_ = 0, offset_ = 0;
@@ -179,18 +168,12 @@ private:
     std::vector<std::pair<std::uint64_t, std::uint64_t>> frameEnds_;  // file offset, decompressed offset
 };
 
-std::uint32_t littleEndian(const unsigned char* p, int bytes) {
-    std::uint32_t v = 0;
-    for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
-    return v;
-}
-
 }  // namespace
 
 Compression detectCompression(const std::string& path) {
-    File file(path, 0);
+    const InputFile file(path);
     unsigned char magic[4] = {0, 0, 0, 0};
-    const std::size_t got = std::fread(magic, 1, 4, file.f);
+    const std::size_t got = file.read(magic, 4);
     if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) return Compression::Gzip;
     if (got == 4 && littleEndian(magic, 4) == 0xFD2FB528u) return Compression::Zstd;
     return Compression::None;
@@ -206,17 +189,14 @@ const char* compressionName(Compression compression) {
 }
 
 std::vector<ZstdFrame> zstdFrames(const std::string& path) {
-    File file(path, 0);
+    const InputFile file(path);
     std::vector<ZstdFrame> starts;
-    const auto at = [&](std::uint64_t offset, unsigned char* out, std::size_t n) {
-        return fseeko(file.f, static_cast<off_t>(offset), SEEK_SET) == 0 && std::fread(out, 1, n, file.f) == n;
-    };
+    const auto at = [&](std::uint64_t offset, unsigned char* out, std::size_t n) { return file.readAt(offset, out, n) == n; };
     const auto damaged = [&](std::uint64_t offset, const char* what) {
         return InputError(fmt::format("input '{}': damaged zstd stream at byte {} ({})", path, offset, what),
                           ErrorScope::ThisRank);
     };
-    fseeko(file.f, 0, SEEK_END);
-    const auto size = static_cast<std::uint64_t>(ftello(file.f));
+    const auto size = file.size();
     unsigned char b[18];
     for (std::uint64_t pos = 0; pos < size;) {
         if (!at(pos, b, 4)) throw damaged(pos, "a frame's magic number is cut off");

@@ -1,5 +1,6 @@
 #include "kiln/data/token_inputs.hpp"
 
+#include "input_file.hpp"
 #include "kiln/base/error.hpp"
 
 #include <fmt/format.h>
@@ -20,32 +21,10 @@ struct IdType {
     std::string name = "uint16";
 };
 
-// A FILE* that closes itself, read at offsets.
-struct File {
-    std::FILE* f = nullptr;
-    std::string path;
-    explicit File(std::string p) : f(std::fopen(p.c_str(), "rb")), path(std::move(p)) {
-        if (!f) throw InputError(fmt::format("input '{}': cannot open for reading", path), ErrorScope::ThisRank);
-    }
-    ~File() {
-        if (f) std::fclose(f);
-    }
-    File(const File&) = delete;
-    File& operator=(const File&) = delete;
-    std::size_t readAt(std::uint64_t offset, void* out, std::size_t n) const {
-        if (fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0) return 0;
-        return std::fread(out, 1, n, f);
-    }
-    void mustRead(std::uint64_t offset, void* out, std::size_t n, const char* what) const {
-        if (readAt(offset, out, n) != n)
-            throw InputError(fmt::format("input '{}': cut off: {} ({} bytes at byte {}) is missing", path, what, n, offset),
-                             ErrorScope::ThisRank);
-    }
-};
+using File = detail::InputFile;
 
 std::int64_t idAt(const unsigned char* p, const IdType& t) {
-    std::uint64_t v = 0;
-    for (int k = t.bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
+    std::uint64_t v = detail::littleEndian(p, t.bytes);
     if (t.isSigned && t.bytes < 8 && (v >> (8 * t.bytes - 1)) & 1) v |= ~std::uint64_t{0} << (8 * t.bytes);
     return static_cast<std::int64_t>(v);
 }

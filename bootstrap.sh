@@ -27,6 +27,7 @@ build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10
 torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
+megatron_core_version=0.16.1  # Megatron-LM's indexed-dataset writer, for tests/reference and perf/
 pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
@@ -112,15 +113,18 @@ install_torch_cuda() {
 }
 
 # The reference implementations the parity tests compare kiln with (tests/reference): Hugging Face
-# transformers and numpy, in the CUDA build's torch environment, so that the torch wheel is downloaded once.
+# transformers, numpy and megatron-core, in the CUDA build's torch environment, so that the torch wheel is
+# downloaded once.
 install_reference_python() {
   install_torch_cuda
   local venv=$deps/torch-$torch_version
-  if "$venv/bin/python" -c "import transformers, numpy, sys; sys.exit(transformers.__version__ != '$transformers_version')" 2>/dev/null; then
-    say "transformers $transformers_version: present in .deps/torch-$torch_version"; return
+  if "$venv/bin/python" -c "import transformers, numpy, importlib.metadata as m, sys
+sys.exit(transformers.__version__ != '$transformers_version' or m.version('megatron-core') != '$megatron_core_version')" 2>/dev/null; then
+    say "transformers $transformers_version, megatron-core $megatron_core_version: present in .deps/torch-$torch_version"; return
   fi
-  say "transformers $transformers_version and numpy: installing into .deps/torch-$torch_version"
-  "$venv/bin/pip" install -q --disable-pip-version-check "transformers==$transformers_version" "numpy==$numpy_version"
+  say "transformers $transformers_version, numpy and megatron-core $megatron_core_version: installing into .deps/torch-$torch_version"
+  "$venv/bin/pip" install -q --disable-pip-version-check "transformers==$transformers_version" "numpy==$numpy_version" \
+    "megatron-core==$megatron_core_version"
 }
 
 have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }

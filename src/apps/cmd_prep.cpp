@@ -29,12 +29,15 @@ int prepMain(int argc, char** argv) {
          "checked against it)")
         ("eos", po::value<std::int64_t>(&o.eos)->default_value(-1),
          "with --vocab-size: the id that ends a document (flat files: separates them)")
+        ("token-dtype", po::value<std::string>(&o.tokenDtype),
+         "with --format tokens: the id type of files without a header (nanoGPT's train.bin: uint16; also uint8, "
+         "int16, uint32, int32, int64)")
         ("train-tokenizer", po::bool_switch(&o.trainTokenizer), "train a SentencePiece model on a sample of the input first")
         ("vocab", po::value<std::uint32_t>(&o.vocabSize)->default_value(o.vocabSize), "with --train-tokenizer: vocabulary size")
         ("sample-mb", po::value<std::uint64_t>()->default_value(64), "with --train-tokenizer: MB of text to train on")
         ("token-bits", po::value<int>(&o.tokenBits)->default_value(0), "16 or 32; 0 chooses 16 when the vocabulary fits")
         ("shard-tokens", po::value<std::uint64_t>(&o.shardTokens)->default_value(o.shardTokens), "a shard is closed once it holds this many tokens (documents are never split)")
-        ("split-mb", po::value<std::uint64_t>()->default_value(64), "with --format jsonl: ranks share big files in pieces of this many MB")
+        ("split-mb", po::value<std::uint64_t>()->default_value(64), "with --format jsonl or tokens: ranks share big files in pieces of this many MB")
         ("overwrite", po::bool_switch(&o.overwrite), "replace an existing source (atomically, at the end)")
         ("strict", po::bool_switch(&o.strict), "make every skipped record (empty, invalid UTF-8, bad JSON) an error")
         ("quiet", "no progress lines");

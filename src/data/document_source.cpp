@@ -28,7 +28,8 @@ InputFormat parseInputFormat(const std::string& name) {
                                  name));
 }
 
-std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, InputFormat format, std::uint64_t splitBytes) {
+std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, InputFormat format, std::uint64_t splitBytes,
+                                    const std::string& rawTokenType) {
     std::vector<std::string> files;
     for (const auto& input : inputs) {
         std::error_code ec;
@@ -46,7 +47,7 @@ std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, Inpu
         }
     }
     if (files.empty()) throw InputError("no input files given (kiln prep --input FILE|DIR ...)");
-    if (format == InputFormat::Tokens) return planTokenUnits(files, splitBytes);
+    if (format == InputFormat::Tokens) return planTokenUnits(files, splitBytes, rawTokenType);
     if (format == InputFormat::Parquet || format == InputFormat::Arrow) return planArrowUnits(files, format);
     std::vector<WorkUnit> units;
     for (const auto& file : files) {

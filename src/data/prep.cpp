@@ -57,6 +57,9 @@ void checkOptions(const PrepOptions& o, const fs::path& target) {
                                      o.idVocab));
     if (o.idVocab == 0 && o.eos >= 0)
         throw InputError("--eos goes with --vocab-size (a tokenizer named by --tokenizer has its own EOS)");
+    if (!o.tokenDtype.empty() && o.format != InputFormat::Tokens)
+        throw InputError(fmt::format("--token-dtype {} describes files of ids without a header: it goes with --format tokens",
+                                     o.tokenDtype));
     if (fs::exists(target) && !o.overwrite)
         throw InputError(fmt::format("source {} exists already; pass --overwrite to replace it (the old one stays readable "
                                      "until the new one is complete)",
@@ -188,7 +191,7 @@ RankResult tokenizeMyUnits(const std::vector<WorkUnit>& units, int rank, int siz
     for (std::size_t u = rank; u < units.size(); u += size) {
         const auto& unit = units[u];
         if (o.format == InputFormat::Tokens) {
-            TokenDocumentReader reader(unit, info.eosId, info.vocabSize);
+            TokenDocumentReader reader(unit, info.eosId, info.vocabSize, o.tokenDtype);
             while (reader.next(tokens)) addIds(reader.location(), reader.consumed());
         } else if (o.format == InputFormat::Parquet || o.format == InputFormat::Arrow) {
             ArrowDocumentReader reader(unit, o.format, o.jsonField);
@@ -343,7 +346,7 @@ PrepSummary prepareSource(MPI_Comm comm, const PrepOptions& o) {
     const fs::path staging = fs::path(o.outDir) / fmt::format(".{}.staging", o.source);
     checkOptions(o, target);
     if (const auto warning = smallShardWarning(o.shardTokens); !warning.empty()) log::info("kiln prep: {}", warning);
-    const auto units = planWorkUnits(o.inputs, o.format, o.splitBytes);
+    const auto units = planWorkUnits(o.inputs, o.format, o.splitBytes, o.tokenDtype);
 
     // The tokenizer is checked before anything is written (unless it is to be trained).
     const auto checkTokenBits = [&](const TokenizerInfo& info) {

@@ -103,7 +103,22 @@ struct FlatLayout {
     std::uint64_t offset = 0, count = 0;
 };
 
-FlatLayout flatLayout(const std::string& path) {
+const std::vector<IdType>& rawTypes() {
+    static const std::vector<IdType> types = {{1, false, "uint8"},  {2, false, "uint16"}, {2, true, "int16"},
+                                              {4, false, "uint32"}, {4, true, "int32"},   {8, true, "int64"}};
+    return types;
+}
+
+IdType parseTokenType(const std::string& name) {
+    for (const auto& type : rawTypes())
+        if (type.name == name) return type;
+    throw InputError(fmt::format("--token-dtype {}: expected uint8, uint16, int16, uint32, int32 or int64 (the ids' "
+                                 "little-endian integer type)",
+                                 name));
+}
+
+// `rawType` (empty: none) is the id type of a file with no header of its own.
+FlatLayout flatLayout(const std::string& path, const std::string& rawType) {
     const File file(path);
     const std::uint64_t size = fs::file_size(path);
     unsigned char head[10] = {};
@@ -170,9 +185,18 @@ FlatLayout flatLayout(const std::string& path) {
         file.mustRead(8, count, 4, "the token count");
         layout.offset = 1024;
         layout.count = static_cast<std::uint64_t>(idAt(count, {4, false, ""}));
+    } else if (!rawType.empty()) {
+        layout.type = parseTokenType(rawType);
+        if (size % static_cast<std::uint64_t>(layout.type.bytes) != 0)
+            throw InputError(fmt::format("input '{}': {} bytes is not a whole number of {} ids ({} bytes each): not a "
+                                         "headerless file of {} (--token-dtype), or cut off",
+                                         path, size, rawType, layout.type.bytes, rawType),
+                             ErrorScope::ThisRank);
+        layout.count = size / static_cast<std::uint64_t>(layout.type.bytes);
     } else {
         throw InputError(fmt::format("input '{}': not a pre-tokenized file kiln knows: expected a Megatron-LM PREFIX.idx "
-                                     "(with PREFIX.bin), a .npy array of ids, or an llm.c .bin (magic 20240520)",
+                                     "(with PREFIX.bin), a .npy array of ids, an llm.c .bin (magic 20240520), or, with "
+                                     "--token-dtype, a headerless file of ids (nanoGPT's train.bin: --token-dtype uint16)",
                                      path),
                          ErrorScope::ThisRank);
     }
@@ -187,13 +211,24 @@ FlatLayout flatLayout(const std::string& path) {
 
 }  // namespace
 
-std::vector<WorkUnit> planTokenUnits(const std::vector<std::string>& files, std::uint64_t splitBytes) try {
+std::vector<WorkUnit> planTokenUnits(const std::vector<std::string>& files, std::uint64_t splitBytes,
+                                     const std::string& rawType) try {
+    if (!rawType.empty()) parseTokenType(rawType);
     std::vector<WorkUnit> units;
     for (const auto& file : files) {
         if (endsWith(file, ".bin") && fs::exists(file.substr(0, file.size() - 4) + ".idx")) continue;  // its .idx's
         if (!endsWith(file, ".idx")) {
-            flatLayout(file);  // refused here, on every rank alike, if it is none
-            units.push_back({file, 0, fs::file_size(file)});
+            // Refused here, on every rank alike, if it is none; else cut into runs of ids that the ranks share.
+            const auto flat = flatLayout(file, rawType);
+            const auto width = static_cast<std::uint64_t>(flat.type.bytes);
+            const std::uint64_t per = splitBytes == 0 ? std::max<std::uint64_t>(flat.count, 1)
+                                                      : std::max<std::uint64_t>(splitBytes / width, 1);
+            std::uint64_t begin = 0;
+            do {
+                const std::uint64_t end = std::min(flat.count, begin + per);
+                units.push_back({file, begin, end, Compression::None, (end - begin) * width});
+                begin = end;
+            } while (begin < flat.count);
             continue;
         }
         if (!fs::exists(binOf(file)))
@@ -227,6 +262,7 @@ struct TokenDocumentReader::Source {
     std::uint64_t consumed = 0;
     std::string where;
     std::vector<unsigned char> bytes;
+    std::uint64_t blockBegin = 0, blockEnd = 0;  // the flat file's ids now in `bytes`
 
     void check(std::int64_t id, const std::string& at) const {
         if (id < 0 || id >= static_cast<std::int64_t>(vocab))
@@ -235,22 +271,42 @@ struct TokenDocumentReader::Source {
                                          at, id, vocab, vocab - 1),
                              ErrorScope::ThisRank);
     }
+
+    // The flat file's id at `k` (< flat.count), read a block at a time.
+    std::int64_t flatId(std::uint64_t k) {
+        constexpr std::uint64_t kBlock = 1 << 18;
+        const auto width = static_cast<std::uint64_t>(flat.type.bytes);
+        if (k < blockBegin || k >= blockEnd) {
+            blockBegin = k;
+            blockEnd = std::min(flat.count, k + kBlock);
+            bytes.resize(static_cast<std::size_t>((blockEnd - blockBegin) * width));
+            file->mustRead(flat.offset + blockBegin * width, bytes.data(), bytes.size(), "ids");
+        }
+        return idAt(bytes.data() + (k - blockBegin) * width, flat.type);
+    }
 };
 
-TokenDocumentReader::TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize)
+TokenDocumentReader::TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize,
+                                         const std::string& rawType)
     : source_(std::make_unique<Source>()) {
     auto& s = *source_;
     s.unit = unit;
     s.eos = eos;
     s.vocab = vocabSize;
     s.megatron = endsWith(unit.path, ".idx");
+    s.next = unit.begin;
     if (s.megatron) {
         s.index = readMegatronIndex(unit.path);
         s.file = std::make_unique<File>(binOf(unit.path));
-        s.next = unit.begin;
     } else {
-        s.flat = flatLayout(unit.path);
+        s.flat = flatLayout(unit.path, rawType);
         s.file = std::make_unique<File>(unit.path);
+        // A unit owns the documents that start in it: the first after a separator at or past begin - 1.
+        if (unit.begin > 0) {
+            s.next = unit.begin - 1;
+            while (s.next < s.flat.count && static_cast<std::uint32_t>(s.flatId(s.next)) != eos) ++s.next;
+            ++s.next;
+        }
     }
 }
 
@@ -281,33 +337,22 @@ bool TokenDocumentReader::next(std::vector<std::uint32_t>& document) {
         }
         return true;  // with its trailing EOD, if it has one: prep drops it (the loader puts it back)
     }
-    // Flat: the ids up to the next EOS; empty documents (a leading separator, two in a row) are not documents.
-    const auto& t = s.flat.type;
+    // Flat: the ids up to the next EOS, the last document past the unit's end if it runs over; empty documents
+    // (a leading separator, two in a row) are not documents.
+    const auto end = std::min(s.unit.end, s.flat.count);
+    while (s.next < end && static_cast<std::uint32_t>(s.flatId(s.next)) == s.eos) ++s.next;
+    if (s.next >= end) return false;
     const std::uint64_t first = s.next;
-    constexpr std::uint64_t kBlock = 1 << 18;
     while (s.next < s.flat.count) {
-        const std::uint64_t n = std::min(kBlock, s.flat.count - s.next);
-        s.bytes.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(t.bytes));
-        s.file->mustRead(s.flat.offset + s.next * static_cast<std::uint64_t>(t.bytes), s.bytes.data(), s.bytes.size(),
-                         "ids");
-        std::uint64_t used = 0;
-        bool ended = false;
-        for (; used < n && !ended; ++used) {
-            const auto id = idAt(s.bytes.data() + used * static_cast<std::uint64_t>(t.bytes), t);
-            s.check(id, fmt::format("{}: id {}", s.unit.path, s.next + used));
-            if (static_cast<std::uint32_t>(id) == s.eos) {
-                ended = !document.empty();
-                if (!ended) continue;
-                break;
-            }
-            document.push_back(static_cast<std::uint32_t>(id));
-        }
-        s.next += used + (ended ? 1 : 0);
-        s.consumed = s.next * static_cast<std::uint64_t>(t.bytes);
-        if (ended) break;
+        const auto id = s.flatId(s.next);
+        s.check(id, fmt::format("{}: id {}", s.unit.path, s.next));
+        ++s.next;
+        if (static_cast<std::uint32_t>(id) == s.eos) break;
+        document.push_back(static_cast<std::uint32_t>(id));
     }
+    s.consumed = std::min(s.next - s.unit.begin, s.unit.end - s.unit.begin) * static_cast<std::uint64_t>(s.flat.type.bytes);
     s.where = fmt::format("{}: ids [{}, {})", s.unit.path, first, s.next);
-    return !document.empty();
+    return true;
 }
 
 }  // namespace kiln::data

@@ -7,6 +7,8 @@ write them, with GPT-2's vocabulary (50257 ids, EOS 50256):
                                (--append-eod), as its _IndexWriter lays them out
   OUT/flat.npy                 a 1-D int32 array, each document preceded by the EOS (nanoGPT's fineweb.py)
   OUT/llmc.bin                 llm.c's format: 256 int32 of header (20240520, version 1, count), uint16 ids
+  OUT/raw.bin                  headerless uint16 ids, each document followed by the EOS (nanoGPT's
+                               openwebtext prepare.py), 3 MB: shared by the ranks in pieces
   OUT/bad.npy                  one id past the vocabulary (50300), in document 3
   OUT/expected-*.txt           each input's documents as kiln must store them (no EOS), one per line
 
@@ -69,6 +71,9 @@ def main():
     header[:3] = [20240520, 1, len(ids)]
     open(f"{out}/llmc.bin", "wb").write(header.tobytes() + ids.tobytes())
     write_expected(f"{out}/expected-llmc.txt", llmc)
+    raw = documents(rng, 1000)
+    open(f"{out}/raw.bin", "wb").write(numpy.asarray([t for doc in raw for t in doc + [EOS]], dtype=numpy.uint16).tobytes())
+    write_expected(f"{out}/expected-raw.txt", raw)
     bad = documents(rng, 5)
     bad[3][7] = 50300
     numpy.save(f"{out}/bad.npy", numpy.asarray([t for doc in bad for t in doc + [EOS]], dtype=numpy.int64))

@@ -8,6 +8,9 @@
 #     llama3 one tokenizer_config.json's <|end_of_text|>).
 #  2. kiln inspect --decode gives back the documents' text.
 #  3. A tokenizer.json kiln cannot encode alike (a normalizer) is refused naming the file and the field.
+#  4. A Megatron-LM dataset of the corpus, written by megatron-core's IndexedDatasetBuilder as preprocess_data.py
+#     does (uint16 and int32 ids), brought in with --format tokens, holds exactly the documents kiln stores
+#     when it tokenizes the text itself.
 set -euo pipefail
 kiln=$1 work=$2 python=$3
 rm -rf "$work"
@@ -56,3 +59,18 @@ if "$kiln" prep --source bad --input "$work/corpus.jsonl" --format jsonl --token
   --quiet >"$work/bad.log" 2>&1; then fail "a tokenizer with a normalizer was accepted"; fi
 grep -q "normalized.json': normalizer = {\"type\":\"NFC\"}" "$work/bad.log" || { cat "$work/bad.log"; fail "the refusal does not name the field"; }
 echo "PASS 3: a tokenizer.json with a normalizer is refused naming the file and the field"
+
+# Megatron-LM's preprocess_data.py, as tests/reference/megatron_dataset.py does it with megatron-core's builder,
+# then kiln prep --format tokens on its .idx: the same documents as kiln's own tokenizing of the text.
+for name in gpt2:uint16:'<|endoftext|>' llama3:int32:'<|end_of_text|>'; do
+  IFS=: read -r tok dtype eos <<<"$name"
+  "$python" "$(dirname "$0")/megatron_dataset.py" "$work/corpus.jsonl" "$work/$tok/tokenizer.json" "$eos" "$dtype" \
+    "$work/megatron-$tok" >"$work/megatron-$tok.log" 2>&1 || { cat "$work/megatron-$tok.log"; fail "megatron-core could not write the $tok dataset"; }
+  "$kiln" prep --source "megatron-$tok" --input "$work/megatron-$tok.idx" --format tokens --tokenizer "$work/$tok/tokenizer.json" \
+    --out "$work/data" --quiet >"$work/prep-megatron-$tok.log" 2>&1 || { cat "$work/prep-megatron-$tok.log"; fail "kiln prep of the $tok Megatron dataset"; }
+  /usr/bin/python3 tests/support/source_documents.py "$work/data/megatron-$tok" >"$work/megatron-$tok.stored"
+  cmp -s "$work/$tok.stored" "$work/megatron-$tok.stored" ||
+    { diff "$work/$tok.stored" "$work/megatron-$tok.stored" | head -5; fail "$tok: the Megatron dataset's documents are not kiln's tokenizing of the same text"; }
+  echo "$tok ($dtype): $(tail -1 "$work/megatron-$tok.log")"
+done
+echo "PASS 4: Megatron-LM datasets (megatron-core's builder; uint16 and int32, documents of 1 and 2 sequences) hold, in kiln, exactly kiln's own tokenizing of the text"

@@ -41,7 +41,9 @@ struct WorkUnit {
 // ranks share one big file: plain ones at any byte, zstd ones between frames;
 // a gzip file is one unit (its members cannot be found without inflating it).
 // The same inputs give the same units on every rank.
-std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, InputFormat format, std::uint64_t splitBytes);
+// `rawTokenType`: with InputFormat::Tokens, the id type of headerless files.
+std::vector<WorkUnit> planWorkUnits(const std::vector<std::string>& inputs, InputFormat format, std::uint64_t splitBytes,
+                                    const std::string& rawTokenType = {});
 
 struct Record {
     std::string text;

@@ -26,6 +26,7 @@ struct PrepOptions {
     // size and EOS id (0 and -1: the ids are --tokenizer's).
     std::uint32_t idVocab = 0;
     std::int64_t eos = -1;
+    std::string tokenDtype;             // --format tokens: the id type of headerless files ("uint16", ...)
     bool trainTokenizer = false;        // train a SentencePiece model first, write it to `tokenizer`
     std::uint32_t vocabSize = 8000;
     std::uint64_t tokenizerSampleBytes = 64u << 20;

@@ -5,6 +5,8 @@
 //   .npy: a 1-D array of integer ids, documents separated by the EOS id.
 //   llm.c / nanoGPT .bin with llm.c's header (magic 20240520; version 1:
 //     uint16 ids, 2: uint32), documents separated by the EOS id.
+//   Headerless files of ids (nanoGPT's prepare.py train.bin), their type
+//     given (--token-dtype), documents separated by the EOS id.
 // kiln's loader puts the EOS between documents itself, so a document's
 // trailing EOS (Megatron's --append-eod) and the separators are not stored:
 // the training stream is the same ids.
@@ -22,14 +24,18 @@ namespace kiln::data {
 // The units of the pre-tokenized `files` (directories already expanded): a
 // Megatron dataset in runs of documents of about `splitBytes` of ids (its
 // .idx names it; a .bin beside an .idx is that dataset's, not a file of its
-// own), any other file whole. WorkUnit::begin/end are document indices of a
-// Megatron dataset, byte offsets of the others.
-std::vector<WorkUnit> planTokenUnits(const std::vector<std::string>& files, std::uint64_t splitBytes);
+// own), a flat file in runs of `splitBytes` of ids. WorkUnit::begin/end are
+// document indices of a Megatron dataset, id indices of a flat file, whose
+// unit holds the documents that start in it. `rawType` (empty: none) is the
+// id type of files without a header ("uint16", "int32", ...).
+std::vector<WorkUnit> planTokenUnits(const std::vector<std::string>& files, std::uint64_t splitBytes,
+                                     const std::string& rawType = {});
 
 class TokenDocumentReader {
 public:
     // Every id must be below `vocabSize`; `eos` separates the documents of flat files.
-    TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize);
+    TokenDocumentReader(const WorkUnit& unit, std::uint32_t eos, std::uint32_t vocabSize,
+                        const std::string& rawType = {});
     ~TokenDocumentReader();
     // The next document's ids (possibly empty: an empty document; a Megatron
     // document with the EOD it ends with, if it has one), or false at

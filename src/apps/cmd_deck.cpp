@@ -31,23 +31,16 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
     return out;
 }
 
-void listKeys(bool markdown) {
+void listKeys() {
     std::string section;
     for (const auto& key : config::deckSchema()) {
         const auto dot = key.name.find('.');
         if (key.name.substr(0, dot) != section) {
             section = key.name.substr(0, dot);
-            if (markdown)
-                fmt::print("\n#### [{}]\n\n| key | type | default | meaning |\n|---|---|---|---|\n", section);
-            else
-                fmt::print("\n[{}]\n", section);
+            fmt::print("\n[{}]\n", section);
         }
-        if (markdown) {
-            fmt::print("| `{}` | {} | `{}` | {} |\n", key.name, config::typeName(key.type), key.defaultValue, key.help);
-        } else {
-            fmt::print("  {:<24} {:<8} default: {}\n{}\n", key.name, config::typeName(key.type),
-                       key.defaultValue.empty() ? "(empty)" : key.defaultValue, wrap(key.help, 100, "      "));
-        }
+        fmt::print("  {:<24} {:<8} default: {}\n{}\n", key.name, config::typeName(key.type),
+                   key.defaultValue.empty() ? "(empty)" : key.defaultValue, wrap(key.help, 100, "      "));
     }
 }
 
@@ -68,7 +61,6 @@ int deckMain(int argc, char** argv) {
     std::vector<std::string> overrides;
     options.add_options()
         ("list", "print every deck key with its type, default and meaning")
-        ("markdown", "with --list: print a Markdown table (the README's deck reference)")
         ("check", po::value<std::string>(&check), "read DECK, report every problem, print it resolved")
         ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
     po::positional_options_description positional;
@@ -78,7 +70,7 @@ int deckMain(int argc, char** argv) {
                           values))
         return 0;
     if (values.count("list")) {
-        listKeys(values.count("markdown") > 0);
+        listKeys();
         return 0;
     }
     if (!check.empty()) {

@@ -29,6 +29,7 @@ const Subcommand kSubcommands[] = {
     {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", kiln::apps::exportMain},
     {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", kiln::apps::importMain},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
+    {"reference", "print a page of the reference (deck keys, diag.h5, log lines) as Markdown: docs/reference", kiln::apps::referenceMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };
 

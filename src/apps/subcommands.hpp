@@ -16,5 +16,6 @@ int planMain(int argc, char** argv);
 int checkpointMain(int argc, char** argv);
 int exportMain(int argc, char** argv);
 int importMain(int argc, char** argv);
+int referenceMain(int argc, char** argv);
 
 }  // namespace kiln::apps

@@ -1,3 +1,6 @@
+// Files written atomically (decks resolved, manifests, checkpoint indexes):
+// the content is replaced whole with no temporary left behind, and an
+// unwritable directory is an error that names the path.
 #include "kiln/io/atomic_file.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,6 @@
+// Ranks grouped into nodes: by host name in the order hosts first appear, or
+// by a fixed count of ranks per node (cluster.ranks_per_node: the last node
+// may be smaller, a count of 0 is refused).
 #include "kiln/comm/node_map.hpp"
 
 #include <gtest/gtest.h>

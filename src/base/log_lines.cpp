@@ -1,0 +1,50 @@
+#include "kiln/base/log_lines.hpp"
+
+namespace kiln::log {
+
+const std::vector<LogLine>& logLines() {
+    static const std::vector<LogLine> lines = {
+        {"step", "step      1/12  loss 5.5469  lr 6.00e-04  |g| 4.581  9.5k tok/s  wait 0.0%  ETA 0m01s  f 2",
+         "progress, one line per step (or per run.log_every): loss, learning rate, gradient norm, throughput, the "
+         "share of time waiting for data (above a few % the loader is the bottleneck: raise data.prefetch or "
+         "data.read_threads), time left, and the node failures the layout survives now"},
+        {"kiln: error", "kiln: error on rank 0 (node-7): deck input/my.ini line 12: ...",
+         "a bad input, named with its file, line or key; nothing was lost. Fix it and run again"},
+        {"MPI", "  MPI        Open MPI v5.0.10", "the MPI library the job runs with; ULFM needs Open MPI 5"},
+        {"ranks", "  ranks      8 on 4 nodes (emulated: cluster.ranks_per_node = 2)", "the ranks and the nodes kiln found (cluster.ranks_per_node "
+                                                               "emulates nodes on one machine)"},
+        {"faults", "  faults     ULFM active; fault.f = 2 (up to 2 simultaneous node failures survived without restart, ...)",
+         "whether failures can be survived: ULFM off means the first failure ends the job (launch with mpirun --with-ft "
+         "ulfm); also fault.f lowered to what the nodes allow"},
+        {"data", "  data       mix licenses 100.0%; global batch 16 x 65 tokens = 1040 tokens/step",
+         "the data mix and the global batch as the loader will deliver them"},
+        {"model", "  model      gpt2, 4 blocks, d_model 64, 4 heads, MLP 256, vocabulary 257, 0.24 M parameters; cpu fp32, ...",
+         "the model's shape, parameter count and threads per rank"},
+        {"start-up", "  start-up   8 ranks, seconds on the slowest rank per phase: load 2.39, deck 0.01, mpi_init 1.56, ...",
+         "seconds of each start-up phase; the same figures are the `startup` event of diag.h5"},
+        {"FAILURE", "  FAILURE step 7: failed rank 3 (node 1 retired); 6 ranks on 3 nodes remain; ... recovered in 15.4 ms",
+         "nodes failed and the survivors regrouped; the step is replayed, no data is lost or repeated. Nothing to do "
+         "unless failures repeat on one node"},
+        {"STRAGGLER", "  STRAGGLER before step 5: node 1 computed 5.03x slower than its pipeline's planned bottleneck allows ...",
+         "a node slow enough to cost more than it gives was retired from the pipelines; it returns when its probes say "
+         "it recovered. Check the node"},
+        {"RETURN", "  RETURN     before step 12: node 1 recovered: ...", "a retired straggler's node is in the pipelines again"},
+        {"TOLERANCE", "  TOLERANCE fault tolerance now 1 simultaneous node failure (fault.f = 2): ...",
+         "how many simultaneous node failures the layout now survives, when it changes; below fault.f, another failure "
+         "may stop the run (it checkpoints and exits 75 for a requeue): admit nodes or let Slurm requeue"},
+        {"ADMIT", "  ADMIT after step 30: 1 node admitted (node-9; start-up ranks 6 to 7) in 210.4 ms; ...", "nodes admitted into the running job (RUN_DIR/admit), or why an "
+                                                             "admission was refused"},
+        {"REBALANCE", "  REBALANCE  before step 4: pipeline 1 at least 8.04x slower than its share assumed ...",
+         "the batch split between pipelines changed to follow their measured speeds; the data and the loss are the same"},
+        {"SPEED", "  SPEED      ...",
+         "a node slower than planned, not slow enough to change the layout"},
+        {"STOP", "  STOP after step 120 on a stop request (SIGUSR1 or KILN_STOP_FILE: ...): a requeued job resumes from it",
+         "the run stopped early (Slurm time limit, a signal, more failures than f) after writing a checkpoint; exit "
+         "status 75 asks Slurm to requeue, and the next attempt resumes"},
+        {"eval", "  eval after step 5: held-out loss 4.6152, perplexity 101.01 (2 batches, 2048 tokens, 0.10 s)",
+         "a held-out evaluation (eval.every); also the /eval table of diag.h5"},
+    };
+    return lines;
+}
+
+}  // namespace kiln::log

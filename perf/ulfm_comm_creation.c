@@ -15,7 +15,7 @@
  *       124:*) echo hang;; *) echo "crash (exit $rc)";; esac; done | sort | uniq -c
  *
  * Counts with the Open MPI 5.0.10 kiln ships: see perf/RESULTS.md ("Chaos campaign"). kiln's answer is to
- * create no communicator after a shrink on the CPU (README, Faults).
+ * create no communicator after a shrink on the CPU (docs/faults.md).
  *
  * With a second argument "shrink" (issue 37, item 6) there are no rounds: the second failure is timed into
  * the shrink itself (the only communicator kiln creates after a failure): the second-to-last rank dies DELAY

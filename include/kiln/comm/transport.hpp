@@ -73,7 +73,7 @@ std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 // Host-memory transport among the ranks `group` of `comm` (group rank i is
 // rank group[i] of `comm`), on `comm` itself with messages tagged `tag`: it
 // creates no communicator, so it can be made right after a failure, where
-// Open MPI's communicator creation is not safe (see README, Faults), and a
+// Open MPI's communicator creation is not safe (see docs/faults.md), and a
 // revoke of `comm` interrupts it (its interrupt() does nothing: `comm`, which
 // a recovery may free before the transport goes, is its owner's to revoke).
 // Sums go round a ring of point-to-point messages. Transports sharing `comm`

@@ -1,4 +1,4 @@
-// The token shard format (documented in the README, "HDF5 files").
+// The token shard format (documented in docs/formats.md).
 //
 //   /tokens        uint16 (vocabulary <= 65536) or uint32, 1-D, chunked, Fletcher-32 per chunk
 //   /doc_offsets   uint64, n_docs+1, chunked, Fletcher-32 per chunk; document d is tokens[off[d], off[d+1])

@@ -23,9 +23,9 @@
 //                   replay (the replayed step); bytes_migrated (all ranks), layout ("2:2+1:2")
 //   /eval           one record per held-out evaluation: step (the steps trained before it), loss
 //                   (mean cross-entropy per token), perplexity, tokens, seconds, time
-//   /events         time, step, kind, detail (start, resume, startup (its phases' seconds),
-//                   checkpoint, failure, tolerance, rebalance, straggler, speed (a slow node
-//                   kept), speeds and memory (measured against the plan, at the end), end)
+//   /events         time, step, kind, detail; the kinds are diag_schema.hpp's diagEventKinds()
+//
+// Every column's meaning: diag_schema.hpp (and docs/reference/diag.md, printed from it).
 #pragma once
 
 #include "kiln/io/hdf5.hpp"

@@ -1,6 +1,6 @@
 // Pipeline templates: for every node count n, the best pipeline of n nodes.
 //
-// What runs (README, "The planner"): every stage spans w ranks of one node
+// What runs (docs/performance.md, "The planner"): every stage spans w ranks of one node
 // (w dividing the node's g ranks; w > 1 splits its layers among them,
 // tensor parallelism, see model/shard_spec.hpp). An n-node template of width
 // w is a pipeline of S = n * g / w stages; stage s runs on the w ranks

@@ -1,6 +1,6 @@
 // Training from a deck on the ranks of a world: the loop. The job's nodes run
-// the planner's instantiation (or plan.pipelines): pipelines of one stage per
-// rank, each taking its microbatches of the same global batch through a 1F1B
+// the planner's instantiation (or plan.pipelines): pipelines whose stages are
+// one rank or several ranks of a node (split layers), each taking its microbatches of the same global batch through a 1F1B
 // schedule (pipeline_stage), gradients summed over the holders of each layer
 // (gradient_sync); every step is committed by a ULFM agreement; a failure
 // regroups the survivors into pipelines from the same templates and moves the
@@ -19,7 +19,8 @@
 namespace kiln::train {
 
 struct TrainSummary {
-    // BeyondF: more than fault.f nodes lost, requeue; Requested: the stop
+    // BeyondF: a failure left some layer without a live holder, or too few
+    // nodes for one pipeline: checkpointed if it could be, requeue; Requested: the stop
     // signal (a time limit ahead), checkpointed, requeue. The ranks of retired
     // nodes finish with the others (benched, fault/recovery.hpp).
     enum class Stop { Finished, BeyondF, Requested };

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The README's ten-minute tour, run as a reader would paste it: every ```sh block of its "A ten-minute tour"
+# section in order, in one shell started in the checkout, HOME a scratch directory (the tour works in
+# ~/kiln-tour); then every ```sh block of docs/diagnostics.md in the tour's directory, where its run is.
+# Blocks marked ```sh slurm need a cluster: slurm_jobs runs those jobscripts under a private Slurm.
+# Pass criteria, each printed as PASS:
+#  1. Every block of the tour runs without an error (set -e, pipefail), in order.
+#  2. The tour's failure was survived: runs/killed/diag.h5 records a failure event, and the killed run ends
+#     with the loss of the run without it (to 1e-5).
+#  3. Every command block of docs/diagnostics.md runs against the tour's run.
+set -euo pipefail
+build=$(cd "$1" && pwd) work=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$work"
+mkdir -p "$work/home"
+fail() { echo "FAIL: $*"; exit 1; }
+# The blocks, each a script file: NAME-NN.sh.
+blocks() {  # file section-heading prefix
+  python3 - "$1" "$2" "$3" <<'PY'
+import re, sys
+path, section, prefix = sys.argv[1:4]
+text = open(path, encoding="utf-8").read()
+if section:
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
+    text = text[start:end if end > 0 else None]
+n = 0
+for m in re.finditer(r"^```sh\n(.*?)^```$", text, re.M | re.S):
+    n += 1
+    open(f"{prefix}-{n:02d}.sh", "w").write(m.group(1))
+print(n)
+PY
+}
+count=$(blocks "$root/README.md" "## A ten-minute tour" "$work/tour")
+[ "$count" -ge 6 ] || fail "found $count runnable blocks in the README's tour"
+# One shell for all blocks (exports and cd carry over), as in a terminal.
+{
+  echo "set -eo pipefail"
+  echo "export HOME=$work/home PATH=$build:\$PATH"
+  echo "cd $root"
+  for f in "$work"/tour-*.sh; do echo "echo '>>> block $(basename "$f")'"; cat "$f"; done
+  echo "echo TOUR-DIR \$PWD"
+} >"$work/tour.sh"
+bash "$work/tour.sh" >"$work/tour.log" 2>&1 || { tail -n 40 "$work/tour.log"; fail "a block of the tour failed (above)"; }
+tour=$(awk '/^TOUR-DIR/ {print $2}' "$work/tour.log")
+echo "PASS 1: the tour's $count command blocks ran in order ($tour)"
+
+kiln=$build/kiln
+"$kiln" diag "$tour/runs/killed/diag.h5" --json | python3 -c '
+import json, sys
+events = json.load(sys.stdin)["events"]
+assert any(e["kind"] == "failure" for e in events), [e["kind"] for e in events]' || fail "the killed run records no failure"
+a=$("$kiln" diag "$tour/runs/tiny/diag.h5" --losses | tail -n 1 | awk '{print $2}')
+b=$("$kiln" diag "$tour/runs/killed/diag.h5" --losses | tail -n 1 | awk '{print $2}')
+python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(abs(a - b) > 1e-5)" || fail "final losses differ: $a and $b"
+echo "PASS 2: the tour's run with a rank killed recorded the failure and ended with the loss of the run without it ($a, $b)"
+
+count=$(blocks "$root/docs/diagnostics.md" "" "$work/diag")
+for f in "$work"/diag-*.sh; do
+  (cd "$tour" && export PATH=$build:$PATH && bash -eo pipefail "$f") >"$f.log" 2>&1 || { cat "$f.log"; fail "docs/diagnostics.md block $(basename "$f")"; }
+done
+echo "PASS 3: docs/diagnostics.md's $count command blocks ran against the tour's run"

@@ -198,7 +198,8 @@ case $cmd in
     ;;
   test)
     install_debian_packages; install_openmpi5; install_reference_python; configure_and_build
-    (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}")
+    # Label campaign: long repetitions of what CI already proves once (ctest -L campaign runs them).
+    (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -LE campaign)
     if [ "${KILN_SKIP_CUDA_BUILD:-0}" = 1 ]; then
       say "CUDA build: skipped (KILN_SKIP_CUDA_BUILD=1)"
     elif ! have_nvcc; then

@@ -77,27 +77,16 @@ void checkDeckAgainstWorld(const comm::World& world, const config::Deck& deck) {
                     "per node (sbatch --ntasks-per-node={}), or set cluster.ranks_per_node = 0 to take Slurm's placement.",
                     deck.setting("cluster.ranks_per_node").origin, perNode, world.nodes().ranksOfNode[n].size(),
                     world.nodes().ranksOfNode[n].size() == 1 ? "" : "s", world.nodes().nodeNames[n], perNode, perNode));
-    if (world.nodes().numNodes() < f + 1)
+    // Fewer nodes than f + 1 (a requeue onto fewer nodes) lowers f, down to fault.min_f: plan::planRun does it,
+    // the one place that does; refused here is only what no f it may take can run with.
+    const auto floor = std::min(deck.integer("fault.min_f"), f);
+    if (world.nodes().numNodes() < floor + 1)
         throw InputError(fmt::format(
             "{}: fault.f = {} needs at least {} nodes (f+1 pipeline replicas, one node each at least), "
             "but this job has {} node{} ({} ranks), and fault.min_f = {} forbids running with less.\n  Ask for more "
             "nodes, or lower fault.f or fault.min_f to at most {}.",
-            deck.setting("fault.f").origin, f, f + 1, world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s",
+            deck.setting("fault.f").origin, f, floor + 1, world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s",
             world.size(), deck.integer("fault.min_f"), world.nodes().numNodes() - 1));
-}
-
-// A job with too few nodes for fault.f (typically requeued onto fewer nodes)
-// runs with the largest f its nodes allow, down to fault.min_f, so that a
-// requeue resumes without deck edits. Returns what was lowered, or "".
-std::string fitFaultTolerance(const comm::World& world, config::Deck& deck, const std::string& deckPath,
-                              std::vector<std::string> overrides) {
-    const auto f = deck.integer("fault.f"), floor = std::min(deck.integer("fault.min_f"), f);
-    const std::int64_t allowed = world.nodes().numNodes() - 1;
-    if (f <= allowed || allowed < floor) return "";  // fits, or refused by checkDeckAgainstWorld
-    overrides.push_back(fmt::format("fault.f={}", allowed));
-    deck = config::Deck::fromFile(deckPath, overrides);
-    return fmt::format("fault.f = {} lowered to {}: this job has {} node{}, and fault.min_f = {} allows it", f, allowed,
-                       world.nodes().numNodes(), world.nodes().numNodes() == 1 ? "" : "s", floor);
 }
 
 // How a training process ends: the requeue status when the job must go on
@@ -120,15 +109,11 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
 // it joins the job's world, takes the run's state and trains as a member.
 // Its errors end it alone (an abort would take the job with it): the job
 // sees a failed process and retires the new node.
-int joinRunningJob(config::Deck deck, const std::string& deckPath, std::vector<std::string> overrides) {
+int joinRunningJob(const config::Deck& deck) {
     log::speakForJob(false);
     try {
         comm::World world(comm::mergeWithJob());
         const train::JoinState join = train::receiveJoinState(world);
-        if (join.deckF != deck.integer("fault.f")) {  // the job lowered it (a requeue onto fewer nodes)
-            overrides.push_back(fmt::format("fault.f={}", join.deckF));
-            deck = config::Deck::fromFile(deckPath, overrides);
-        }
         train::Trainer trainer(deck, world, join);
         return finishRun(trainer.run(), std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name"),
                          deck.real("fault.finalize_timeout_s"));
@@ -165,11 +150,9 @@ int runMain(int argc, char** argv) {
     base::startupPhase("deck");
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
     base::startupPhase("mpi_init");
-    if (comm::spawnedIntoJob()) return joinRunningJob(deck, deckPath, overrides);
+    if (comm::spawnedIntoJob()) return joinRunningJob(deck);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
-    const std::string lowered = fitFaultTolerance(world, deck, deckPath, overrides);
     reportWorld(world, deck);
-    if (!lowered.empty()) log::info("  faults     {}", lowered);  // every rank decided alike: said once
     checkDeckAgainstWorld(world, deck);
 
     const std::filesystem::path runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
@@ -179,7 +162,6 @@ int runMain(int argc, char** argv) {
     if (!check.ok()) throw Error("the control communicator gave a wrong all-reduce result", ErrorScope::AllRanks);
     base::startupPhase("world");
     train::Trainer trainer(deck, world);
-    if (!lowered.empty()) trainer.record("fault_f", lowered);
     // Written once the trainer has settled what the deck leaves to the run (e.g. a kept LR horizon).
     if (world.rank() == 0) io::writeFileAtomically(runDir / "deck.resolved.ini", deck.resolvedText() + trainer.notes());
     log::info("  resolved   {}", (runDir / "deck.resolved.ini").string());

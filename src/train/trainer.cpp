@@ -250,12 +250,6 @@ Trainer::~Trainer() = default;
 
 std::string Trainer::notes() const { return state_->notes; }
 
-void Trainer::record(const std::string& kind, const std::string& detail) {
-    State& s = *state_;
-    s.notes += "# " + detail + "\n";
-    if (s.diag) s.diag->event(s.loader->cursor().step, kind, detail);
-}
-
 namespace {
 
 // Local errors end only this process while the survivors can recover (see error.hpp).

@@ -30,13 +30,12 @@
 namespace kiln::train {
 namespace {
 
-// Rank 0's `join` on every rank of `comm`.
-void broadcastJoin(MPI_Comm comm, JoinState& join) {
-    std::int64_t head[2] = {join.deckF, static_cast<std::int64_t>(join.row.size())};
-    KILN_MPI(MPI_Bcast(head, 2, MPI_INT64_T, 0, comm));
-    join.deckF = head[0];
-    join.row.resize(static_cast<std::size_t>(head[1]));
-    KILN_MPI(MPI_Bcast(join.row.data(), static_cast<int>(head[1]), MPI_INT64_T, 0, comm));
+// Rank 0's packed join state on every rank of `comm`.
+void broadcastJoin(MPI_Comm comm, std::vector<std::int64_t>& row) {
+    std::int64_t size = static_cast<std::int64_t>(row.size());
+    KILN_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
+    row.resize(static_cast<std::size_t>(size));
+    KILN_MPI(MPI_Bcast(row.data(), static_cast<int>(size), MPI_INT64_T, 0, comm));
 }
 
 // Whether `layout` runs `inst`: the same pipelines with the same microbatches.
@@ -52,42 +51,42 @@ bool runs(const plan::Layout& layout, const plan::Instantiation& inst) {
 }  // namespace
 
 JoinState receiveJoinState(comm::World& world) {
-    JoinState join;
-    broadcastJoin(world.control(), join);
-    return join;
+    std::vector<std::int64_t> row;
+    broadcastJoin(world.control(), row);
+    return unpackJoinState(row);
 }
 
-std::vector<std::int64_t> Trainer::State::joinRow() const {
-    RowWriter out;
-    out.put(startupNodes);
-    out.put(plan.cluster.ranksPerNode);
-    out.put(plan.f);
-    out.putAll(data::cursorToRow(loader->cursor()));
-    out.put(parallel->optimizer().steps());
-    out.put(config.decaySteps);
-    out.put(tolerance);
-    out.put(spares);
-    out.put(nodeFailures);
-    // Benched nodes stay members: a newcomer must leave them out of layouts too.
-    out.putAll(std::vector<int>(retiredNodes.begin(), retiredNodes.end()));
-    out.putAll(std::vector<int>(stragglerNodes.begin(), stragglerNodes.end()));
-    out.put(diagHolder);
-    out.put(parallel->nccl() ? 1 : 0);
-    out.put(io::fence().epoch());
-    plan::packLayout(parallel->layout(), out);
-    return std::move(out.row());
+JoinState Trainer::State::joinState() const {
+    JoinState join;
+    join.startupNodes = startupNodes;
+    join.ranksPerNode = plan.cluster.ranksPerNode;
+    join.f = plan.f;
+    join.cursor = data::cursorToRow(loader->cursor());
+    join.optimizerSteps = parallel->optimizer().steps();
+    join.decaySteps = config.decaySteps;
+    join.tolerance = tolerance;
+    join.spares = spares;
+    join.nodeFailures = nodeFailures;
+    join.retiredNodes.assign(retiredNodes.begin(), retiredNodes.end());
+    join.stragglerNodes.assign(stragglerNodes.begin(), stragglerNodes.end());
+    join.diagHolder = diagHolder;
+    join.nccl = parallel->nccl();
+    join.fenceEpoch = io::fence().epoch();
+    RowWriter layout;
+    plan::packLayout(parallel->layout(), layout);
+    join.layout = std::move(layout.row());
+    return join;
 }
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& join)
     : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
     s.prepare(/*joining=*/true);
-    RowReader in(join.row);
-    s.startupNodes = in.get<std::uint32_t>();
+    s.startupNodes = join.startupNodes;
     // The job's plan, made again from the same deck for the same nodes.
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, s.startupNodes);
     cluster.nodes = s.startupNodes;
-    cluster.ranksPerNode = in.get<std::uint32_t>();
+    cluster.ranksPerNode = join.ranksPerNode;
     if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // as the job counted it
     // A profile the job measured at start-up is the job's, not this process's to measure again.
     std::optional<plan::ModelProfile> measured;
@@ -102,27 +101,26 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
     s.f = s.plan.f;
-    if (const auto jobF = in.get<std::uint64_t>(); jobF != s.f)
+    if (join.f != s.f)
         throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "
                                 "or plan differs",
-                                s.f, jobF),
+                                s.f, join.f),
                     ErrorScope::ThisRank);
     std::vector<std::string> names;
     for (const auto& source : s.spec.sources) names.push_back(source.name);
-    const data::Cursor cursor = data::cursorFromRow(in.getAll<std::uint64_t>(), names);
-    const auto optimizerSteps = in.get<std::uint64_t>();
-    s.config.decaySteps = in.get<std::uint64_t>();
-    s.tolerance = in.get<std::uint32_t>();
-    s.spares = in.get<std::uint32_t>();
-    s.nodeFailures = in.get<std::uint64_t>();
-    for (const int node : in.getAll<int>()) s.retiredNodes.insert(node);
-    for (const int node : in.getAll<int>()) s.stragglerNodes.insert(node);
-    s.diagHolder = in.get<int>();
-    const bool nccl = in.get<int>() != 0;
-    io::fence().arm(s.runDir / "epoch", in.get<std::uint64_t>());
+    const data::Cursor cursor = data::cursorFromRow(join.cursor, names);
+    s.config.decaySteps = join.decaySteps;
+    s.tolerance = join.tolerance;
+    s.spares = join.spares;
+    s.nodeFailures = join.nodeFailures;
+    s.retiredNodes.insert(join.retiredNodes.begin(), join.retiredNodes.end());
+    s.stragglerNodes.insert(join.stragglerNodes.begin(), join.stragglerNodes.end());
+    s.diagHolder = join.diagHolder;
+    io::fence().arm(s.runDir / "epoch", join.fenceEpoch);
     s.markMemoryBaseline();
-    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(in), world.rank(),
-                                                 nccl, optimizerSteps);
+    RowReader layout(join.layout);
+    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(layout), world.rank(),
+                                                 join.nccl, join.optimizerSteps);
     s.layoutMembers = world.members();
     s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.armInjector();
@@ -167,7 +165,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
     const auto added = world.grow(merged, perNode);
     parallel->renumber(world, before);
     layoutMembers = world.members();
-    JoinState join{deck.integer("fault.f"), joinRow()};
+    std::vector<std::int64_t> join = packJoinState(joinState());
     broadcastJoin(world.control(), join);
     std::string what = settleOnMoreNodes(step, fmt::format("nodes admitted after step {}", step));
     if (what.empty()) what = "they wait as spares";
@@ -193,14 +191,13 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     // nodes join pipelines at once; otherwise they wait as spares.
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
     std::string what;
-    if (next.possible && !runs(parallel->layout(), next.instantiation)) {
-        const std::string from = parallel->layout().describe();
-        const MigrationReport moved = parallel->reconfigure(world, layoutFor(next.instantiation, /*keepLayers=*/true),
-                                                            layoutMembers);
-        std::uint64_t bytes = moved.bytesReceived;
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+    const bool regroups = next.possible && !runs(parallel->layout(), next.instantiation);
+    const std::string from = parallel->layout().describe();
+    const LayoutChange change =
+        changeLayout(regroups ? std::optional(layoutFor(next.instantiation, /*keepLayers=*/true)) : std::nullopt);
+    if (regroups) {
         what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
-                           bytes / 1e6);
+                           change.bytesMigrated / 1e6);
         if (next.tolerance > tolerance) {
             const std::string back = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): {}",
                                                  next.tolerance, next.tolerance == 1 ? "" : "s", f, why);
@@ -210,9 +207,6 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
         tolerance = next.tolerance;
     }
     spares = next.spares;
-    layoutMembers = world.members();
-    parallel->connect(world);
-    sliceLoader();
     announceLayout(step, false, why);
     return what;
 }

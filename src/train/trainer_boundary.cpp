@@ -20,8 +20,7 @@ Trainer::State::Recovery Trainer::State::atBoundary(std::uint64_t step, const ch
         return work();
     } catch (const ProcFailedError& e) {
         log::detail("step {}: a rank failed while {}: {}", step, what, e.what());
-        comm::revoke(world.control());
-        parallel->interrupt();
+        abandonStep();
         return recoverFromFailure(step, 0.0);
     }
 }
@@ -50,16 +49,11 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
                 checkpoint(at, parallel->holders());
                 model::releaseCpuCache();  // the write's staging is not a step's sizes
             }
-            if (pendingFailure) {  // what was replayed is the checkpoint
-                pendingFailure->replay = since(begun);
-                if (diag) diag->failure(*pendingFailure);
-                pendingFailure.reset();
-            }
+            recordPendingFailure(since(begun));  // what was replayed is the checkpoint
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());
-            comm::revoke(world.control());
-            parallel->interrupt();
+            abandonStep();
             const auto outcome = recoverFromFailure(step, since(begun));
             if (outcome != Recovery::Continue) return outcome;
         }

@@ -79,8 +79,7 @@ Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std
         } catch (const ProcFailedError& e) {
             log::detail("step {}: a rank failed during the held-out evaluation: {}", step, e.what());
             ok = false;
-            comm::revoke(world.control());
-            parallel->interrupt();
+            abandonStep();
         }
         // As a step's commit: every survivor records this evaluation, or every one redoes it.
         if (world.faultTolerant()) ok = comm::agree(world.control(), ok ? 1 : 0) == 1;
@@ -94,11 +93,7 @@ Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std
             log::info("  eval after step {}: held-out loss {:.4f}, perplexity {:.2f} ({} batches, {} tokens, {:.2f} s)",
                       steps, record.loss, record.perplexity, config.evalBatches, tokens, record.seconds);
             if (diag) diag->evaluation(record);
-            if (pendingFailure) {  // what was replayed is the evaluation
-                pendingFailure->replay = record.seconds;
-                if (diag) diag->failure(*pendingFailure);
-                pendingFailure.reset();
-            }
+            recordPendingFailure(record.seconds);  // what was replayed is the evaluation
             return Recovery::Continue;
         }
         const auto outcome = recoverFromFailure(step, since(begun));

@@ -100,13 +100,9 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             io::fitText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
             handOverDiagnostics(step);
             if (world.originalRank() == diagHolder) io::fence().publish();
-            if (pendingFailure) {
-                // The previous failure's replay failed too: its row is written now (by whoever holds
-                // diag.h5 after this round), its replay time the attempt that failed.
-                pendingFailure->replay = detectSeconds;
-                if (diag) diag->failure(*pendingFailure);
-                pendingFailure.reset();
-            }
+            // A previous failure whose replay failed too: its row is written now (by whoever holds
+            // diag.h5 after this round), its replay time the attempt that failed.
+            recordPendingFailure(detectSeconds);
             injector->at(step, fault::Phase::Regroup);
             const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
             const auto stop = [&](const std::string& reason) {
@@ -150,8 +146,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: another failure during the recovery ({}); recovering again", step, e.what());
-            comm::revoke(world.control());
-            parallel->interrupt();
+            abandonStep();
         }
     }
 }
@@ -161,24 +156,48 @@ void Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& n
     const auto c0 = Clock::now();
     plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
     done.chooseSeconds = since(c0);
-    const auto m0 = Clock::now();
-    // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
-    done.moved = parallel->reconfigure(world, std::move(layout), layoutMembers,
-                                       [&] { injector->at(step, fault::Phase::Migrate); });
-    layoutMembers = world.members();
+    const LayoutChange change = changeLayout(std::move(layout), [&] { injector->at(step, fault::Phase::Migrate); });
     tolerance = next.tolerance;
     spares = next.spares;
-    done.bytesMigrated = done.moved.bytesReceived;
-    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &done.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
-    done.migrateSeconds = since(m0);
+    done.moved = change.moved;
+    done.bytesMigrated = change.bytesMigrated;
+    done.migrateSeconds = change.migrateSeconds;
+    done.rebuildSeconds = change.rebuildSeconds;
     if (!benched && retiredNodes.count(world.node())) {
         benched = true;
         log::detail("this rank's node is retired; its layers handed on, it stays in the job without work (benched)");
     }
+}
+
+void Trainer::State::recordPendingFailure(double replaySeconds) {
+    if (!pendingFailure) return;
+    pendingFailure->replay = replaySeconds;
+    if (diag) diag->failure(*pendingFailure);
+    pendingFailure.reset();
+}
+
+void Trainer::State::abandonStep() {
+    comm::revoke(world.control());
+    parallel->interrupt();
+}
+
+Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::Layout> layout,
+                                                          const std::function<void()>& duringMigration) {
+    LayoutChange change;
+    if (layout) {
+        const auto m0 = Clock::now();
+        // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
+        change.moved = parallel->reconfigure(world, std::move(*layout), layoutMembers, duringMigration);
+        change.bytesMigrated = change.moved.bytesReceived;
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &change.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
+        change.migrateSeconds = since(m0);
+    }
+    layoutMembers = world.members();
     const auto r0 = Clock::now();
     parallel->connect(world);
-    done.rebuildSeconds = since(r0);
+    change.rebuildSeconds = since(r0);
     sliceLoader();
+    return change;
 }
 
 void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,

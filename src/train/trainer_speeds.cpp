@@ -147,8 +147,7 @@ void Trainer::State::reportStartup(std::uint64_t step) {
                                world.control()));
     } catch (const ProcFailedError& e) {
         log::detail("a rank failed during the start-up report: {}", e.what());
-        comm::revoke(world.control());  // every survivor meets it in the next step and recovers
-        parallel->interrupt();
+        abandonStep();  // every survivor meets it in the next step and recovers
         return;
     }
     if (!diag) return;

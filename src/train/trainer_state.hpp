@@ -154,6 +154,27 @@ struct Trainer::State {
     // loader. The live ranks of newly retired nodes say they are benched.
     // Throws ProcFailedError when a rank fails meanwhile.
     void regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
+    // What changeLayout did.
+    struct LayoutChange {
+        MigrationReport moved;
+        std::uint64_t bytesMigrated = 0;  // over all ranks
+        double migrateSeconds = 0.0, rebuildSeconds = 0.0;
+    };
+    // The one way the job's layout or members change (a recovery, an
+    // admission, a straggler retired or back): the layers `layout` needs
+    // moved (none: the layout stays and only the members changed, with the
+    // live ranks of retired nodes as sources), the members taken, the
+    // pipeline and gradient communicators rebuilt, the loader sliced.
+    // `duringMigration` runs inside the migration (fault injection).
+    // Collective over the control communicator; throws ProcFailedError.
+    LayoutChange changeLayout(std::optional<plan::Layout> layout, const std::function<void()>& duringMigration = {});
+    // A failure seen by this rank: revoke the control communicator (every
+    // survivor meets it at its next call and recovers) and interrupt the
+    // pipelines' pending exchanges.
+    void abandonStep();
+    // The failure whose replay just ended (successfully or not) written to
+    // /failures with the replay's seconds; nothing when none is pending.
+    void recordPendingFailure(double replaySeconds);
     void reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered);
     // After a regroup: `detail` in the log (KIND in capitals) and as a diag.h5
     // event `kind`, a lowered tolerance said, the new layout announced (`why`).
@@ -281,8 +302,8 @@ struct Trainer::State {
     // the start-up instantiation's nodes (trainer_admission.cpp). A rank
     // failing meanwhile is recovered from like any failure.
     Recovery admit(std::uint64_t step, int nodes);
-    // The run's state for the processes being admitted (row of JoinState).
-    std::vector<std::int64_t> joinRow() const;
+    // The run's state for the processes being admitted.
+    JoinState joinState() const;
     // What every member does once there are more live nodes (admitted, or a
     // straggler back; old and new processes alike, once the layout covers
     // the world): regroup onto them if that raises the pipelines in use

@@ -109,8 +109,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
     } catch (const ProcFailedError& e) {
         log::detail("step {}: {}", step, e.what());
         a.ok = false;
-        comm::revoke(world.control());
-        parallel->interrupt();
+        abandonStep();
     }
     injector->at(step, fault::Phase::Commit);
     // The commit: all survivors apply this step, or none does.
@@ -144,11 +143,7 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
         // The same global batch, over the new pipelines: the step is replayed.
         a = attempt(step, targetsPerStep, done.wait);
         if (!a.dataError.empty()) throw InputError(a.dataError);
-        if (a.ok && pendingFailure) {
-            pendingFailure->replay = a.seconds;
-            if (diag) diag->failure(*pendingFailure);
-            pendingFailure.reset();
-        }
+        if (a.ok) recordPendingFailure(a.seconds);
     }
     if (config.gradClip > 0.0 && a.gradNorm > config.gradClip) {
         torch::NoGradGuard noGrad;

@@ -134,7 +134,7 @@ scontrol update nodename=n3 state=resume
 grep -q "attempt ended with exit status 75" "$work/beyond.out" || fail "attempt 1 did not end with 75"
 grep -q "layers .* lost every holder; no checkpoint can be written. A requeued job resumes from .*step-00000010.h5" "$work/beyond.out" \
   || fail "the lost layers were not reported"
-[ "$(grep -c "fault.f = 2 lowered to 1: this job has 2 nodes, and fault.min_f = 0 allows it" "$work/beyond.out")" = 1 ] \
+[ "$(grep -c "fault.f = 2 lowered to 1: this job.s 2 nodes cannot hold 3 pipelines of this model (each needs at least 1 node), and fault.min_f = 0 allows it" "$work/beyond.out")" = 1 ] \
   || fail "fault.f was not lowered on the requeued job (or not said once)"
 grep -q "resumed from .*step-00000010.h5 at step 10" "$work/beyond.out" || fail "did not resume from step 10"
 grep -q "kiln run: steps 10 to 20" "$work/beyond.out" || fail "the requeued attempt did not finish"

@@ -34,13 +34,33 @@ struct TrainSummary {
 };
 
 // What a running job tells the processes it admits (spawned, see
-// comm/spawn.hpp): its deck's fault.f as the job applies it (a requeue may
-// have lowered it), and the run's state: step, loader cursor, layout,
-// counters. Filled and read by trainer_admission.cpp.
+// comm/spawn.hpp): the run's state at the step boundary where they join.
+// Sent as one row of integers whose first entry is kJoinStateVersion, so that
+// a process of another kiln build is refused by name, not misread.
 struct JoinState {
-    std::int64_t deckF = 0;
-    std::vector<std::int64_t> row;
+    std::uint32_t startupNodes = 0;  // the plan is made again for these nodes...
+    std::uint32_t ranksPerNode = 0;
+    std::uint32_t f = 0;             // ...and must come to this fault.f (a requeue may have lowered it)
+    std::vector<std::uint64_t> cursor;  // the loader cursor, as data::cursorToRow writes it
+    std::uint64_t optimizerSteps = 0;
+    std::uint64_t decaySteps = 0;    // the learning-rate horizon kept from the first start
+    std::uint32_t tolerance = 0;     // failures the current layout survives
+    std::uint32_t spares = 0;
+    std::uint64_t nodeFailures = 0;
+    std::vector<int> retiredNodes;   // benched nodes stay members: a newcomer leaves them out of layouts too
+    std::vector<int> stragglerNodes;
+    int diagHolder = 0;              // the rank that writes diag.h5
+    bool nccl = false;               // whether the job's stages exchange over NCCL
+    std::uint64_t fenceEpoch = 0;
+    std::vector<std::int64_t> layout;  // the current layout, as plan::packLayout writes it
 };
+
+inline constexpr std::int64_t kJoinStateVersion = 2;
+
+// The row sent to joining processes, and back. unpackJoinState throws Error
+// naming both versions when the row is another build's.
+std::vector<std::int64_t> packJoinState(const JoinState& join);
+JoinState unpackJoinState(const std::vector<std::int64_t>& row);
 
 // On a spawned process, after comm::World's spawned-side constructor:
 // collective with the job, which sends this while it admits new nodes.
@@ -59,9 +79,6 @@ public:
     // What the run decided beyond the deck (e.g. the learning-rate horizon kept
     // from the first start), for the resolved deck: comment lines.
     std::string notes() const;
-    // Records a decision made outside the trainer (e.g. a lowered fault.f): an
-    // event in diag.h5 at the current step and a comment in the resolved deck.
-    void record(const std::string& kind, const std::string& detail);
 
 private:
     struct State;

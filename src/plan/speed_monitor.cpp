@@ -163,16 +163,7 @@ MeasuredSpeeds SpeedMonitor::measured(const Layout& layout) const {
     return m;
 }
 
-SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute,
-                                   std::uint32_t liveNodes, std::uint32_t tolerance) {
-    SpeedVerdict verdict;
-    if (skipNext_) {
-        skipNext_ = false;
-        return verdict;
-    }
-    const std::size_t P = layout.pipelines.size();
-    if (assumed_.size() != P) assumed_.assign(P, 1.0);
-
+bool SpeedMonitor::takeSample(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute) {
     // Each measured rank's ratio, then relative to the median rank's.
     Sample sample;
     sample.x.assign(layout.roles.size(), 0.0);
@@ -195,92 +186,100 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
         }
     }
     sample.ratio = lowerMedian(ratios);
-    if (sample.ratio <= 0.0) return verdict;
+    if (sample.ratio <= 0.0) return false;
     for (auto& x : sample.x) x /= sample.ratio;
     window_.push_back(std::move(sample));
     ++sinceSplit_;
     while (window_.size() > std::max(policy_.steps, policy_.retireSteps)) window_.pop_front();
-    const double R = window_.back().ratio;
+    return true;
+}
 
-    // The split the measured slowdowns call for, and the current split's step under them.
-    const auto measuredSplit = [&](std::size_t steps, double& currentStep) {
-        std::vector<double> slowdown = pipelineSlowdown(layout, steps);
-        for (std::size_t p = 0; p < P; ++p)
-            if (slowdown[p] <= 0.0) slowdown[p] = assumed_[p];  // never measured (no microbatches): as assumed
-        Instantiation inst;
-        currentStep = 0.0;
-        for (std::size_t p = 0; p < P; ++p) {
-            const auto& pipeline = layout.pipelines[p];
-            inst.pipelines.push_back({pipeline.nodes, pipeline.microbatches, 0.0, pipeline.width});
-            currentStep = std::max(currentStep,
-                                   stepTimeOf(plan.templates, inst.pipelines.back(), pipeline.microbatches, slowdown[p]));
-        }
-        try {
-            distributeMicrobatches(plan.templates, plan.globalMicrobatches, inst, slowdown);
-        } catch (const InputError&) {
-            // No split of the batch fits these pipelines' memory but the one running: keep it.
-            for (std::size_t p = 0; p < P; ++p) inst.pipelines[p].microbatches = layout.pipelines[p].microbatches;
-            inst.stepTime = currentStep;
-        }
-        return std::make_pair(inst, slowdown);
-    };
-
-    // Retire: a node beyond retire_at over the retire window.
-    if (policy_.retireAt > 0.0 && window_.size() >= policy_.retireSteps) {
-        int slowest = -1;
-        double worst = 0.0;
-        for (const auto& [node, x] : nodeSlowdown(layout, policy_.retireSteps))
-            if (x > policy_.retireAt && x > worst) {
-                slowest = node;
-                worst = x;
-            }
-        if (slowest >= 0) {
-            const Regroup without = liveNodes > 1 ? regroup(plan, liveNodes - 1) : Regroup{};
-            double currentStep = 0.0;
-            const auto [rebalanced, slowdown] = measuredSplit(policy_.retireSteps, currentStep);
-            // With it: rebalanced, or as it is when rebalancing is off.
-            const double withIt = policy_.rebalanceAt > 0.0 ? rebalanced.stepTime : currentStep;
-            const char* how = policy_.rebalanceAt > 0.0 ? "rebalanced" : "as split now";
-            std::string refused;
-            if (!without.possible) {
-                refused = fmt::format("the {} other node{} cannot form a pipeline", liveNodes - 1, liveNodes == 2 ? "" : "s");
-            } else if (without.tolerance < std::min<std::uint32_t>(tolerance, static_cast<std::uint32_t>(plan.f))) {
-                refused = fmt::format("without it the job would tolerate {} node failure{} at once, not {}",
-                                      without.tolerance, without.tolerance == 1 ? "" : "s", tolerance);
-            } else if (without.instantiation.stepTime >= withIt) {
-                refused = fmt::format("the plan predicts no shorter step without it ({} on {} nodes: {:.3g} s against "
-                                      "{:.3g} s with it, {})",
-                                      shares(without.instantiation), without.activeNodes,
-                                      without.instantiation.stepTime * R, withIt * R, how);
-            }
-            if (refused.empty()) {
-                verdict.action = SpeedVerdict::Action::Retire;
-                verdict.node = slowest;
-                verdict.nodeSlowdown = worst;
-                verdict.detail = fmt::format("node {} computed {:.2f}x slower than its pipeline's planned bottleneck "
-                                             "allows (against the median rank) over {} steps (straggler.retire_at = {}); "
-                                             "the plan predicts a {:.3g} s step without it, {:.3g} s with it, {}",
-                                             slowest, worst, policy_.retireSteps, policy_.retireAt,
-                                             without.instantiation.stepTime * R, withIt * R, how);
-                return verdict;
-            }
-            if (!noted_) {
-                noted_ = true;
-                verdict.note = fmt::format("node {} computes {:.2f}x slower than its pipeline's planned bottleneck allows "
-                                           "(against the median rank) but stays: {}",
-                                           slowest, worst, refused);
-            }
-        }
+std::pair<Instantiation, std::vector<double>> SpeedMonitor::measuredSplit(const Layout& layout, const RunPlan& plan,
+                                                                          std::size_t steps, double& currentStep) const {
+    const std::size_t P = layout.pipelines.size();
+    std::vector<double> slowdown = pipelineSlowdown(layout, steps);
+    for (std::size_t p = 0; p < P; ++p)
+        if (slowdown[p] <= 0.0) slowdown[p] = assumed_[p];  // never measured (no microbatches): as assumed
+    Instantiation inst;
+    currentStep = 0.0;
+    for (std::size_t p = 0; p < P; ++p) {
+        const auto& pipeline = layout.pipelines[p];
+        inst.pipelines.push_back({pipeline.nodes, pipeline.microbatches, 0.0, pipeline.width});
+        currentStep =
+            std::max(currentStep, stepTimeOf(plan.templates, inst.pipelines.back(), pipeline.microbatches, slowdown[p]));
     }
+    try {
+        distributeMicrobatches(plan.templates, plan.globalMicrobatches, inst, slowdown);
+    } catch (const InputError&) {
+        // No split of the batch fits these pipelines' memory but the one running: keep it.
+        for (std::size_t p = 0; p < P; ++p) inst.pipelines[p].microbatches = layout.pipelines[p].microbatches;
+        inst.stepTime = currentStep;
+    }
+    return {inst, slowdown};
+}
 
-    // Rebalance: a pipeline off its assumed speed in every step since the last
+bool SpeedMonitor::considerRetiring(const Layout& layout, const RunPlan& plan, std::uint32_t liveNodes,
+                                    std::uint32_t tolerance, SpeedVerdict& verdict) {
+    // A node beyond retire_at over the retire window.
+    if (policy_.retireAt <= 0.0 || window_.size() < policy_.retireSteps) return false;
+    const double R = window_.back().ratio;
+    int slowest = -1;
+    double worst = 0.0;
+    for (const auto& [node, x] : nodeSlowdown(layout, policy_.retireSteps))
+        if (x > policy_.retireAt && x > worst) {
+            slowest = node;
+            worst = x;
+        }
+    if (slowest < 0) return false;
+    const Regroup without = liveNodes > 1 ? regroup(plan, liveNodes - 1) : Regroup{};
+    double currentStep = 0.0;
+    const auto [rebalanced, slowdown] = measuredSplit(layout, plan, policy_.retireSteps, currentStep);
+    // With it: rebalanced, or as it is when rebalancing is off.
+    const double withIt = policy_.rebalanceAt > 0.0 ? rebalanced.stepTime : currentStep;
+    const char* how = policy_.rebalanceAt > 0.0 ? "rebalanced" : "as split now";
+    std::string refused;
+    if (!without.possible) {
+        refused = fmt::format("the {} other node{} cannot form a pipeline", liveNodes - 1, liveNodes == 2 ? "" : "s");
+    } else if (without.tolerance < std::min<std::uint32_t>(tolerance, static_cast<std::uint32_t>(plan.f))) {
+        refused = fmt::format("without it the job would tolerate {} node failure{} at once, not {}", without.tolerance,
+                              without.tolerance == 1 ? "" : "s", tolerance);
+    } else if (without.instantiation.stepTime >= withIt) {
+        refused = fmt::format("the plan predicts no shorter step without it ({} on {} nodes: {:.3g} s against "
+                              "{:.3g} s with it, {})",
+                              shares(without.instantiation), without.activeNodes, without.instantiation.stepTime * R,
+                              withIt * R, how);
+    }
+    if (refused.empty()) {
+        verdict.action = SpeedVerdict::Action::Retire;
+        verdict.node = slowest;
+        verdict.nodeSlowdown = worst;
+        verdict.detail = fmt::format("node {} computed {:.2f}x slower than its pipeline's planned bottleneck "
+                                     "allows (against the median rank) over {} steps (straggler.retire_at = {}); "
+                                     "the plan predicts a {:.3g} s step without it, {:.3g} s with it, {}",
+                                     slowest, worst, policy_.retireSteps, policy_.retireAt,
+                                     without.instantiation.stepTime * R, withIt * R, how);
+        return true;
+    }
+    if (!noted_) {
+        noted_ = true;
+        verdict.note = fmt::format("node {} computes {:.2f}x slower than its pipeline's planned bottleneck allows "
+                                   "(against the median rank) but stays: {}",
+                                   slowest, worst, refused);
+    }
+    return false;
+}
+
+void SpeedMonitor::considerRebalancing(const Layout& layout, const RunPlan& plan, SpeedVerdict& verdict) {
+    // A pipeline off its assumed speed in every step since the last
     // split. Timing noise only ever adds time (a preempted rank, a page
     // fault), so a rank's fastest step is its speed: slower means some rank
     // slow in each step, faster means every rank fast in each step. (Judged
     // on medians, one long step left the median of three at the slower of the
     // two others, and on six ranks sharing two cores that alone rebalanced.)
     // The new split itself takes the medians, the typical step.
-    if (policy_.rebalanceAt <= 0.0 || sinceSplit_ < policy_.steps) return verdict;
+    if (policy_.rebalanceAt <= 0.0 || sinceSplit_ < policy_.steps) return;
+    const std::size_t P = layout.pipelines.size();
+    const double R = window_.back().ratio;
     const auto fastest = pipelineSlowdown(layout, policy_.steps, Over::Fastest);
     const auto slowest = pipelineSlowdown(layout, policy_.steps, Over::Slowest);
     std::vector<std::string> off;
@@ -293,9 +292,9 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
             off.push_back(fmt::format("pipeline {} at least {:.2f}x faster than its share assumed", p,
                                       assumed_[p] / slowest[p]));
     }
-    if (off.empty()) return verdict;
+    if (off.empty()) return;
     double currentStep = 0.0;
-    auto [inst, slowdown] = measuredSplit(policy_.steps, currentStep);
+    auto [inst, slowdown] = measuredSplit(layout, plan, policy_.steps, currentStep);
     std::vector<std::string> current;
     for (const auto& p : layout.pipelines) current.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
     const std::string before = fmt::format("{}", fmt::join(current, "+"));
@@ -304,12 +303,12 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
     sinceSplit_ = 0;
     // A new split must be worth it: on shared or noisy nodes a gain of a few
     // per cent is measurement noise, and acting on it makes the split flap.
-    if (shares(inst) == before || inst.stepTime > (1.0 - kRebalanceMinGain) * currentStep) return verdict;
+    if (shares(inst) == before || inst.stepTime > (1.0 - kRebalanceMinGain) * currentStep) return;
     try {
         checkStageMemory(plan.templates, inst, "the rebalanced layout " + shares(inst));
     } catch (const InputError& e) {
         verdict.note = fmt::format("{}, but {}", fmt::join(off, ", "), e.what());
-        return verdict;
+        return;
     }
     verdict.action = SpeedVerdict::Action::Rebalance;
     verdict.instantiation = inst;
@@ -318,6 +317,19 @@ SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, co
                                  "by measured speed (slowdowns {:.2f}); predicted step {:.3g} s, {:.3g} s without",
                                  fmt::join(off, ", "), policy_.steps, policy_.rebalanceAt, before, shares(inst),
                                  fmt::join(slowdown, ", "), inst.stepTime * R, currentStep * R);
+}
+
+SpeedVerdict SpeedMonitor::observe(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute,
+                                   std::uint32_t liveNodes, std::uint32_t tolerance) {
+    SpeedVerdict verdict;
+    if (skipNext_) {
+        skipNext_ = false;
+        return verdict;
+    }
+    if (assumed_.size() != layout.pipelines.size()) assumed_.assign(layout.pipelines.size(), 1.0);
+    if (!takeSample(layout, plan, compute)) return verdict;
+    if (considerRetiring(layout, plan, liveNodes, tolerance, verdict)) return verdict;
+    considerRebalancing(layout, plan, verdict);
     return verdict;
 }
 

@@ -83,141 +83,17 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     const auto threads = s.prepare(/*joining=*/false);
     base::startupPhase("data_sources");  // the deck's sources opened, their shards checked
 
-    // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks);
-    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(ids.size()));
-    cluster.nodes = static_cast<std::uint32_t>(ids.size());
-    cluster.ranksPerNode = static_cast<std::uint32_t>(ranks.front().size());
-    if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // beside the stage
-    for (std::size_t n = 0; n < ranks.size(); ++n)
-        if (ranks[n].size() != cluster.ranksPerNode)
-            throw InputError(fmt::format("node {} has {} ranks but node {} has {}: every node must run the same number of "
-                                         "ranks (launch with a fixed number per node, or set cluster.ranks_per_node)",
-                                         world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
-                                         world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
-    s.startupNodes = cluster.nodes;
-    std::optional<plan::ModelProfile> measured;
-    if (plan::profileMeasuredAtStartUp(deck)) {
-        measured = measureStartupProfile(s.modelConfig, s.config.microBatch, s.device, s.config.precision == "bf16",
-                                         world.control());
-        comm::requireAgreement(world.control(), plan::fingerprintOf(*measured), world.members());
-        if (world.rank() == 0) {
-            std::filesystem::create_directories(s.runDir);
-            plan::writeProfile(startupProfilePath(s.runDir).string(), *measured);
-        }
-        base::startupPhase("profile");
-    }
-    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
-                           measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
-    // What every later regroup starts from, and what runs now: agreed before anyone builds a stage.
-    comm::requireAgreement(world.control(), plan::fingerprintOf(s.plan.templates), world.members());
-    comm::requireAgreement(world.control(), plan::fingerprintOf(s.plan.instantiation), world.members());
-    s.f = s.plan.f;
-    s.tolerance = plan::toleranceOf(s.plan.instantiation);
-    s.spares = s.plan.spares;
-    if (!s.plan.sparesNote.empty()) s.notes += "# " + s.plan.sparesNote + "\n";
-    if (!s.plan.faultNote.empty()) {
-        s.notes += "# " + s.plan.faultNote + "\n";
-        log::info("  faults     {}", s.plan.faultNote);
-    }
-    if (world.rank() == 0) {
-        fmt::print("  plan       profile {}; {} nodes x {} rank{}, {:.0f} GB per rank\n", s.plan.profileSource, cluster.nodes,
-                   cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s", cluster.memoryPerRank / 1e9);
-        fmt::print("{}", plan::describeTemplates(s.plan, false));
-        if (s.plan.spares > 0)
-            fmt::print("  spares     {} of the {} nodes wait idle and take a failed node's place\n", s.plan.spares,
-                       cluster.nodes);
-        if (!s.plan.sparesNote.empty()) fmt::print("  spares     {}\n", s.plan.sparesNote);
-        fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}):\n", s.plan.cluster.nodes,
-                   s.f + 1, s.plan.globalMicrobatches, s.plan.microBatch,
-                   s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
-        fmt::print("{}", plan::describeInstantiation(s.plan.templates, s.plan.instantiation, s.plan.microBatch));
-        std::fflush(stdout);
-    }
+    s.planJob();
     base::startupPhase("plan");
     s.markMemoryBaseline();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
     s.layoutMembers = world.members();
     base::startupPhase("model_and_communicators");
 
-    if (world.rank() == 0)
-        if (const auto stale = s.checkpoints->removeStaleTemporaries())
-            log::info("  removed {} unfinished checkpoint file{} a killed run left", stale, stale == 1 ? "" : "s");
     data::Cursor cursor = data::BatchPlanner(s.spec, *s.corpus).initial();
-    std::optional<std::filesystem::path> latest;
-    if (!s.config.resumeFrom.empty()) {
-        latest = s.config.resumeFrom;
-    } else if (s.config.resume) {
-        latest = s.checkpoints->latest();
-    }
-    bool resumed = false;
-    // The cosine horizon: the deck's train.decay_steps, or else fixed at the first
-    // start from run.steps and kept from then on, so that raising run.steps on a
-    // resume adds steps at the final learning rate instead of reshaping the rest.
-    const bool horizonFromDeck = s.config.decaySteps > 0;
-    if (!horizonFromDeck)
-        s.config.decaySteps = s.config.steps > s.config.warmupSteps ? s.config.steps - s.config.warmupSteps : 1;
-    if (latest) {
-        data::Cursor saved;
-        std::uint64_t savedHorizon = 0;
-        // `latest`, then (when it cannot be read) the older complete ones, newest first; a checkpoint
-        // named by checkpoint.from is the only one tried. Every rank reads its own layers: all agree.
-        std::vector<std::filesystem::path> tries{*latest};
-        if (s.config.resumeFrom.empty()) {
-            const auto all = s.checkpoints->complete();
-            for (auto it = all.rbegin(); it != all.rend(); ++it)
-                if (it->filename() != latest->filename()) tries.push_back(*it);
-        }
-        for (std::size_t k = 0;; ++k) {
-            std::string unreadable;
-            try {
-                CheckpointStore::load(tries[k], s.parallel->model(), s.parallel->optimizer(), s.context, saved, savedHorizon);
-            } catch (const CheckpointUnreadable& e) {
-                unreadable = e.what();
-            } catch (const InputError& e) {
-                throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
-                                             "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
-                                             e.what(), s.checkpoints->directory().string(), s.checkpoints->listing()));
-            }
-            unreadable = comm::firstError(world.control(), unreadable);
-            if (unreadable.empty()) break;
-            if (k + 1 == tries.size())
-                throw InputError(fmt::format("{}\n  No checkpoint in {} can be restored ({}). Start afresh with --set "
-                                             "checkpoint.resume=false, or name one with --set checkpoint.from=FILE.",
-                                             unreadable, s.checkpoints->directory().string(), s.checkpoints->listing()));
-            const std::string fallback = fmt::format("{} cannot be restored ({}); falling back to {}",
-                                                     tries[k].filename().string(), unreadable, tries[k + 1].filename().string());
-            if (world.rank() == 0) log::warn("{}", fallback);
-            s.notes += "# " + fallback + "\n";
-            latest = tries[k + 1];
-        }
-        cursor = data::BatchPlanner(s.spec, *s.corpus).resume(saved);
-        resumed = true;
-        log::info("  resumed from {} at step {}", latest->string(), cursor.step);
-        if (!horizonFromDeck && savedHorizon > 0 && savedHorizon != s.config.decaySteps) {
-            s.config.decaySteps = savedHorizon;
-            s.notes += fmt::format("# train.decay_steps = 0: the cosine decay keeps the horizon of the run's first start, "
-                                   "{} steps after warm-up (from {}), not run.steps = {}; set train.decay_steps to change "
-                                   "it.\n",
-                                   savedHorizon, latest->filename().string(), s.config.steps);
-            log::info("  learning rate: cosine horizon {} steps after warm-up, kept from the first start (set "
-                      "train.decay_steps to change it)",
-                      savedHorizon);
-        }
-    }
-    if (!resumed && !s.config.initFrom.empty()) {
-        // Every rank reads the config (the same verdict everywhere) and then its own layers' tensors.
-        const auto hf = readHuggingFaceConfig(s.config.initFrom);
-        if (const auto problem = initFromProblem(hf, s.modelConfig, s.config.initFrom); !problem.empty())
-            throw InputError(problem, ErrorScope::AllRanks);
-        initFromHuggingFace(s.config.initFrom, s.parallel->model());
-        log::info("  model      weights from {} (Hugging Face {}); the optimizer starts fresh at step 0",
-                  s.config.initFrom, hf.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
-    } else if (resumed && !s.config.initFrom.empty()) {
-        log::info("  model      model.init_from = {} not used: the run resumed from a checkpoint", s.config.initFrom);
-    }
+    const std::optional<std::filesystem::path> latest = s.restoreLatest(cursor);
+    const bool resumed = latest.has_value();
+    s.initFromHuggingFaceModel(resumed);
     base::startupPhase(resumed ? "resume" : "start_state");
     s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.sliceLoader();

@@ -304,6 +304,15 @@ struct Trainer::State {
     Recovery admit(std::uint64_t step, int nodes);
     // The run's state for the processes being admitted.
     JoinState joinState() const;
+    // A fresh run's start (trainer_start.cpp): the plan for this job's nodes
+    // (its profile measured first when the deck leaves it to the run), said
+    // on rank 0; the newest checkpoint that reads restored into the model,
+    // optimizer and `cursor` (falling back to older ones, each said), which
+    // it returns, or none; a Hugging Face model's weights when the deck names
+    // one (model.init_from) and the run did not resume.
+    void planJob();
+    std::optional<std::filesystem::path> restoreLatest(data::Cursor& cursor);
+    void initFromHuggingFaceModel(bool resumed);
     // What every member does once there are more live nodes (admitted, or a
     // straggler back; old and new processes alike, once the layout covers
     // the world): regroup onto them if that raises the pipelines in use

@@ -48,6 +48,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::config {
@@ -142,6 +143,17 @@ private:
     std::vector<double> pipelineSlowdown(const Layout& layout, std::size_t steps, Over over = Over::Median) const;
     std::vector<std::pair<int, double>> nodeSlowdown(const Layout& layout, std::size_t steps) const;
     std::vector<double> rankSlowdown(std::size_t steps, Over over = Over::Median) const;
+    // The steps of observe(): the sample of this step added to the window
+    // (false: nothing measured); the split the measured slowdowns of the
+    // newest `steps` call for, with the current split's step under them; a
+    // node to retire (true, `verdict` set) or a note why the slowest stays;
+    // a new split of the batch, when one pays.
+    bool takeSample(const Layout& layout, const RunPlan& plan, const std::vector<double>& compute);
+    std::pair<Instantiation, std::vector<double>> measuredSplit(const Layout& layout, const RunPlan& plan,
+                                                                std::size_t steps, double& currentStep) const;
+    bool considerRetiring(const Layout& layout, const RunPlan& plan, std::uint32_t liveNodes, std::uint32_t tolerance,
+                          SpeedVerdict& verdict);
+    void considerRebalancing(const Layout& layout, const RunPlan& plan, SpeedVerdict& verdict);
     StragglerPolicy policy_;
     std::vector<double> assumed_;
     std::deque<Sample> window_;

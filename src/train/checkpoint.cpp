@@ -138,6 +138,131 @@ void forEachPiece(const torch::Tensor& flat, const std::function<void(const torc
         visit(flat.slice(0, at, std::min(flat.numel(), at + kPieceValues)).contiguous());
 }
 
+std::int64_t valuesOf(const std::vector<std::int64_t>& shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+// Every rank but 0: sends each layer it is a writer of to rank 0, in pieces,
+// whole (packLayerState's order) or as its shard of a split stage (packAtom's).
+void sendLayersToRankZero(MPI_Comm comm, int rank, model::Gpt& model, AdamW& optimizer,
+                          const std::vector<std::vector<int>>& writerOfLayer) {
+    for (std::uint32_t layer = 0; layer < model.config().numLayers(); ++layer) {
+        const auto& writers = writerOfLayer.at(layer);
+        if (std::find(writers.begin(), writers.end(), rank) == writers.end()) continue;
+        const auto send = [&](const torch::Tensor& piece) {
+            KILN_MPI(MPI_Send(piece.data_ptr<float>(), static_cast<int>(piece.numel()), MPI_FLOAT, 0, kLayerTag, comm));
+        };
+        if (writers.size() == 1) {
+            forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues, send);
+        } else {
+            forEachPiece(shardOfLayer(model, optimizer, layer, writers, rank), send);
+        }
+    }
+}
+
+// Receives from `from` the pieces that fill `into`; returns the values received.
+std::int64_t receivePieces(MPI_Comm comm, int from, torch::Tensor into, std::uint32_t layer, const std::string& ctx) {
+    std::int64_t got = 0;
+    while (got < into.numel()) {
+        MPI_Status status;
+        KILN_MPI(MPI_Probe(from, kLayerTag, comm, &status));
+        int values = 0;
+        KILN_MPI(MPI_Get_count(&status, MPI_FLOAT, &values));
+        if (values <= 0 || got + values > into.numel())
+            throw Error(fmt::format("{}: layer {} arrived with more than the {} values its shapes hold", ctx, layer,
+                                    into.numel()),
+                        ErrorScope::ThisRank);
+        KILN_MPI(MPI_Recv(into.data_ptr<float>() + got, values, MPI_FLOAT, from, kLayerTag, comm, MPI_STATUS_IGNORE));
+        got += values;
+    }
+    return got;
+}
+
+// Rank 0: the whole state of `layer` (parameters, then both moments, in
+// packLayerState's order), from its own copy or from its writers.
+torch::Tensor collectLayer(MPI_Comm comm, model::Gpt& model, AdamW& optimizer, std::uint32_t layer,
+                           const std::vector<int>& writers, const std::string& ctx) {
+    const auto& config = model.config();
+    const auto shapes = config.parameterShapes(layer);
+    std::int64_t count = 0;
+    for (const auto& [tensorName, shape] : shapes) count += valuesOf(shape);
+    auto flat = torch::empty({3 * count}, torch::kFloat32);
+    std::int64_t filled = 0;
+    if (writers.size() > 1) {
+        // The whole layer's state tensors, as views of `flat`, filled shard by shard.
+        std::vector<torch::Tensor> whole;
+        std::int64_t offset = 0;
+        for (int kind = 0; kind < 3; ++kind)
+            for (const auto& [tensorName, shape] : shapes) {
+                const auto n = valuesOf(shape);
+                whole.push_back(flat.slice(0, offset, offset + n).view(shape));
+                offset += n;
+            }
+        const auto specs = model::shardSpecs(config, layer);
+        const auto width = static_cast<std::uint32_t>(writers.size());
+        for (std::uint32_t slot = 0; slot < width; ++slot) {
+            torch::Tensor shard;
+            if (writers[slot] == 0) {
+                shard = shardOfLayer(model, optimizer, layer, writers, 0);
+            } else {
+                shard = torch::empty({atomSize(config, layer, slot, width)}, torch::kFloat32);
+                receivePieces(comm, writers[slot], shard, layer, ctx);
+            }
+            unpackAtom(shard, whole, specs, HeldShard{0, 1}, slot, width);
+        }
+        filled = flat.numel();
+    } else if (writers.front() == 0) {
+        if (!model.holds(layer))
+            throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
+                        ErrorScope::ThisRank);
+        forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues,
+                               [&](const torch::Tensor& piece) {
+                                   if (filled + piece.numel() <= flat.numel())
+                                       flat.slice(0, filled, filled + piece.numel()).copy_(piece);
+                                   filled += piece.numel();
+                               });
+    } else {
+        filled = receivePieces(comm, writers.front(), flat, layer, ctx);
+    }
+    if (filled != 3 * count)
+        throw Error(fmt::format("{}: layer {} has {} values, its shapes hold {}", ctx, layer, filled, 3 * count),
+                    ErrorScope::ThisRank);
+    return flat;
+}
+
+// One layer's group: params, adam_m and adam_v, each tensor checksummed.
+void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const torch::Tensor& flat,
+                const std::string& ctx) {
+    h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
+    h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
+               v = makeGroup(group, "adam_v", ctx);
+    std::int64_t offset = 0;
+    for (hid_t kind : {params.id(), m.id(), v.id()}) {
+        for (const auto& [tensorName, shape] : config.parameterShapes(layer)) {
+            const auto n = valuesOf(shape);
+            format::writeTensor(kind, tensorName, shape, flat.slice(0, offset, offset + n).view(shape), ctx,
+                                /*checksum=*/true);
+            offset += n;
+        }
+    }
+}
+
+// Every rank's loader cursor, gathered at rank 0 (empty elsewhere).
+std::vector<std::vector<std::uint64_t>> gatherCursorRows(MPI_Comm comm, int rank, int size, const data::Cursor& cursor) {
+    const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
+    std::vector<std::uint64_t> all(rank == 0 ? row.size() * static_cast<std::size_t>(size) : 0);
+    KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, all.data(), static_cast<int>(row.size()),
+                        MPI_UINT64_T, 0, comm));
+    std::vector<std::vector<std::uint64_t>> rows;
+    if (rank != 0) return rows;
+    for (int r = 0; r < size; ++r)
+        rows.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * row.size()),
+                          all.begin() + static_cast<std::ptrdiff_t>((r + 1) * row.size()));
+    return rows;
+}
+
 }  // namespace
 
 std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, model::Gpt& model, AdamW& optimizer,
@@ -156,21 +281,8 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     // (serial HDF5): no MPI-IO, so a rank that fails meanwhile is an ordinary
     // MPI error on this communicator, and the previous checkpoint stays `latest`.
     if (rank != 0) {
-        for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
-            const auto& writers = writerOfLayer.at(layer);
-            const auto me = std::find(writers.begin(), writers.end(), rank);
-            if (me == writers.end()) continue;
-            const auto send = [&](const torch::Tensor& piece) {
-                KILN_MPI(MPI_Send(piece.data_ptr<float>(), static_cast<int>(piece.numel()), MPI_FLOAT, 0, kLayerTag, comm));
-            };
-            if (writers.size() == 1) {
-                forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues, send);
-            } else {
-                forEachPiece(shardOfLayer(model, optimizer, layer, writers, rank), send);
-            }
-        }
-        const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
-        KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, nullptr, 0, MPI_UINT64_T, 0, comm));
+        sendLayersToRankZero(comm, rank, model, optimizer, writerOfLayer);
+        gatherCursorRows(comm, rank, size, cursor);
         int done = 0;
         KILN_MPI(MPI_Bcast(&done, 1, MPI_INT, 0, comm));
         return path;
@@ -191,99 +303,9 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         h5::writeAttribute(file, "deck", deck);
         h5::Handle layers = makeGroup(file, "layers", ctx);
         // Every layer once, whoever holds it: the file does not depend on the layout.
-        for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer) {
-            const auto shapes = config.parameterShapes(layer);
-            std::int64_t count = 0;
-            for (const auto& [tensorName, shape] : shapes) {
-                std::int64_t n = 1;
-                for (auto d : shape) n *= d;
-                count += n;
-            }
-            // The layer arrives in pieces of at most kPieceValues, in packLayerState's order,
-            // or, from a split stage, each slot's shard in turn (packAtom's order), put together here.
-            auto flat = torch::empty({3 * count}, torch::kFloat32);
-            std::int64_t filled = 0;
-            const auto& writers = writerOfLayer.at(layer);
-            const auto receive = [&](int from, torch::Tensor into) {
-                std::int64_t got = 0;
-                while (got < into.numel()) {
-                    MPI_Status status;
-                    KILN_MPI(MPI_Probe(from, kLayerTag, comm, &status));
-                    int values = 0;
-                    KILN_MPI(MPI_Get_count(&status, MPI_FLOAT, &values));
-                    if (values <= 0 || got + values > into.numel())
-                        throw Error(fmt::format("{}: layer {} arrived with more than the {} values its shapes hold", ctx,
-                                                layer, into.numel()),
-                                    ErrorScope::ThisRank);
-                    KILN_MPI(MPI_Recv(into.data_ptr<float>() + got, values, MPI_FLOAT, from, kLayerTag, comm,
-                                      MPI_STATUS_IGNORE));
-                    got += values;
-                }
-                return got;
-            };
-            if (writers.size() > 1) {
-                // The whole layer's state tensors, as views of `flat`, filled shard by shard.
-                std::vector<torch::Tensor> whole;
-                std::int64_t offset = 0;
-                for (int kind = 0; kind < 3; ++kind)
-                    for (const auto& [tensorName, shape] : shapes) {
-                        std::int64_t n = 1;
-                        for (auto d : shape) n *= d;
-                        whole.push_back(flat.slice(0, offset, offset + n).view(shape));
-                        offset += n;
-                    }
-                const auto specs = model::shardSpecs(config, layer);
-                const auto width = static_cast<std::uint32_t>(writers.size());
-                for (std::uint32_t slot = 0; slot < width; ++slot) {
-                    torch::Tensor shard;
-                    if (writers[slot] == 0) {
-                        shard = shardOfLayer(model, optimizer, layer, writers, 0);
-                    } else {
-                        shard = torch::empty({atomSize(config, layer, slot, width)}, torch::kFloat32);
-                        receive(writers[slot], shard);
-                    }
-                    unpackAtom(shard, whole, specs, HeldShard{0, 1}, slot, width);
-                }
-                filled = flat.numel();
-            } else if (writers.front() == 0) {
-                if (!model.holds(layer))
-                    throw Error(fmt::format("{}: rank 0 is to write layer {} but does not hold it", ctx, layer),
-                                ErrorScope::ThisRank);
-                forEachLayerStatePiece(model, optimizer, layer - model.firstLayer(), kPieceValues,
-                                       [&](const torch::Tensor& piece) {
-                                           if (filled + piece.numel() <= flat.numel())
-                                               flat.slice(0, filled, filled + piece.numel()).copy_(piece);
-                                           filled += piece.numel();
-                                       });
-            } else {
-                filled = receive(writers.front(), flat);
-            }
-            if (filled != 3 * count)
-                throw Error(fmt::format("{}: layer {} has {} values, its shapes hold {}", ctx, layer, filled, 3 * count),
-                            ErrorScope::ThisRank);
-            h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
-            h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
-                       v = makeGroup(group, "adam_v", ctx);
-            std::int64_t offset = 0;
-            for (hid_t kind : {params.id(), m.id(), v.id()}) {
-                for (const auto& [tensorName, shape] : shapes) {
-                    std::int64_t n = 1;
-                    for (auto d : shape) n *= d;
-                    format::writeTensor(kind, tensorName, shape, flat.slice(0, offset, offset + n).view(shape), ctx,
-                                        /*checksum=*/true);
-                    offset += n;
-                }
-            }
-        }
-        const std::vector<std::uint64_t> row = data::cursorToRow(cursor);
-        std::vector<std::uint64_t> all(row.size() * static_cast<std::size_t>(size));
-        KILN_MPI(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, all.data(), static_cast<int>(row.size()),
-                            MPI_UINT64_T, 0, comm));
-        std::vector<std::vector<std::uint64_t>> rows;
-        for (int r = 0; r < size; ++r)
-            rows.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * row.size()),
-                              all.begin() + static_cast<std::ptrdiff_t>((r + 1) * row.size()));
-        data::writeCursorRows(file, "loader", rows, cursor, context);
+        for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer)
+            writeLayer(file, config, layer, collectLayer(comm, model, optimizer, layer, writerOfLayer.at(layer), ctx), ctx);
+        data::writeCursorRows(file, "loader", gatherCursorRows(comm, rank, size, cursor), cursor, context);
         KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
     }
     if (beforeCommit) beforeCommit();

@@ -124,6 +124,21 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
 
 }  // namespace
 
+CurrentHoldings holdingsOfNodes(const Layout& layout, const std::vector<std::vector<int>>& oldRanksOfNode,
+                                std::vector<double> layerBytes) {
+    CurrentHoldings keep;
+    keep.layerBytes = std::move(layerBytes);
+    for (const auto& node : oldRanksOfNode) {
+        std::vector<Holding> held;
+        for (int rank : node) {
+            const auto role = layout.role(rank);
+            held.push_back(role.idle() ? Holding{} : Holding{role.firstLayer, role.endLayer});
+        }
+        keep.ofNode.push_back(std::move(held));
+    }
+    return keep;
+}
+
 double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep) {
     std::vector<double> prefix(1, 0.0);
     for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);

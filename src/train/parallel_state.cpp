@@ -48,24 +48,6 @@ model::SliceHandle sliceFor(const plan::RankRole& role) {
 
 }  // namespace
 
-std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const std::vector<int>& members) {
-    std::vector<std::vector<int>> holders(layout.layers);
-    for (const auto& segment : layout.segments)
-        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
-            for (int rank : segment.holders) holders[l].push_back(members[static_cast<std::size_t>(rank)]);
-    return holders;
-}
-
-std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const plan::Layout& layout, const std::vector<int>& members,
-                                                          std::uint32_t atoms) {
-    std::vector<std::vector<std::vector<int>>> holders(layout.layers, std::vector<std::vector<int>>(atoms));
-    for (const auto& segment : layout.segments)
-        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
-            for (std::uint32_t a = 0; a < atoms; ++a)
-                for (int rank : segment.holdersOfAtom(a, atoms)) holders[l][a].push_back(members[static_cast<std::size_t>(rank)]);
-    return holders;
-}
-
 ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
                              comm::World& world, plan::Layout layout)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
@@ -224,131 +206,104 @@ void ParallelState::interrupt() {
     if (gradients_) gradients_->interrupt();
 }
 
-MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
-                                           const std::function<void()>& beforeTransfers) {
-    MigrationReport report;
-    // Layers move in atoms (model/shard_spec.hpp): the finest split of both
-    // layouts, so a shard of any width in either is a run of whole atoms.
-    const std::uint32_t atoms = std::lcm(layout_.atoms(), layout.atoms());
-    const auto oldHolders = holdersOfAtoms(layout_, oldMembers, atoms);
-    // Start-up rank -> rank in the new control communicator (-1: gone).
-    const auto& members = world.members();
-    const auto rankOf = [&](int startup) {
-        const auto it = std::find(members.begin(), members.end(), startup);
-        return it == members.end() ? -1 : static_cast<int>(it - members.begin());
-    };
+ParallelState::Target ParallelState::buildTarget(const comm::World& world, const plan::Layout& layout,
+                                                const std::vector<int>& oldMembers) const {
     const int me = world.rank();
     const plan::RankRole role = layout.role(me);
-    // A layer this rank keeps as it is: held before, as the same shard.
+    const auto keeps = [&](std::uint32_t l) { return plan::keepsLayer(layout_, oldMembers, layout, world.members(), me, l); };
+    Target target;
     const bool sameShard = role.slot == role_.slot && role.width == role_.width;
-    const auto keeps = [&](int rank, std::uint32_t l) {
-        const int startup = members[static_cast<std::size_t>(rank)];
-        const auto it = std::find(oldMembers.begin(), oldMembers.end(), startup);
-        if (it == oldMembers.end()) return false;
-        const auto oldRole = layout_.role(static_cast<int>(it - oldMembers.begin()));
-        const auto newRole = layout.role(rank);
-        return !oldRole.idle() && l >= oldRole.firstLayer && l < oldRole.endLayer && oldRole.slot == newRole.slot &&
-               oldRole.width == newRole.width;
-    };
-    // Who sends each atom to each new holder that lacks it: the surviving old
-    // holders take turns (layer and atom modulo their count), the same on
-    // every rank; a rank that held the atom as another shard copies it itself.
-    struct Transfer {
-        std::uint32_t layer, atom;
-        int from, to;
-    };
-    std::vector<Transfer> transfers;
-    std::set<std::uint32_t> lost;
-    const auto newHolders = holdersOfAtoms(layout, members, atoms);
-    for (std::uint32_t l = 0; l < layout.layers; ++l)
-        for (std::uint32_t a = 0; a < atoms; ++a) {
-            std::vector<int> alive;
-            for (int startup : oldHolders[l][a])
-                if (rankOf(startup) >= 0) alive.push_back(rankOf(startup));
-            if (alive.empty()) {
-                lost.insert(l);
-                continue;
-            }
-            for (int startup : newHolders[l][a]) {
-                const int to = rankOf(startup);
-                if (keeps(to, l)) continue;
-                const bool own = std::find(alive.begin(), alive.end(), to) != alive.end();
-                transfers.push_back({l, a, own ? to : alive[(l + a) % alive.size()], to});
-            }
-        }
-    if (!lost.empty())
-        throw Error(fmt::format("layers {} have no surviving holder", fmt::join(lost, ", ")), ErrorScope::AllRanks);
-
-    // The new model: layers kept from the old one, the others built (then overwritten).
-    auto slice = sameShard ? slice_ : sliceFor(role);
+    target.slice = sameShard ? slice_ : sliceFor(role);
     std::vector<model::Layer> layers;
     for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
-        if (keeps(me, l)) {
+        if (keeps(l)) {
             layers.push_back(model_->sharedLayer(l - model_->firstLayer()));
         } else {
-            auto built = model::buildLayer(modelConfig_, l, slice);
+            auto built = model::buildLayer(modelConfig_, l, target.slice);
             built->to(device_);
             layers.push_back(built);
         }
     }
-    auto model = std::make_unique<model::Gpt>(modelConfig_, role.firstLayer, std::move(layers), slice);
-    auto optimizer = std::make_unique<AdamW>(*model, config_);
-    optimizer->setSteps(optimizer_->steps());
+    target.model = std::make_unique<model::Gpt>(modelConfig_, role.firstLayer, std::move(layers), target.slice);
+    target.optimizer = std::make_unique<AdamW>(*target.model, config_);
+    target.optimizer->setSteps(optimizer_->steps());
     for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) {
-        if (!keeps(me, l)) continue;
-        optimizer->firstMoments(l - role.firstLayer) = optimizer_->firstMoments(l - model_->firstLayer());
-        optimizer->secondMoments(l - role.firstLayer) = optimizer_->secondMoments(l - model_->firstLayer());
+        if (!keeps(l)) continue;
+        target.optimizer->firstMoments(l - role.firstLayer) = optimizer_->firstMoments(l - model_->firstLayer());
+        target.optimizer->secondMoments(l - role.firstLayer) = optimizer_->secondMoments(l - model_->firstLayer());
     }
+    return target;
+}
 
-    // Every transfer at once: receives into buffers, sends from packed copies.
+MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::MigrationPlan& plan,
+                                          const plan::Layout& layout, Target& target) {
+    MigrationReport report;
+    const int me = world.rank();
+    const plan::RankRole role = layout.role(me);
+    const std::uint32_t atoms = plan.atoms;
+    // The buffers outlive the transport, which completes pending sends when it goes.
+    // On GPUs the layers move device to device over a fresh NCCL
+    // communicator of the survivors (the old ones were aborted).
+    std::vector<torch::Tensor> outgoing, incoming;
+    std::vector<comm::Transport::Message> sends, receives;
+    auto migration = makeTransport(world.control(), {}, kMigrationTag);
+    const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
+    const HeldShard oldShard{role_.slot, role_.width}, newShard{role.slot, role.width};
+    const auto oldState = [&](std::uint32_t l) { return layerState(*model_, *optimizer_, l - model_->firstLayer()); };
+    const auto newState = [&](std::uint32_t l) {
+        return layerState(*target.model, *target.optimizer, l - role.firstLayer);
+    };
+    for (const auto& t : plan.transfers) {
+        const auto specs = model::shardSpecs(modelConfig_, t.layer);
+        if (t.from == me && t.to == me) {
+            unpackAtom(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, device_), newState(t.layer), specs,
+                       newShard, t.atom, atoms);
+            continue;
+        }
+        if (t.from == me) {
+            outgoing.push_back(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, where));
+            sends.push_back({outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to});
+            report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
+        }
+        if (t.to == me) {
+            incoming.push_back(torch::empty({atomSize(modelConfig_, t.layer, t.atom, atoms)},
+                                            torch::dtype(torch::kFloat32).device(where)));
+            receives.push_back({incoming.back().data_ptr(), static_cast<std::size_t>(incoming.back().nbytes()), t.from});
+        }
+    }
+    // All at once: two ranks may each hold what the other needs.
+    migration->exchange(sends, receives);
+    std::size_t next = 0;
+    std::set<std::uint32_t> received;
+    for (const auto& t : plan.transfers) {
+        if (t.to != me || t.from == me) continue;
+        unpackAtom(incoming[next], newState(t.layer), model::shardSpecs(modelConfig_, t.layer), newShard, t.atom, atoms);
+        report.bytesReceived += static_cast<std::uint64_t>(incoming[next].nbytes());
+        received.insert(t.layer);
+        ++next;
+    }
+    report.layersReceived = static_cast<std::uint32_t>(received.size());
+    return report;
+}
+
+MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
+                                           const std::function<void()>& beforeTransfers) {
+    const auto& members = world.members();
+    const plan::MigrationPlan plan = plan::planMigration(layout_, oldMembers, layout, members);
+    if (!plan.lost.empty())
+        throw Error(fmt::format("layers {} have no surviving holder", fmt::join(plan.lost, ", ")), ErrorScope::AllRanks);
+    Target target = buildTarget(world, layout, oldMembers);
+
     // A failure here (or anywhere on the way to the agreement) leaves this
     // rank's current state untouched: the new one is only swapped in below.
+    MigrationReport report;
     bool ok = true;
     const auto t0 = std::chrono::steady_clock::now();
     try {
         // Every rank moves layers by the same plan, or none moves any.
         comm::requireAgreement(world.control(), plan::fingerprintOf(layout, "the layout to regroup into"), members);
         if (beforeTransfers) beforeTransfers();
-        // The buffers outlive the transport, which completes pending sends when it goes.
-        // On GPUs the layers move device to device over a fresh NCCL
-        // communicator of the survivors (the old ones were aborted).
-        std::vector<torch::Tensor> outgoing, incoming;
-        std::vector<comm::Transport::Message> sends, receives;
-        auto migration = makeTransport(world.control(), {}, kMigrationTag);
-        const torch::Device where = migration->deviceMemory() ? device_ : torch::Device(torch::kCPU);
-        const HeldShard oldShard{role_.slot, role_.width}, newShard{role.slot, role.width};
-        const auto oldState = [&](std::uint32_t l) { return layerState(*model_, *optimizer_, l - model_->firstLayer()); };
-        const auto newState = [&](std::uint32_t l) { return layerState(*model, *optimizer, l - role.firstLayer); };
-        for (const auto& t : transfers) {
-            const auto specs = model::shardSpecs(modelConfig_, t.layer);
-            if (t.from == me && t.to == me) {
-                unpackAtom(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, device_), newState(t.layer), specs,
-                           newShard, t.atom, atoms);
-                continue;
-            }
-            if (t.from == me) {
-                outgoing.push_back(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, where));
-                sends.push_back({outgoing.back().data_ptr(), static_cast<std::size_t>(outgoing.back().nbytes()), t.to});
-                report.bytesSent += static_cast<std::uint64_t>(outgoing.back().nbytes());
-            }
-            if (t.to == me) {
-                incoming.push_back(torch::empty({atomSize(modelConfig_, t.layer, t.atom, atoms)},
-                                                torch::dtype(torch::kFloat32).device(where)));
-                receives.push_back({incoming.back().data_ptr(), static_cast<std::size_t>(incoming.back().nbytes()), t.from});
-            }
-        }
-        // All at once: two ranks may each hold what the other needs.
-        migration->exchange(sends, receives);
-        std::size_t next = 0;
-        std::set<std::uint32_t> received;
-        for (const auto& t : transfers) {
-            if (t.to != me || t.from == me) continue;
-            unpackAtom(incoming[next], newState(t.layer), model::shardSpecs(modelConfig_, t.layer), newShard, t.atom, atoms);
-            report.bytesReceived += static_cast<std::uint64_t>(incoming[next].nbytes());
-            received.insert(t.layer);
-            ++next;
-        }
-        report.layersReceived = static_cast<std::uint32_t>(received.size());
+        report = moveLayers(world, plan, layout, target);
     } catch (const ProcFailedError&) {
         ok = false;
         comm::revoke(world.control());
@@ -359,11 +314,11 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
                               0);
     report.migrateSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+    role_ = layout.role(world.rank());
     layout_ = std::move(layout);
-    role_ = role;
-    slice_ = std::move(slice);
-    model_ = std::move(model);
-    optimizer_ = std::move(optimizer);
+    slice_ = std::move(target.slice);
+    model_ = std::move(target.model);
+    optimizer_ = std::move(target.optimizer);
     // The communicators of the old layout: released (the transport first, see
     // connect()); connect() builds the new ones.
     transport_.reset();

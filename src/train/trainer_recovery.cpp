@@ -25,7 +25,7 @@ namespace {
 std::vector<int> liveHolders(const plan::Layout& layout, const std::vector<int>& layoutMembers,
                              const std::vector<int>& members) {
     std::vector<int> out;
-    for (const auto& holders : holdersOfLayers(layout, layoutMembers)) {
+    for (const auto& holders : plan::holdersOfLayers(layout, layoutMembers)) {
         int rank = -1;
         for (int startup : holders)
             if (const auto it = std::find(members.begin(), members.end(), startup); it != members.end()) {

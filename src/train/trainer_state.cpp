@@ -115,20 +115,21 @@ plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool kee
     liveNodes(world, ids, ranks, retiredNodes);
     if (!keepLayers)
         return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
-    plan::CurrentHoldings keep;
+    std::vector<double> layerBytes;
     for (std::uint32_t l = 0; l < modelConfig.numLayers(); ++l)
-        keep.layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
-    const auto& old = parallel->layout();
+        layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
+    // Each live rank in the current layout's numbering.
+    std::vector<std::vector<int>> oldRanks;
     for (const auto& node : ranks) {
-        std::vector<plan::Holding> held;
+        std::vector<int> old;
         for (int rank : node) {
             const int startup = world.members()[static_cast<std::size_t>(rank)];
             const auto at = std::find(layoutMembers.begin(), layoutMembers.end(), startup);
-            const auto role = old.role(static_cast<int>(at - layoutMembers.begin()));
-            held.push_back(role.idle() ? plan::Holding{} : plan::Holding{role.firstLayer, role.endLayer});
+            old.push_back(at == layoutMembers.end() ? -1 : static_cast<int>(at - layoutMembers.begin()));
         }
-        keep.ofNode.push_back(std::move(held));
+        oldRanks.push_back(std::move(old));
     }
+    const auto keep = plan::holdingsOfNodes(parallel->layout(), oldRanks, std::move(layerBytes));
     return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch, &keep);
 }
 

@@ -102,6 +102,12 @@ struct CurrentHoldings {
     std::vector<double> layerBytes;
 };
 
+// What the nodes hold in `layout` now: oldRanksOfNode[n] are node n's ranks
+// in the layout's numbering (-1: a rank the layout did not have, which holds
+// nothing), `layerBytes` what moving each layer costs.
+CurrentHoldings holdingsOfNodes(const Layout& layout, const std::vector<std::vector<int>>& oldRanksOfNode,
+                                std::vector<double> layerBytes);
+
 // `nodes`: the live nodes, each the ascending list of its ranks; every node
 // must have `templates`' ranks per node. Ranks on none of them are idle.
 // Without `keep`, pipelines take nodes in order, larger pipelines first. With

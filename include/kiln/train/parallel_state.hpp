@@ -8,6 +8,7 @@
 #include "kiln/comm/world.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/plan/layout.hpp"
+#include "kiln/plan/migration.hpp"
 #include "kiln/train/adamw.hpp"
 #include "kiln/train/gradient_sync.hpp"
 #include "kiln/train/pipeline_stage.hpp"
@@ -97,6 +98,19 @@ public:
     void interrupt();
 
 private:
+    // The model and optimizer of a new layout on this rank: the layers it
+    // keeps shared with the current ones (with their moments), the others built
+    // to be overwritten by the migration.
+    struct Target {
+        model::SliceHandle slice;
+        std::unique_ptr<model::Gpt> model;
+        std::unique_ptr<AdamW> optimizer;
+    };
+    Target buildTarget(const comm::World& world, const plan::Layout& layout, const std::vector<int>& oldMembers) const;
+    // This rank's part of `plan`: packs what it sends, unpacks what it receives into `target`.
+    MigrationReport moveLayers(const comm::World& world, const plan::MigrationPlan& plan, const plan::Layout& layout,
+                               Target& target);
+
     // The tensor transport among `group` (ranks of `comm`; empty: all) with
     // messages tagged `tag`: NCCL in device memory for a GPU run (when built
     // with NCCL and every rank has a GPU of its own; a communicator of the
@@ -122,13 +136,5 @@ private:
     bool nccl_ = false;  // decided at start-up, the same on every rank
     std::uint64_t layoutDigest_ = 0;
 };
-
-// The start-up ranks that hold each layer in `layout` (whose ranks are those of
-// a communicator with start-up ranks `members`).
-std::vector<std::vector<int>> holdersOfLayers(const plan::Layout& layout, const std::vector<int>& members);
-// The start-up ranks that hold each atom of each layer ([layer][atom], one
-// per pipeline), `atoms` a multiple of every width of `layout`.
-std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const plan::Layout& layout, const std::vector<int>& members,
-                                                          std::uint32_t atoms);
 
 }  // namespace kiln::train

@@ -1,0 +1,49 @@
+// Which layers move where when the job changes layout (after a failure, an
+// admission, a straggler's retirement): computed from the two layouts and the
+// start-up ranks of both communicators alone, the same on every rank, so the
+// plan needs no agreement of its own. Layers move in atoms
+// (model/shard_spec.hpp): the finest split of both layouts, so a shard of any
+// width in either is a run of whole atoms.
+#pragma once
+
+#include "kiln/plan/layout.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::plan {
+
+// The start-up ranks that hold each layer in `layout` (whose ranks are those of
+// a communicator with start-up ranks `members`).
+std::vector<std::vector<int>> holdersOfLayers(const Layout& layout, const std::vector<int>& members);
+// The start-up ranks that hold each atom of each layer ([layer][atom], one
+// per pipeline), `atoms` a multiple of every width of `layout`.
+std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const Layout& layout, const std::vector<int>& members,
+                                                          std::uint32_t atoms);
+
+// One atom of one layer sent (or, from == to, copied from another shard
+// held by the same rank). Ranks are those of the new communicator.
+struct AtomTransfer {
+    std::uint32_t layer = 0, atom = 0;
+    int from = -1, to = -1;
+};
+
+struct MigrationPlan {
+    std::uint32_t atoms = 1;  // per layer
+    std::vector<AtomTransfer> transfers;
+    std::vector<std::uint32_t> lost;  // layers no surviving rank holds: the step cannot go on in place
+};
+
+// A rank that keeps layer `layer` as it is: it held it before as the same shard.
+// `rank` is of the new communicator (start-up ranks `members`), the old
+// layout's ranks those of `oldMembers`.
+bool keepsLayer(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
+                const std::vector<int>& members, int rank, std::uint32_t layer);
+
+// The transfers that give every holder in `after` the atoms it lacks. The
+// surviving old holders take turns (layer and atom modulo their count); a rank
+// that held the atom as another shard copies it itself.
+MigrationPlan planMigration(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
+                            const std::vector<int>& members);
+
+}  // namespace kiln::plan

@@ -1,0 +1,74 @@
+#include "kiln/plan/migration.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace kiln::plan {
+
+std::vector<std::vector<int>> holdersOfLayers(const Layout& layout, const std::vector<int>& members) {
+    std::vector<std::vector<int>> holders(layout.layers);
+    for (const auto& segment : layout.segments)
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
+            for (int rank : segment.holders) holders[l].push_back(members[static_cast<std::size_t>(rank)]);
+    return holders;
+}
+
+std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const Layout& layout, const std::vector<int>& members,
+                                                          std::uint32_t atoms) {
+    std::vector<std::vector<std::vector<int>>> holders(layout.layers, std::vector<std::vector<int>>(atoms));
+    for (const auto& segment : layout.segments)
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l)
+            for (std::uint32_t a = 0; a < atoms; ++a)
+                for (int rank : segment.holdersOfAtom(a, atoms))
+                    holders[l][a].push_back(members[static_cast<std::size_t>(rank)]);
+    return holders;
+}
+
+namespace {
+
+int rankIn(const std::vector<int>& members, int startup) {
+    const auto it = std::find(members.begin(), members.end(), startup);
+    return it == members.end() ? -1 : static_cast<int>(it - members.begin());
+}
+
+}  // namespace
+
+bool keepsLayer(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
+                const std::vector<int>& members, int rank, std::uint32_t layer) {
+    const int old = rankIn(oldMembers, members[static_cast<std::size_t>(rank)]);
+    if (old < 0) return false;
+    const auto oldRole = before.role(old);
+    const auto newRole = after.role(rank);
+    return !oldRole.idle() && layer >= oldRole.firstLayer && layer < oldRole.endLayer && oldRole.slot == newRole.slot &&
+           oldRole.width == newRole.width;
+}
+
+MigrationPlan planMigration(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
+                            const std::vector<int>& members) {
+    MigrationPlan plan;
+    plan.atoms = std::lcm(before.atoms(), after.atoms());
+    const auto oldHolders = holdersOfAtoms(before, oldMembers, plan.atoms);
+    const auto newHolders = holdersOfAtoms(after, members, plan.atoms);
+    std::set<std::uint32_t> lost;
+    for (std::uint32_t l = 0; l < after.layers; ++l)
+        for (std::uint32_t a = 0; a < plan.atoms; ++a) {
+            std::vector<int> alive;
+            for (int startup : oldHolders[l][a])
+                if (const int r = rankIn(members, startup); r >= 0) alive.push_back(r);
+            if (alive.empty()) {
+                lost.insert(l);
+                continue;
+            }
+            for (int startup : newHolders[l][a]) {
+                const int to = rankIn(members, startup);
+                if (keepsLayer(before, oldMembers, after, members, to, l)) continue;
+                const bool own = std::find(alive.begin(), alive.end(), to) != alive.end();
+                plan.transfers.push_back({l, a, own ? to : alive[(l + a) % alive.size()], to});
+            }
+        }
+    plan.lost.assign(lost.begin(), lost.end());
+    return plan;
+}
+
+}  // namespace kiln::plan

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -87,15 +88,29 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
     for (std::size_t i = 0; i < serve.size(); ++i) serve[i] = i;
     std::stable_sort(serve.begin(), serve.end(), [&](auto a, auto b) { return positions[a].bytes > positions[b].bytes; });
     const std::size_t nodes = keep.ofNode.size();
+    // Nodes that hold the same layers cost the same for every position: the
+    // choice is made among groups of them (a few dozen at most), the group's
+    // lowest free node taken, which is the node a scan of every node would take.
+    std::map<std::vector<std::pair<std::uint32_t, std::uint32_t>>, std::size_t> groupOf;
+    std::vector<std::vector<std::size_t>> members;  // each group's nodes, ascending
+    for (std::size_t n = 0; n < nodes; ++n) {
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> key;
+        for (const auto& h : keep.ofNode[n]) key.emplace_back(h.first, h.end);
+        const auto [it, added] = groupOf.emplace(std::move(key), members.size());
+        if (added) members.emplace_back();
+        members[it->second].push_back(n);
+    }
+    std::vector<std::size_t> nextFree(members.size(), 0);
     std::vector<bool> taken(nodes, false);
     std::vector<std::size_t> nodeAt(positions.size(), nodes);
     for (std::size_t i : serve) {
         const auto& [t, k, bytes] = positions[i];
         const std::uint32_t g = t->ranksPerNode;
-        std::size_t best = nodes;
+        std::size_t best = nodes, bestGroup = members.size();
         double bestCost = 0.0, bestSurplus = 0.0;
-        for (std::size_t n = 0; n < nodes; ++n) {
-            if (taken[n]) continue;
+        for (std::size_t group = 0; group < members.size(); ++group) {
+            if (nextFree[group] == members[group].size()) continue;
+            const std::size_t n = members[group][nextFree[group]];
             double cost = 0.0, surplus = 0.0;
             // (A rank that holds a shard of a layer counts as holding it: an estimate.)
             for (std::uint32_t r = 0; r < g; ++r) {
@@ -104,14 +119,17 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
                 cost += missingBytes(prefix, stage.firstLayer, stage.endLayer, held);
                 if (held.first < held.end) surplus += missingBytes(prefix, held.first, held.end, {stage.firstLayer, stage.endLayer});
             }
-            if (best == nodes || cost < bestCost || (cost == bestCost && surplus < bestSurplus)) {
+            if (best == nodes || cost < bestCost || (cost == bestCost && (surplus < bestSurplus ||
+                                                                          (surplus == bestSurplus && n < best)))) {
                 best = n;
+                bestGroup = group;
                 bestCost = cost;
                 bestSurplus = surplus;
             }
         }
         if (best == nodes) break;  // fewer nodes than positions: placeInstantiation reports it
         taken[best] = true;
+        ++nextFree[bestGroup];
         nodeAt[i] = best;
     }
     std::vector<std::size_t> order;

@@ -2,15 +2,12 @@
 // instantiation for the cluster, with what-if failures.
 #include "cli_options.hpp"
 #include "kiln/config/deck.hpp"
-#include "kiln/data/batch_planner.hpp"
-#include "kiln/model/compute_threads.hpp"
-#include "kiln/model/device.hpp"
-#include "kiln/model/profiler.hpp"
 #include "kiln/plan/instantiation.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/base/error.hpp"
+#include "planning_inputs.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
@@ -41,50 +38,12 @@ int planMain(int argc, char** argv) {
         return 0;
 
     const auto deck = config::Deck::fromFile(deckPath, overrides);
-    // The corpus's manifests are opened (its shards not checked) for the
-    // tokenizer's vocabulary and, on CPU runs, for the loader's budget, which
-    // shares host memory with the stages (counted as kiln run counts it). A
-    // deck that gives its vocabulary can be planned before its data exists:
-    // then without the loader, and said.
-    const bool onCpu = deck.text("train.device") == "cpu";
-    std::optional<data::Corpus> corpus;
-    std::string noLoader;
-    const auto openCorpus = [&] {
-        corpus.emplace(data::loaderSpecFromDeck(deck), data::CorpusSharing{MPI_COMM_NULL, /*checkShards=*/false});
-    };
-    if (deck.integer("model.vocab") == 0) {
-        openCorpus();
-    } else if (onCpu) {
-        try {
-            openCorpus();
-        } catch (const InputError& e) {
-            noLoader = e.what();
-        }
-    }
-    const auto model = model::modelConfigFromDeck(deck, corpus ? corpus->tokenizer().vocabSize : 0);
-    auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
-    if (onCpu && corpus) cluster.loaderBytesPerRank = double(corpus->memoryBudget());
-    if (cluster.nodes == 0) throw InputError(fmt::format("{}: kiln plan needs plan.nodes > 0 (the nodes to plan for)", deck.name()));
-    // No profile in the deck and no speed to plan for: this machine's device, measured now.
-    std::optional<plan::ModelProfile> measured;
-    if (plan::profileMeasuredAtStartUp(deck)) {
-        torch::Device device(torch::kCPU);
-        try {
-            device = model::chooseDevice(deck.text("train.device"), deck.setting("train.device").origin, 0);
-        } catch (const InputError& e) {
-            throw InputError(fmt::format("{}\n  kiln plan measures the deck's device when the deck gives no profile "
-                                         "(plan.device_tflops = 0); to plan for a device this machine lacks, set "
-                                         "plan.device_tflops (e.g. --set plan.device_tflops=400) or plan.profile",
-                                         e.what()));
-        }
-        model::useComputeThreads(static_cast<int>(deck.integer("train.threads")), static_cast<int>(cluster.ranksPerNode));
-        measured = model::profileModel(model, static_cast<std::uint64_t>(deck.integer("train.micro_batch")), 3, -1, device,
-                                       deck.text("train.precision") == "bf16", /*eachKindOnce=*/true);
-        measured->device = fmt::format("measured on this machine ({}, {} rank{} per node)", device.is_cuda() ? "cuda" : "cpu",
-                                       cluster.ranksPerNode, cluster.ranksPerNode == 1 ? "" : "s");
-    }
+    auto planning = planningInputs(deck, "kiln plan");
+    const auto& model = planning.model;
+    auto& cluster = planning.cluster;
+    const auto& noLoader = planning.noLoader;
     const auto p = plan::planRun(deck, model, cluster, plan::LowerF::Never,
-                                 measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
+                                 planning.given());
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
                p.profileSource);

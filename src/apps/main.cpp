@@ -25,6 +25,7 @@ const Subcommand kSubcommands[] = {
     {"diag", "summarise a run's diag.h5 (also while it runs); --plot writes PNG plots", kiln::apps::diagMain},
     {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", kiln::apps::profileMain},
     {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", kiln::apps::planMain},
+    {"simulate", "a whole run against a failure rate or trace with kiln's own decisions: choose f, spares, checkpoints", kiln::apps::simulateMain},
     {"checkpoint", "what a checkpoint holds, where each layer is, and whether every tensor reads back", kiln::apps::checkpointMain},
     {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", kiln::apps::exportMain},
     {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", kiln::apps::importMain},

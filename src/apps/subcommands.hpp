@@ -13,6 +13,7 @@ int dataMain(int argc, char** argv);
 int diagMain(int argc, char** argv);
 int profileMain(int argc, char** argv);
 int planMain(int argc, char** argv);
+int simulateMain(int argc, char** argv);
 int checkpointMain(int argc, char** argv);
 int exportMain(int argc, char** argv);
 int importMain(int argc, char** argv);

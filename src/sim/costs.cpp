@@ -1,0 +1,104 @@
+#include "kiln/sim/costs.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/config/deck.hpp"
+#include "kiln/io/diag_summary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::sim {
+
+std::vector<std::pair<std::string, Cost*>> SimCosts::named() {
+    return {{"detect_ended_s", &detectEnded},     {"detect_hung_s", &detectHung},
+            {"recovery_s", &recovery},            {"migration_gb_s", &interBandwidth},
+            {"admission_s", &admission},          {"requeue_wait_s", &requeueWait},
+            {"startup_s", &startup},              {"read_gb_s", &readBandwidth},
+            {"write_gb_s", &writeBandwidth},      {"host_copy_gb_s", &hostCopyBandwidth},
+            {"step_scale", &stepScale},           {"repair_s", &repair}};
+}
+
+namespace {
+
+// A measured run's recoveries and steps in place of the defaults.
+void measuredFrom(const std::string& path, SimCosts& c) {
+    const auto s = io::summarize(io::readDiagRecords(path));
+    std::vector<double> detect, recovery;
+    for (const auto& f : s.failures) {
+        if (std::string(f.layout).rfind("stopped", 0) == 0) continue;
+        detect.push_back(f.detect);
+        recovery.push_back(f.revoke + f.shrink + f.regroup + f.instantiate + f.rebuild);
+    }
+    if (!detect.empty()) {
+        const auto from = fmt::format("{}: median of its {} recoveries", path, detect.size());
+        c.detectEnded = {io::medianOf(detect), "s", from};
+        c.recovery = {io::medianOf(recovery), "s", from};
+    }
+    for (std::size_t i = 0; i < s.layouts.size(); ++i)
+        if (s.measuredStepTime[i] > 0) c.measuredStepSeconds[s.layouts[i].layout] = s.measuredStepTime[i];
+    for (std::size_t i = 0; i < s.layouts.size(); ++i)
+        if (s.measuredStepTime[i] > 0 && s.layouts[i].predictedStepTime > 0) {
+            c.stepScale = {s.measuredStepTime[i] / s.layouts[i].predictedStepTime, "",
+                           fmt::format("{}: median step of its layout {} over the planner's prediction", path,
+                                       s.layouts[i].layout)};
+            break;
+        }
+}
+
+}  // namespace
+
+SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const std::vector<std::string>& overrides) {
+    SimCosts c;
+    const bool gpu = deck.text("train.device") != "cpu";
+    c.detectEnded = {5.0, "s",
+                     "assumed: the MPI runtime reports an ended process within seconds (kiln measured 1-10 ms on one "
+                     "host: perf/RESULTS.md, bench_redundancy)"};
+    c.detectHung = {deck.real("fault.hang_timeout_s"), "s", "the deck's fault.hang_timeout_s (heartbeat silence)"};
+    c.recovery = {gpu ? 30.0 : 1.0, "s",
+                  gpu ? "assumed: shrink and agreement plus new NCCL communicators at scale (kiln measured 1-8 ms for "
+                        "8 CPU ranks)"
+                      : "assumed: kiln measured 1-8 ms for 8 CPU ranks on one host (bench_redundancy)"};
+    c.interBandwidth = {deck.real("plan.inter_node_gb_s") * 1e9, "B/s", "the deck's plan.inter_node_gb_s"};
+    c.admission = {gpu ? 60.0 : 1.5, "s",
+                   gpu ? "assumed: starting the admitted processes (CUDA, NCCL) at a step boundary (1.4-1.9 s measured "
+                         "for CPU processes: perf/RESULTS.md, admission)"
+                       : "measured: 1.4-1.9 s to spawn and admit CPU processes (perf/RESULTS.md, admission)"};
+    c.requeueWait = {600.0, "s", "assumed: back through the queue after a stop beyond f"};
+    c.startup = {gpu ? 300.0 : 10.0, "s", "assumed: launch, plan, open the data on the requeued allocation"};
+    c.readBandwidth = {1e12, "B/s", "assumed: a parallel filesystem's aggregate read bandwidth"};
+    c.writeBandwidth = {1e12, "B/s", "assumed: a parallel filesystem's aggregate write bandwidth"};
+    c.hostCopyBandwidth = {gpu ? 25e9 : 10e9, "B/s",
+                           gpu ? "assumed: device to host over PCIe" : "assumed: a memory copy on the host"};
+    c.stepScale = {1.0, "", "the planner's step times (the deck's profile) as they are"};
+    c.repair = {1800.0, "s",
+                "assumed: half an hour until the scheduler hands the job a healthy node to admit (the pool that "
+                "gives a requeued job its nodes)"};
+    if (!diagPath.empty()) measuredFrom(diagPath, c);
+    auto names = c.named();
+    for (const auto& item : overrides) {
+        const auto eq = item.find('=');
+        std::string list;
+        for (const auto& [name, cost] : names) list += (list.empty() ? "" : ", ") + name;
+        if (eq == std::string::npos)
+            throw InputError(fmt::format("--cost {}: expected NAME=VALUE, NAME one of {}", item, list));
+        const auto name = item.substr(0, eq);
+        const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
+        if (it == names.end())
+            throw InputError(fmt::format("--cost {}: no cost named \"{}\"; the names are {}", item, name, list));
+        double value = 0;
+        try {
+            std::size_t used = 0;
+            value = std::stod(item.substr(eq + 1), &used);
+            if (used != item.size() - eq - 1 || value < 0) throw std::invalid_argument(item);
+        } catch (const std::exception&) {
+            throw InputError(fmt::format("--cost {}: \"{}\" is not a number >= 0", item, item.substr(eq + 1)));
+        }
+        // Bandwidths are given in GB/s, as in the deck.
+        if (name.size() > 5 && name.substr(name.size() - 5) == "_gb_s") value *= 1e9;
+        *it->second = {value, it->second->unit, "--cost " + item};
+    }
+    return c;
+}
+
+}  // namespace kiln::sim

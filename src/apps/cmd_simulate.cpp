@@ -218,8 +218,15 @@ int simulateMain(int argc, char** argv) {
     // The best choice and the margin to the next.
     std::vector<std::size_t> order(summary.choices.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](auto a, auto b) { return summary.choices[a].mean() > summary.choices[b].mean(); });
+    // Choices equal to 0.01 points are a tie (well inside the spread of seeds): the higher f
+    // wins it (more failures survived at once), then fewer spares (fewer idle nodes).
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) {
+        const auto &x = summary.choices[a], &y = summary.choices[b];
+        const auto points = [](const SimulatedChoice& c) { return std::llround(c.mean() * 1e4); };
+        if (points(x) != points(y)) return points(x) > points(y);
+        if (x.f != y.f) return x.f > y.f;
+        return x.spares < y.spares;
+    });
     summary.recommended = order[0];
     if (order.size() > 1) {
         summary.margin = summary.choices[order[0]].mean() - summary.choices[order[1]].mean();
@@ -243,12 +250,11 @@ int simulateMain(int argc, char** argv) {
         cr.label = fmt::format("checkpoint-restart, Young/Daly");
         const double restart = sim.costs.startup.value +
                                stateBytes * double(p.instantiation.pipelines.size()) / sim.costs.readBandwidth.value;
-        // Detection and the queue's wait count as restart time here (the simulation
-        // lets a failure interrupt only the start-up and the restore): equal when they are small against the MTBF.
+        // Detection and the queue's wait: no failure interrupts them (the simulation's model too).
         const double fixed = (1 - hangShare) * sim.costs.detectEnded.value + hangShare * sim.costs.detectHung.value +
                              sim.costs.requeueWait.value;
         const double work = double(cr.checkpointEvery) * step;
-        cr.closedForm = jobMtbf > 0 ? sim::dalyEfficiency(work, delta, restart + fixed, jobMtbf) : 1.0;
+        cr.closedForm = jobMtbf > 0 ? sim::dalyEfficiency(work, delta, restart, jobMtbf, fixed) : 1.0;
         run(cr, p, /*background=*/false);
         summary.choices.push_back(std::move(cr));
         plotted.push_back(summary.choices.size() - 1);
@@ -268,7 +274,7 @@ int simulateMain(int argc, char** argv) {
         fmt::print("simulated in {:.1f} s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    if (!plotDir.empty()) plotSimulation(plotDir, summary, plotted);
+    if (!plotDir.empty()) plotSimulation(plotDir, summary, plotted, values.count("json") > 0);
     return 0;
 }
 

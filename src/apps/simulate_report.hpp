@@ -39,6 +39,6 @@ struct SimulateSummary {
 void printSimulateText(const SimulateSummary& s);
 void printSimulateJson(const SimulateSummary& s);
 // throughput.png (tokens/s and tolerance over the run, failures marked) of the first seed of each of `indices`.
-void plotSimulation(const std::string& dir, const SimulateSummary& s, const std::vector<std::size_t>& indices);
+void plotSimulation(const std::string& dir, const SimulateSummary& s, const std::vector<std::size_t>& indices, bool quiet);
 
 }  // namespace kiln::apps

@@ -27,8 +27,12 @@ std::string nameOf(Policy policy) {
 
 double youngInterval(double delta, double mtbf) { return std::sqrt(2.0 * delta * mtbf); }
 
-double dalyEfficiency(double tau, double delta, double restart, double mtbf) {
-    return tau / (mtbf * std::exp(restart / mtbf) * std::expm1((tau + delta) / mtbf));
+// Each attempt at tau + delta fails with p = 1 - exp(-(tau + delta) / M); a
+// failure costs the time lost, `fixed`, and the restart with its own retries,
+// M (exp(R / M) - 1). Solving the renewal equation gives the expected wall time
+// of one checkpointed interval: (exp((tau + delta) / M) - 1) (M exp(R / M) + fixed).
+double dalyEfficiency(double tau, double delta, double restart, double mtbf, double fixed) {
+    return tau / (std::expm1((tau + delta) / mtbf) * (mtbf * std::exp(restart / mtbf) + fixed));
 }
 
 namespace {
@@ -141,8 +145,8 @@ private:
             result_.bytesMigrated += total;
             seconds = most / costs_.interBandwidth.value;
         }
-        if (signatureOf(inst) != signatureOf(inst_) || result_.layouts.empty())
-            result_.layouts.push_back({now_, signatureOf(inst)});
+        // Every switch, as diag.h5 records one (a spare in a failed node's place leaves the same shares).
+        result_.layouts.push_back({now_, signatureOf(inst)});
         inst_ = inst;
         step_ = stepOf(inst);
         return seconds;
@@ -295,18 +299,18 @@ private:
         if (hit.empty()) return;
         ++result_.failures;
         result_.failureTimes.push_back(now_);
-        for (auto n : hit) {
-            live_[n] = 0;
-            if (costs_.repair.value > 0) returns_.push({now_ + costs_.repair.value, n});
-        }
         if (phase_ == Phase::Requeued) {
-            // The scheduler replaces the node; a failure during the start-up or restore starts them again.
+            // The scheduler gives the requeued job a healthy node in its place; a failure
+            // during the start-up or the restore starts them again.
             if (!stalls_.empty() && stalls_.front().restartable) {
-                std::fill(live_.begin(), live_.end(), char(1));
                 stalls_.clear();
                 restartStalls();
             }
             return;
+        }
+        for (auto n : hit) {
+            live_[n] = 0;
+            if (costs_.repair.value > 0) returns_.push({now_ + costs_.repair.value, n});
         }
         if (phase_ == Phase::Running && stalls_.empty()) {
             // The step under way is lost and replayed.

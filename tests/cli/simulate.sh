@@ -37,15 +37,17 @@ for r in rows:
 cr = [r for r in rows if r["policy"].startswith("checkpoint-restart")][0]
 assert abs(cr["effective"] - cr["closed_form"]) < 0.02, (cr["effective"], cr["closed_form"])
 choices = sorted([r for r in rows if not r["baseline"]], key=lambda r: -r["effective"])
-assert d["recommended"] == choices[0]["label"], (d["recommended"], choices[0]["label"])
-assert abs(d["margin"] - (choices[0]["effective"] - choices[1]["effective"])) < 1e-12
+best = [r for r in choices if r["label"] == d["recommended"]][0]
+runner = [r for r in choices if r["label"] == d["runner_up"]][0]
+assert best["effective"] > choices[0]["effective"] - 1e-4, (best, choices[0])   # the best, or tied with it
+assert abs(d["margin"] - (best["effective"] - runner["effective"])) < 1e-12
 # Single-node pipelines: kiln survives every failure in place; f counted per run must requeue.
 assert all(s["requeues"] == 0 for r in choices for s in r["seeds"])
 old = [r for r in rows if r["policy"].startswith("f per run")][0]
 assert all(s["requeues"] > 0 for s in old["seeds"])
 print("PASS 1: 6 choices and 2 baselines; useful + lost = wall for every run; checkpoint-restart %.4f against "
-      "its closed form %.4f; recommended %s at %.4f" % (cr["effective"], cr["closed_form"], choices[0]["label"],
-                                                       choices[0]["effective"]))
+      "its closed form %.4f; recommended %s at %.4f" % (cr["effective"], cr["closed_form"], best["label"],
+                                                       best["effective"]))
 PY
 
 refused() {  # expected-text args...: the command fails and says the expected text

@@ -8,6 +8,7 @@
 #  2. The tour's failure was survived: runs/killed/diag.h5 records a failure event, and the killed run ends
 #     with the loss of the run without it (to 1e-5).
 #  3. Every command block of docs/diagnostics.md runs against the tour's run.
+#  4. docs/choosing.md's command runs in the checkout and recommends a choice.
 set -euo pipefail
 build=$(cd "$1" && pwd) work=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,3 +61,10 @@ for f in "$work"/diag-*.sh; do
   (cd "$tour" && export PATH=$build:$PATH && bash -eo pipefail "$f") >"$f.log" 2>&1 || { cat "$f.log"; fail "docs/diagnostics.md block $(basename "$f")"; }
 done
 echo "PASS 3: docs/diagnostics.md's $count command blocks ran against the tour's run"
+
+count=$(blocks "$root/docs/choosing.md" "" "$work/choosing")
+for f in "$work"/choosing-*.sh; do
+  (cd "$root" && export PATH=$build:$PATH && bash -eo pipefail "$f") >"$f.log" 2>&1 || { cat "$f.log"; fail "docs/choosing.md block $(basename "$f")"; }
+  grep -q "^recommended: f=" "$f.log" || { cat "$f.log"; fail "docs/choosing.md block $(basename "$f") recommends nothing"; }
+done
+echo "PASS 4: docs/choosing.md's $count command block ran and recommended a choice"

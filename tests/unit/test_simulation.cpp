@@ -99,6 +99,15 @@ TEST(Simulation, CheckpointRestartAgreesWithDalysClosedForm) {
         EXPECT_GT(r.failures, 5000u);
         EXPECT_EQ(r.survivedInPlace, 0u);
     }
+    // With a queue's wait that no failure interrupts (the job holds no nodes then): the extended form.
+    c.requeueWait = {1000, "s", "test"};
+    const auto every = static_cast<std::uint64_t>(std::llround(60 / step));
+    auto setup = setupFor(p, sim::Policy::CheckpointRestart, 2e7, every);
+    setup.backgroundCheckpoints = false;
+    const auto r = sim::simulate(p, c, sim::drawFailures({1, setup.seconds, mtbf / 3600, 0, 1, 0}, 9), setup);
+    EXPECT_NEAR(r.effective(), sim::dalyEfficiency(double(every) * step, delta, restart, mtbf, 1000), 0.01)
+        << r.failures << " failures, " << r.requeues << " requeues, every " << every << ", " << r.lost.queue << " s queued";
+    EXPECT_GT(std::abs(r.effective() - sim::dalyEfficiency(double(every) * step, delta, restart + 1000, mtbf)), 0.03);
     // Young's interval is the best of the three.
     EXPECT_GT(sim::dalyEfficiency(sim::youngInterval(delta, mtbf), delta, restart, mtbf),
               sim::dalyEfficiency(200, delta, restart, mtbf));
@@ -163,8 +172,9 @@ TEST(Simulation, ASpareTakesTheFailedNodesPlaceAndRepairedNodesComeBack) {
     EXPECT_EQ(r.admissions, 1u);  // repaired after 600 s
     // The spare in its place: the start-up instantiation runs on, nothing degraded.
     EXPECT_NEAR(r.lost.degraded, 0.0, 1e-9);
-    ASSERT_FALSE(r.layouts.empty());
-    EXPECT_EQ(r.layouts.size(), 1u);
+    // Recorded again after the failure, as diag.h5 does: the same shares.
+    ASSERT_EQ(r.layouts.size(), 2u);
+    EXPECT_EQ(r.layouts[1].layout, r.layouts[0].layout);
 }
 
 TEST(Simulation, RunEndsAfterTheStepsAsked) {

@@ -90,9 +90,11 @@ SimResult simulate(const plan::RunPlan& plan, const SimCosts& costs, const std::
 // Checkpoint-restart in closed form (Daly 2006, exponential failures that may
 // also strike during checkpoints and restarts): the expected share of wall time
 // that computes, for work between checkpoints `tau`, checkpoint `delta`,
-// restart `restart`, and mean time between failures of the job `mtbf` (all in
-// seconds).
-double dalyEfficiency(double tau, double delta, double restart, double mtbf);
+// restart `restart` (started again by a failure during it), and mean time
+// between failures of the job `mtbf`. `fixed`: a cost each failure adds that
+// no failure interrupts (detection, the queue's wait: the job holds no nodes
+// then), which Daly's form leaves out. All in seconds.
+double dalyEfficiency(double tau, double delta, double restart, double mtbf, double fixed = 0.0);
 // Young's interval, sqrt(2 delta M): the work between checkpoints that wastes least.
 double youngInterval(double delta, double mtbf);
 

@@ -142,6 +142,15 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
 
 }  // namespace
 
+bool runs(const Layout& layout, const Instantiation& inst) {
+    if (layout.pipelines.size() != inst.pipelines.size()) return false;
+    for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
+        if (layout.pipelines[p].nodes != inst.pipelines[p].nodes ||
+            layout.pipelines[p].microbatches != inst.pipelines[p].microbatches)
+            return false;
+    return true;
+}
+
 CurrentHoldings holdingsOfNodes(const Layout& layout, const std::vector<std::vector<int>>& oldRanksOfNode,
                                 std::vector<double> layerBytes) {
     CurrentHoldings keep;

@@ -34,6 +34,19 @@ int rankIn(const std::vector<int>& members, int startup) {
 
 }  // namespace
 
+std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const std::vector<int>& layoutMembers,
+                                                   const std::vector<int>& members) {
+    std::vector<int> live = members;  // sorted for lookups: a job of 16 k ranks asks 10^5 of them
+    std::sort(live.begin(), live.end());
+    std::vector<std::uint32_t> lost;
+    const auto holders = holdersOfLayers(layout, layoutMembers);
+    for (std::uint32_t l = 0; l < holders.size(); ++l)
+        if (std::none_of(holders[l].begin(), holders[l].end(),
+                         [&](int startup) { return std::binary_search(live.begin(), live.end(), startup); }))
+            lost.push_back(l);
+    return lost;
+}
+
 bool keepsLayer(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
                 const std::vector<int>& members, int rank, std::uint32_t layer) {
     const int old = rankIn(oldMembers, members[static_cast<std::size_t>(rank)]);

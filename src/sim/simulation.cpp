@@ -214,6 +214,7 @@ private:
             steps_ += dt / s;
             now_ = end;
             if (end == finish) {
+                steps_ = setup_.stopAtSteps;  // not a rounding short of it
                 finished_ = true;
             } else if (end == reach) {
                 checkpoint(next);
@@ -260,7 +261,9 @@ private:
         stalls_.push_back({costs_.admission.value, &LostTime::admissions});
         phase_ = Phase::Recovering;
         const auto& next = regroupFor(liveCount());
-        if (next.possible && signatureOf(next.instantiation) != signatureOf(inst_)) {
+        // The admission's rule: the new nodes join pipelines when the regroup for
+        // the nodes now live is not the layout running; otherwise they wait as spares.
+        if (next.possible && !plan::runs(layout_, next.instantiation)) {
             const double seconds = switchTo(next.instantiation, true);
             stalls_.push_back({seconds, &LostTime::migration});
         }
@@ -275,15 +278,16 @@ private:
         result_.minTolerance = std::min(result_.minTolerance, t);
     }
 
-    // Whether every layer still has a holder on a live node.
+    // Whether every layer still has a holder on a live node: the recovery's own test.
     bool layersSurvive() const {
-        for (const auto& holders : plan::holdersOfLayers(layout_, identity())) {
-            bool any = false;
-            for (int rank : holders) any = any || live_[static_cast<std::size_t>(rank) / setup_.ranksPerNode];
-            if (!any) return false;
-        }
-        return true;
+        std::vector<int> live;
+        for (std::uint32_t n = 0; n < nodes_; ++n)
+            if (live_[n])
+                for (std::uint32_t i = 0; i < setup_.ranksPerNode; ++i)
+                    live.push_back(static_cast<int>(n * setup_.ranksPerNode + i));
+        return plan::layersWithoutLiveHolder(layout_, identity(), live).empty();
     }
+    // The layout's ranks are start-up ranks: node n has ranks [n * ranks per node, (n + 1) * ranks per node).
     const std::vector<int>& identity() const {
         if (identity_.size() != std::size_t(nodes_) * setup_.ranksPerNode) {
             identity_.resize(std::size_t(nodes_) * setup_.ranksPerNode);

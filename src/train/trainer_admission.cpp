@@ -38,16 +38,6 @@ void broadcastJoin(MPI_Comm comm, std::vector<std::int64_t>& row) {
     KILN_MPI(MPI_Bcast(row.data(), static_cast<int>(size), MPI_INT64_T, 0, comm));
 }
 
-// Whether `layout` runs `inst`: the same pipelines with the same microbatches.
-bool runs(const plan::Layout& layout, const plan::Instantiation& inst) {
-    if (layout.pipelines.size() != inst.pipelines.size()) return false;
-    for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
-        if (layout.pipelines[p].nodes != inst.pipelines[p].nodes ||
-            layout.pipelines[p].microbatches != inst.pipelines[p].microbatches)
-            return false;
-    return true;
-}
-
 }  // namespace
 
 JoinState receiveJoinState(comm::World& world) {
@@ -191,7 +181,7 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     // nodes join pipelines at once; otherwise they wait as spares.
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
     std::string what;
-    const bool regroups = next.possible && !runs(parallel->layout(), next.instantiation);
+    const bool regroups = next.possible && !plan::runs(parallel->layout(), next.instantiation);
     const std::string from = parallel->layout().describe();
     const LayoutChange change =
         changeLayout(regroups ? std::optional(layoutFor(next.instantiation, /*keepLayers=*/true)) : std::nullopt);

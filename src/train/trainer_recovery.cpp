@@ -19,31 +19,6 @@
 namespace kiln::train {
 namespace {
 
-// For each layer of `layout` (made for start-up ranks `layoutMembers`), the
-// rank in the world's control communicator of its first live holder, or -1
-// when no member of the world holds it any more.
-std::vector<int> liveHolders(const plan::Layout& layout, const std::vector<int>& layoutMembers,
-                             const std::vector<int>& members) {
-    std::vector<int> out;
-    for (const auto& holders : plan::holdersOfLayers(layout, layoutMembers)) {
-        int rank = -1;
-        for (int startup : holders)
-            if (const auto it = std::find(members.begin(), members.end(), startup); it != members.end()) {
-                rank = static_cast<int>(it - members.begin());
-                break;
-            }
-        out.push_back(rank);
-    }
-    return out;
-}
-
-std::vector<std::uint32_t> layersWithout(const std::vector<int>& holders) {
-    std::vector<std::uint32_t> lost;
-    for (std::uint32_t l = 0; l < holders.size(); ++l)
-        if (holders[l] < 0) lost.push_back(l);
-    return lost;
-}
-
 // For each layer of `layout`, the ranks (of the world's control
 // communicator) of the first stage holding it whose ranks all live: the
 // writers of its shards; empty when no stage is whole any more.
@@ -112,7 +87,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             };
 
             // Beyond f: a layer with no holder left, or too few nodes for one pipeline.
-            const auto lost = layersWithout(liveHolders(parallel->layout(), layoutMembers, world.members()));
+            const auto lost = plan::layersWithoutLiveHolder(parallel->layout(), layoutMembers, world.members());
             if (!lost.empty())
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
             const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));

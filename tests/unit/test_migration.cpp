@@ -98,3 +98,22 @@ TEST(Migration, ALayerNoSurvivorHeldIsLost) {
     EXPECT_EQ(plan.lost.front(), role.firstLayer);
     for (auto l : plan.lost) EXPECT_LT(l, before.role(1).endLayer);
 }
+
+TEST(Migration, LayersWithoutALiveHolder) {
+    const auto set = threeNodeTemplates();
+    // 2+1: a 2-node pipeline on nodes 0-1 (ranks 0-3) and a 1-node one on node 2 (ranks 4-5).
+    const auto layout = placeInstantiation(set, pinnedInstantiation(set, "2+1", 3, 2, 8, "test"), {0, 1, 2},
+                                           {{0, 1}, {2, 3}, {4, 5}}, 4, 32);
+    const std::vector<int> members{0, 1, 2, 3, 4, 5};
+    EXPECT_TRUE(layersWithoutLiveHolder(layout, members, members).empty());
+    // Node 2 lost: the 2-node pipeline still holds every layer.
+    EXPECT_TRUE(layersWithoutLiveHolder(layout, members, {0, 1, 2, 3}).empty());
+    // Node 0 and node 2 lost: the first node's layers are gone, the second's are not.
+    const auto lost = layersWithoutLiveHolder(layout, members, {2, 3});
+    ASSERT_FALSE(lost.empty());
+    for (auto l : lost) EXPECT_LT(l, layout.role(2).firstLayer);
+    EXPECT_EQ(lost.front(), 0u);
+    // Whether a layout runs an instantiation: its own, yes; another split, no.
+    EXPECT_TRUE(runs(layout, pinnedInstantiation(set, "2+1", 3, 2, 8, "test")));
+    EXPECT_FALSE(runs(layout, pinnedInstantiation(set, "1+1+1", 3, 2, 8, "test")));
+}

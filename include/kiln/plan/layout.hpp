@@ -118,6 +118,10 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
                           const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
                           std::uint64_t globalBatch, const CurrentHoldings* keep = nullptr);
 
+// Whether `layout` runs `inst`: the same pipelines (templates) with the same
+// microbatches each. An admission regroups only when it does not.
+bool runs(const Layout& layout, const Instantiation& inst);
+
 // `layout` on another communicator: rank r becomes newRankOf[r] of `ranks`.
 // Every rank with a role must have a new rank (-1 only for idle ones).
 Layout renumbered(const Layout& layout, const std::vector<int>& newRankOf, int ranks);

@@ -21,6 +21,12 @@ std::vector<std::vector<int>> holdersOfLayers(const Layout& layout, const std::v
 std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const Layout& layout, const std::vector<int>& members,
                                                           std::uint32_t atoms);
 
+// The layers of `layout` (made for start-up ranks `layoutMembers`) that no
+// rank of `members` holds any more: a recovery cannot go on in place with any
+// of them (the run stops beyond f, for a requeue).
+std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const std::vector<int>& layoutMembers,
+                                                   const std::vector<int>& members);
+
 // One atom of one layer sent (or, from == to, copied from another shard
 // held by the same rank). Ranks are those of the new communicator.
 struct AtomTransfer {

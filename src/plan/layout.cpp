@@ -142,6 +142,18 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
 
 }  // namespace
 
+namespace {
+template <typename Pipelines>
+std::string sharesText(const Pipelines& pipelines) {
+    std::string out;
+    for (const auto& p : pipelines) out += fmt::format("{}{}:{}", out.empty() ? "" : "+", p.nodes, p.microbatches);
+    return out;
+}
+}  // namespace
+
+std::string sharesOf(const Instantiation& inst) { return sharesText(inst.pipelines); }
+std::string sharesOf(const Layout& layout) { return sharesText(layout.pipelines); }
+
 bool runs(const Layout& layout, const Instantiation& inst) {
     if (layout.pipelines.size() != inst.pipelines.size()) return false;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p)

@@ -21,12 +21,6 @@ double median(std::vector<double> values) {
     return 0.5 * (*mid + *std::max_element(values.begin(), mid));
 }
 
-std::string shares(const Instantiation& inst) {
-    std::vector<std::string> out;
-    for (const auto& p : inst.pipelines) out.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
-    return fmt::format("{}", fmt::join(out, "+"));
-}
-
 // The healthy reference among ranks: with an even count, the faster of the
 // two middle ones (of two ranks, one slow, the other is the reference).
 double lowerMedian(std::vector<double> values) {
@@ -246,7 +240,7 @@ bool SpeedMonitor::considerRetiring(const Layout& layout, const RunPlan& plan, s
     } else if (without.instantiation.stepTime >= withIt) {
         refused = fmt::format("the plan predicts no shorter step without it ({} on {} nodes: {:.3g} s against "
                               "{:.3g} s with it, {})",
-                              shares(without.instantiation), without.activeNodes, without.instantiation.stepTime * R,
+                              sharesOf(without.instantiation), without.activeNodes, without.instantiation.stepTime * R,
                               withIt * R, how);
     }
     if (refused.empty()) {
@@ -295,17 +289,15 @@ void SpeedMonitor::considerRebalancing(const Layout& layout, const RunPlan& plan
     if (off.empty()) return;
     double currentStep = 0.0;
     auto [inst, slowdown] = measuredSplit(layout, plan, policy_.steps, currentStep);
-    std::vector<std::string> current;
-    for (const auto& p : layout.pipelines) current.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
-    const std::string before = fmt::format("{}", fmt::join(current, "+"));
+    const std::string before = sharesOf(layout);
     // What the split assumes is what was measured, whether it changes or not.
     assumed_ = slowdown;
     sinceSplit_ = 0;
     // A new split must be worth it: on shared or noisy nodes a gain of a few
     // per cent is measurement noise, and acting on it makes the split flap.
-    if (shares(inst) == before || inst.stepTime > (1.0 - kRebalanceMinGain) * currentStep) return;
+    if (sharesOf(inst) == before || inst.stepTime > (1.0 - kRebalanceMinGain) * currentStep) return;
     try {
-        checkStageMemory(plan.templates, inst, "the rebalanced layout " + shares(inst));
+        checkStageMemory(plan.templates, inst, "the rebalanced layout " + sharesOf(inst));
     } catch (const InputError& e) {
         verdict.note = fmt::format("{}, but {}", fmt::join(off, ", "), e.what());
         return;
@@ -315,7 +307,7 @@ void SpeedMonitor::considerRebalancing(const Layout& layout, const RunPlan& plan
     verdict.slowdown = slowdown;
     verdict.detail = fmt::format("{} in each of {} steps (straggler.rebalance_at = {}): the batch split again from {} to {} "
                                  "by measured speed (slowdowns {:.2f}); predicted step {:.3g} s, {:.3g} s without",
-                                 fmt::join(off, ", "), policy_.steps, policy_.rebalanceAt, before, shares(inst),
+                                 fmt::join(off, ", "), policy_.steps, policy_.rebalanceAt, before, sharesOf(inst),
                                  fmt::join(slowdown, ", "), inst.stepTime * R, currentStep * R);
 }
 

@@ -39,13 +39,6 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-// "2:5+1:3": each pipeline's template and microbatches, what tells two instantiations apart.
-std::string signatureOf(const plan::Instantiation& inst) {
-    std::string s;
-    for (const auto& p : inst.pipelines) s += fmt::format("{}{}:{}", s.empty() ? "" : "+", p.nodes, p.microbatches);
-    return s;
-}
-
 class Simulation {
 public:
     Simulation(const plan::RunPlan& plan, const SimCosts& costs, const RunSetup& setup)
@@ -90,7 +83,7 @@ private:
 
     // A layout's step: as measured (--costs-from), or the planner's prediction scaled.
     double stepOf(const plan::Instantiation& inst) const {
-        const auto it = costs_.measuredStepSeconds.find(signatureOf(inst));
+        const auto it = costs_.measuredStepSeconds.find(plan::sharesOf(inst));
         return it != costs_.measuredStepSeconds.end() ? it->second : inst.stepTime * costs_.stepScale.value;
     }
     double rateOf(const plan::Instantiation& inst) const { return setup_.tokensPerStep / stepOf(inst); }
@@ -134,9 +127,9 @@ private:
             const auto keep = plan::holdingsOfNodes(layout_, ranks, setup_.layerBytes);
             layout_ = plan::placeInstantiation(plan_.templates, inst, ids, ranks, micro, global, &keep);
             double most = 0, total = 0;
+            plan::CurrentHoldings one;  // each node alone, for the node that receives most
+            one.layerBytes = setup_.layerBytes;
             for (std::size_t n = 0; n < ranks.size(); ++n) {
-                plan::CurrentHoldings one;
-                one.layerBytes = setup_.layerBytes;
                 one.ofNode = {keep.ofNode[n]};
                 const double bytes = plan::bytesToMove(layout_, {ranks[n]}, one);
                 most = std::max(most, bytes);
@@ -146,7 +139,7 @@ private:
             seconds = most / costs_.interBandwidth.value;
         }
         // Every switch, as diag.h5 records one (a spare in a failed node's place leaves the same shares).
-        result_.layouts.push_back({now_, signatureOf(inst)});
+        result_.layouts.push_back({now_, plan::sharesOf(inst)});
         inst_ = inst;
         step_ = stepOf(inst);
         return seconds;

@@ -102,9 +102,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             record.rebuild = done.rebuildSeconds;
             record.migrate = done.moved.migrateSeconds;
             record.bytesMigrated = done.bytesMigrated;
-            std::vector<std::string> shares;
-            for (const auto& p : parallel->layout().pipelines) shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
-            io::fitText(record.layout, fmt::format("{}", fmt::join(shares, "+")));
+            io::fitText(record.layout, plan::sharesOf(parallel->layout()));
             pendingFailure = record;
             const std::string detail = fmt::format(
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",

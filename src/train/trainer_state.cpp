@@ -37,16 +37,15 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
     r.pipelines = static_cast<std::uint32_t>(layout.pipelines.size());
     r.nodesIdle = static_cast<std::uint32_t>(layout.idleNodes.size());
     r.pinned = pinned ? 1 : 0;
-    std::vector<std::string> shares, ranks;
+    std::vector<std::string> ranks;
     for (const auto& p : layout.pipelines) {
         r.nodesUsed += p.nodes;
         r.predictedStepTime = std::max(r.predictedStepTime, p.predictedStepTime);
-        shares.push_back(fmt::format("{}:{}", p.nodes, p.microbatches));
         std::vector<int> startup;
         for (int rank : p.ranks) startup.push_back(members[static_cast<std::size_t>(rank)]);
         ranks.push_back(fmt::format("{}", fmt::join(startup, ",")));
     }
-    const auto layoutText = fmt::format("{}", fmt::join(shares, "+")), ranksText = fmt::format("{}", fmt::join(ranks, "|"));
+    const auto layoutText = plan::sharesOf(layout), ranksText = fmt::format("{}", fmt::join(ranks, "|"));
     io::fitText(r.layout, layoutText);
     io::fitText(r.ranks, ranksText);
     return r;

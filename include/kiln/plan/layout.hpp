@@ -118,6 +118,11 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
                           const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
                           std::uint64_t globalBatch, const CurrentHoldings* keep = nullptr);
 
+// The pipelines as nodes:microbatches, "2:5+1:3": how the log and diag.h5
+// name a layout's shares of the batch.
+std::string sharesOf(const Instantiation& inst);
+std::string sharesOf(const Layout& layout);
+
 // Whether `layout` runs `inst`: the same pipelines (templates) with the same
 // microbatches each. An admission regroups only when it does not.
 bool runs(const Layout& layout, const Instantiation& inst);

@@ -173,6 +173,9 @@ prepare_demo_data() {
 }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Everything here runs on this one machine: Open MPI's libfabric transports would spend about 1 s of every
+# MPI_Init looking for a fabric (docs/performance.md). A cluster's own settings are left alone.
+export OMPI_MCA_btl=${OMPI_MCA_btl:-^ofi} OMPI_MCA_mtl=${OMPI_MCA_mtl:-^ofi}
 export PATH=$deps/ompi/bin:$PATH
 
 cmd=${1:-demo}

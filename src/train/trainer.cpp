@@ -87,7 +87,6 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     base::startupPhase("plan");
     s.markMemoryBaseline();
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
-    s.layoutMembers = world.members();
     base::startupPhase("model_and_communicators");
 
     data::Cursor cursor = data::BatchPlanner(s.spec, *s.corpus).initial();
@@ -156,7 +155,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
     const auto finish = [&](TrainSummary::Stop how) {
         summary.stopped = how;
         summary.lastStep = s.loader->cursor().step;
-        summary.nodeFailures = s.nodeFailures;
+        summary.nodeFailures = s.membership.failures();
         summary.seconds = since(start);
         summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
         return summary;

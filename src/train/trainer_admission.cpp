@@ -48,17 +48,12 @@ JoinState receiveJoinState(comm::World& world) {
 
 JoinState Trainer::State::joinState() const {
     JoinState join;
-    join.startupNodes = startupNodes;
+    membership.writeTo(join);
     join.ranksPerNode = plan.cluster.ranksPerNode;
     join.f = plan.f;
     join.cursor = data::cursorToRow(loader->cursor());
     join.optimizerSteps = parallel->optimizer().steps();
     join.decaySteps = config.decaySteps;
-    join.tolerance = tolerance;
-    join.spares = spares;
-    join.nodeFailures = nodeFailures;
-    join.retiredNodes.assign(retiredNodes.begin(), retiredNodes.end());
-    join.stragglerNodes.assign(stragglerNodes.begin(), stragglerNodes.end());
     join.diagHolder = diagHolder;
     join.nccl = parallel->nccl();
     join.fenceEpoch = io::fence().epoch();
@@ -72,10 +67,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
     s.prepare(/*joining=*/true);
-    s.startupNodes = join.startupNodes;
     // The job's plan, made again from the same deck for the same nodes.
-    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, s.startupNodes);
-    cluster.nodes = s.startupNodes;
+    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, join.startupNodes);
+    cluster.nodes = join.startupNodes;
     cluster.ranksPerNode = join.ranksPerNode;
     if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // as the job counted it
     // A profile the job measured at start-up is the job's, not this process's to measure again.
@@ -90,28 +84,22 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     }
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
-    s.f = s.plan.f;
-    if (join.f != s.f)
+    if (join.f != s.plan.f)
         throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "
                                 "or plan differs",
-                                s.f, join.f),
+                                s.plan.f, join.f),
                     ErrorScope::ThisRank);
     std::vector<std::string> names;
     for (const auto& source : s.spec.sources) names.push_back(source.name);
     const data::Cursor cursor = data::cursorFromRow(join.cursor, names);
     s.config.decaySteps = join.decaySteps;
-    s.tolerance = join.tolerance;
-    s.spares = join.spares;
-    s.nodeFailures = join.nodeFailures;
-    s.retiredNodes.insert(join.retiredNodes.begin(), join.retiredNodes.end());
-    s.stragglerNodes.insert(join.stragglerNodes.begin(), join.stragglerNodes.end());
+    s.membership.readFrom(join);
     s.diagHolder = join.diagHolder;
     io::fence().arm(s.runDir / "epoch", join.fenceEpoch);
     s.markMemoryBaseline();
     RowReader layout(join.layout);
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(layout), world.rank(),
                                                  join.nccl, join.optimizerSteps);
-    s.layoutMembers = world.members();
     s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
     s.armInjector();
     s.settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
@@ -154,7 +142,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
     const auto before = world.members();
     const auto added = world.grow(merged, perNode);
     parallel->renumber(world, before);
-    layoutMembers = world.members();
+    membership.layoutMadeForMembers();
     std::vector<std::int64_t> join = packJoinState(joinState());
     broadcastJoin(world.control(), join);
     std::string what = settleOnMoreNodes(step, fmt::format("nodes admitted after step {}", step));
@@ -173,13 +161,10 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
 std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::string& why) {
     // Processes admitted now planned for themselves: the templates they regroup by must be the job's.
     comm::requireAgreement(world.control(), plan::fingerprintOf(plan.templates), world.members());
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks, retiredNodes);
     // The instantiation a failure would regroup into now: when it is not the
     // one running (the job runs on fewer nodes than it started with), the new
     // nodes join pipelines at once; otherwise they wait as spares.
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.live().ids.size()));
     std::string what;
     const bool regroups = next.possible && !plan::runs(parallel->layout(), next.instantiation);
     const std::string from = parallel->layout().describe();
@@ -188,15 +173,14 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     if (regroups) {
         what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
                            change.bytesMigrated / 1e6);
-        if (next.tolerance > tolerance) {
+        if (next.tolerance > membership.tolerance()) {
             const std::string back = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): {}",
-                                                 next.tolerance, next.tolerance == 1 ? "" : "s", f, why);
+                                                 next.tolerance, next.tolerance == 1 ? "" : "s", plan.f, why);
             log::info("  TOLERANCE {}", back);
             if (diag) diag->event(step, "tolerance", back);
         }
-        tolerance = next.tolerance;
     }
-    spares = next.spares;
+    membership.layoutTolerates(regroups ? next.tolerance : membership.tolerance(), next.spares);
     announceLayout(step, false, why);
     return what;
 }

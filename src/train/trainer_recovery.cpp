@@ -61,9 +61,10 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     checkpointing->abandon();
     for (;;) {
         try {
-            const fault::RecoveryReport report = fault::recover(world, retiredNodes);
+            std::set<int> retired = membership.retiredNodes();
+            const fault::RecoveryReport report = fault::recover(world, retired);
+            membership.retireFailed(report.retiredNodes);
             io::fence().advance();  // every survivor alike: the failed ones are left behind
-            nodeFailures += report.retiredNodes.size();
             rounds.push_back(report.describe());
             failedRanks.insert(failedRanks.end(), report.failedRanks.begin(), report.failedRanks.end());
             retiredNow.insert(retiredNow.end(), report.retiredNodes.begin(), report.retiredNodes.end());
@@ -87,7 +88,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             };
 
             // Beyond f: a layer with no holder left, or too few nodes for one pipeline.
-            const auto lost = plan::layersWithoutLiveHolder(parallel->layout(), layoutMembers, world.members());
+            const auto lost = plan::layersWithoutLiveHolder(parallel->layout(), membership.layoutMembers(), world.members());
             if (!lost.empty())
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
             const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));
@@ -125,21 +126,18 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
 }
 
 void Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done) {
-    done.lowered = next.tolerance < tolerance && next.tolerance < f;
+    done.lowered = next.tolerance < membership.tolerance() && next.tolerance < plan.f;
     const auto c0 = Clock::now();
     plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
     done.chooseSeconds = since(c0);
     const LayoutChange change = changeLayout(std::move(layout), [&] { injector->at(step, fault::Phase::Migrate); });
-    tolerance = next.tolerance;
-    spares = next.spares;
+    membership.layoutTolerates(next.tolerance, next.spares);
     done.moved = change.moved;
     done.bytesMigrated = change.bytesMigrated;
     done.migrateSeconds = change.migrateSeconds;
     done.rebuildSeconds = change.rebuildSeconds;
-    if (!benched && retiredNodes.count(world.node())) {
-        benched = true;
+    if (membership.newlyBenched())
         log::detail("this rank's node is retired; its layers handed on, it stays in the job without work (benched)");
-    }
 }
 
 void Trainer::State::recordPendingFailure(double replaySeconds) {
@@ -160,12 +158,12 @@ Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::La
     if (layout) {
         const auto m0 = Clock::now();
         // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
-        change.moved = parallel->reconfigure(world, std::move(*layout), layoutMembers, duringMigration);
+        change.moved = parallel->reconfigure(world, std::move(*layout), membership.layoutMembers(), duringMigration);
         change.bytesMigrated = change.moved.bytesReceived;
         KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &change.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
         change.migrateSeconds = since(m0);
     }
-    layoutMembers = world.members();
+    membership.layoutMadeForMembers();
     const auto r0 = Clock::now();
     parallel->connect(world);
     change.rebuildSeconds = since(r0);
@@ -185,8 +183,9 @@ void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind
 
 void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered) {
     if (!lowered) return;
+    const std::uint32_t tolerance = membership.tolerance();
     const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}", tolerance,
-                                        tolerance == 1 ? "" : "s", f, next.degraded);
+                                        tolerance == 1 ? "" : "s", plan.f, next.degraded);
     log::info("  TOLERANCE {}", why);
     if (diag) diag->event(step, "tolerance", why);
 }
@@ -195,18 +194,13 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     const auto t0 = Clock::now();
     // Published first: the straggler's ranks may be writers of its parts.
     if (checkpointing->pending()) completeCheckpoint();
-    retiredNodes.insert(node);
-    ++nodeFailures;
+    // Benched, its ranks time one block every step (from the layout announced below on).
+    membership.retireStraggler(node);
     io::fence().advance();  // as after a failure: nothing the straggler still writes counts
     if (world.originalRank() == diagHolder) io::fence().publish();
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks, retiredNodes);
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(ids.size()));
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.live().ids.size()));
     handOverDiagnostics(step);
     Regrouped done;
-    // Benched, its ranks time one block every step (from the layout announced below on).
-    stragglerNodes.insert(node);
     regroupSurvivors(step, next, done);
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
                                            "in {:.1f} ms; {:.1f} ms in all",
@@ -222,10 +216,11 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
 Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what,
                                                      const std::string& cause, Clock::time_point t0) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
-    const auto writers = liveWriters(parallel->layout(), layoutMembers, world.members());
+    const auto writers = liveWriters(parallel->layout(), membership.layoutMembers(), world.members());
     std::vector<std::uint32_t> lost;
     for (std::uint32_t l = 0; l < writers.size(); ++l)
         if (writers[l].empty()) lost.push_back(l);
+    const std::uint32_t tolerance = membership.tolerance();
     const std::string reason = fmt::format("beyond what the layout tolerates ({} simultaneous node failure{}): {}",
                                            tolerance, tolerance == 1 ? "" : "s", cause);
     if (lost.empty()) {

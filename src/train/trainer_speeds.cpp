@@ -20,12 +20,9 @@
 namespace kiln::train {
 
 Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const Attempt& done) {
-    // Every step: the live nodes counted in one pass over the members.
-    std::set<int> live;
-    for (int r : world.members())
-        if (const int node = world.nodeOfOriginal(r); !retiredNodes.count(node)) live.insert(node);
     const plan::SpeedVerdict verdict =
-        speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(live.size()), tolerance);
+        speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(membership.live().ids.size()),
+                        membership.tolerance());
     if (!verdict.note.empty()) {
         log::info("  SPEED      {}", verdict.note);
         if (diag) diag->event(step, "speed", verdict.note);
@@ -54,7 +51,7 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
                               [&] { return retireStraggler(step, verdict.node, verdict.detail); });
     }
     // A retired straggler that recovered: its probes, like the times above, are the same on every rank.
-    if (stragglerNodes.empty()) return Recovery::Continue;
+    if (membership.stragglers().empty()) return Recovery::Continue;
     std::vector<int> nodeOfRank;
     for (int r : world.members()) nodeOfRank.push_back(world.nodeOfOriginal(r));
     const auto back = speeds->recovered(done.probe, nodeOfRank, referenceNode(), plan.cluster.ranksPerNode);
@@ -71,9 +68,7 @@ Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, i
     const auto t0 = Clock::now();
     // Published first, as for an admission: a regroup changes who holds what.
     if (checkpointing->pending()) completeCheckpoint();
-    retiredNodes.erase(node);
-    stragglerNodes.erase(node);
-    if (world.node() == node) benched = false;
+    membership.takeBack(node);
     const std::string cause = fmt::format("straggler node {} came back before step {}", node, step);
     const std::string regrouped = settleOnMoreNodes(step, cause);
     const std::string detail = fmt::format("before step {}: node {} recovered: {}; {} in {:.1f} ms", step, node, why,
@@ -84,29 +79,11 @@ Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, i
     return Recovery::Continue;
 }
 
-int Trainer::State::referenceNode() const {
-    // An idle node (a spare) probes for free; a working one adds a block to its step.
-    const auto& idle = parallel->layout().idleNodes;
-    if (!idle.empty()) return *std::min_element(idle.begin(), idle.end());
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks, retiredNodes);
-    return ids.empty() ? -1 : ids.front();
-}
-
 void Trainer::State::updateProbes() {
-    // A straggler that lost a rank cannot come back whole: it stops probing.
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks);
-    for (auto it = stragglerNodes.begin(); it != stragglerNodes.end();) {
-        const auto at = std::find(ids.begin(), ids.end(), *it);
-        const bool whole = at != ids.end() && ranks[static_cast<std::size_t>(at - ids.begin())].size() ==
-                                                  plan.cluster.ranksPerNode;
-        it = whole ? std::next(it) : stragglerNodes.erase(it);
-    }
-    const bool probes = speeds->policy().returnAt > 0.0 && !stragglerNodes.empty() &&
-                        (stragglerNodes.count(world.node()) || world.node() == referenceNode());
+    membership.forgetBrokenStragglers(plan.cluster.ranksPerNode);
+    const auto& stragglers = membership.stragglers();
+    const bool probes = speeds->policy().returnAt > 0.0 && !stragglers.empty() &&
+                        (stragglers.count(world.node()) || world.node() == referenceNode());
     if (!probes) {
         probe.reset();
     } else if (!probe) {

@@ -23,9 +23,9 @@ namespace kiln::train {
 
 void Trainer::State::planJob() {
     // Plan for the nodes of this job: the same on every rank (a pure function of the deck and the node count).
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks);
+    const LiveNodes nodes = membership.live();
+    const auto& ids = nodes.ids;
+    const auto& ranks = nodes.ranks;
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(ids.size()));
     cluster.nodes = static_cast<std::uint32_t>(ids.size());
     cluster.ranksPerNode = static_cast<std::uint32_t>(ranks.front().size());
@@ -36,7 +36,6 @@ void Trainer::State::planJob() {
                                          "ranks (launch with a fixed number per node, or set cluster.ranks_per_node)",
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[n])], ranks[n].size(),
                                          world.nodes().nodeNames[static_cast<std::size_t>(ids[0])], cluster.ranksPerNode));
-    startupNodes = cluster.nodes;
     std::optional<plan::ModelProfile> measured;
     if (plan::profileMeasuredAtStartUp(deck)) {
         measured = measureStartupProfile(modelConfig, config.microBatch, device, config.precision == "bf16",
@@ -53,9 +52,7 @@ void Trainer::State::planJob() {
     // What every later regroup starts from, and what runs now: agreed before anyone builds a stage.
     comm::requireAgreement(world.control(), plan::fingerprintOf(plan.templates), world.members());
     comm::requireAgreement(world.control(), plan::fingerprintOf(plan.instantiation), world.members());
-    f = plan.f;
-    tolerance = plan::toleranceOf(plan.instantiation);
-    spares = plan.spares;
+    membership.start(cluster.nodes, plan::toleranceOf(plan.instantiation), plan.spares);
     if (!plan.sparesNote.empty()) notes += "# " + plan.sparesNote + "\n";
     if (!plan.faultNote.empty()) {
         notes += "# " + plan.faultNote + "\n";
@@ -70,7 +67,7 @@ void Trainer::State::planJob() {
                        cluster.nodes);
         if (!plan.sparesNote.empty()) fmt::print("  spares     {}\n", plan.sparesNote);
         fmt::print("instantiation for {} nodes, at least f+1 = {} pipelines ({} microbatches of {}; {}):\n", plan.cluster.nodes,
-                   f + 1, plan.globalMicrobatches, plan.microBatch,
+                   plan.f + 1, plan.globalMicrobatches, plan.microBatch,
                    plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
         fmt::print("{}", plan::describeInstantiation(plan.templates, plan.instantiation, plan.microBatch));
         std::fflush(stdout);

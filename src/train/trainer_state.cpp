@@ -53,22 +53,6 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
 
 }  // namespace
 
-void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks,
-               const std::set<int>& retired) {
-    ids.clear();
-    ranks.clear();
-    const auto& members = world.members();
-    for (int node = 0; node < world.nodes().numNodes(); ++node) {
-        if (retired.count(node)) continue;
-        std::vector<int> here;
-        for (int r = 0; r < static_cast<int>(members.size()); ++r)
-            if (world.nodeOfOriginal(members[static_cast<std::size_t>(r)]) == node) here.push_back(r);
-        if (here.empty()) continue;
-        ids.push_back(node);
-        ranks.push_back(std::move(here));
-    }
-}
-
 void Trainer::State::openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step) {
     std::vector<std::string> names;
     for (const auto& src : spec.sources) names.push_back(src.name);
@@ -79,13 +63,7 @@ void Trainer::State::openDiag(bool continueRun, const std::string& kind, const s
 
 void Trainer::State::handOverDiagnostics(std::uint64_t step) {
     const auto& members = world.members();
-    // With every node retired (the job stops), the lowest live rank speaks.
-    int speaker = members.front();
-    for (int r : members)
-        if (!retiredNodes.count(world.nodeOfOriginal(r))) {
-            speaker = r;
-            break;
-        }
+    const int speaker = membership.speaker();
     log::speakForJob(world.originalRank() == speaker);
     if (speaker == diagHolder) return;
     // HDF5 allows one writer: a live holder (benched on a retired node)
@@ -109,27 +87,15 @@ void Trainer::State::handOverDiagnostics(std::uint64_t step) {
 }
 
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    liveNodes(world, ids, ranks, retiredNodes);
+    const LiveNodes nodes = membership.live();
     if (!keepLayers)
-        return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch);
+        return plan::placeInstantiation(plan.templates, inst, nodes.ids, nodes.ranks, config.microBatch, spec.globalBatch);
     std::vector<double> layerBytes;
     for (std::uint32_t l = 0; l < modelConfig.numLayers(); ++l)
         layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
-    // Each live rank in the current layout's numbering.
-    std::vector<std::vector<int>> oldRanks;
-    for (const auto& node : ranks) {
-        std::vector<int> old;
-        for (int rank : node) {
-            const int startup = world.members()[static_cast<std::size_t>(rank)];
-            const auto at = std::find(layoutMembers.begin(), layoutMembers.end(), startup);
-            old.push_back(at == layoutMembers.end() ? -1 : static_cast<int>(at - layoutMembers.begin()));
-        }
-        oldRanks.push_back(std::move(old));
-    }
-    const auto keep = plan::holdingsOfNodes(parallel->layout(), oldRanks, std::move(layerBytes));
-    return plan::placeInstantiation(plan.templates, inst, ids, ranks, config.microBatch, spec.globalBatch, &keep);
+    const auto keep = plan::holdingsOfNodes(parallel->layout(), membership.layoutRanks(nodes), std::move(layerBytes));
+    return plan::placeInstantiation(plan.templates, inst, nodes.ids, nodes.ranks, config.microBatch, spec.globalBatch,
+                                    &keep);
 }
 
 std::pair<std::uint64_t, std::uint64_t> Trainer::State::loaderSlice() const {
@@ -160,13 +126,12 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
         for (const auto& p : layout.pipelines) n += p.nodes;
         return n;
     }();
+    const std::uint32_t tolerance = membership.tolerance(), spares = membership.spares();
     const std::size_t idle = layout.idleNodes.size() - std::min<std::size_t>(spares, layout.idleNodes.size());
     std::string spare;
     if (idle > 0) spare += fmt::format(", {} idle", idle);
     if (spares > 0) spare += fmt::format(", {} spare", spares);
-    std::set<int> benchedNodes;
-    for (int r : world.members())
-        if (retiredNodes.count(world.nodeOfOriginal(r))) benchedNodes.insert(world.nodeOfOriginal(r));
+    const std::set<int> benchedNodes = membership.benchedNodes();
     const std::string benched =
         benchedNodes.empty() ? std::string()
                              : fmt::format("; {} retired node{} benched (members without work until the end)",

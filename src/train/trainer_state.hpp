@@ -20,6 +20,7 @@
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
+#include "membership.hpp"
 #include "straggler_probe.hpp"
 
 #include <chrono>
@@ -36,11 +37,6 @@ namespace kiln::train {
 using Clock = std::chrono::steady_clock;
 
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The live nodes of the world, less `retired` ones: their start-up ids and
-// their ranks in the control communicator, in node order.
-void liveNodes(const comm::World& world, std::vector<int>& ids, std::vector<std::vector<int>>& ranks,
-               const std::set<int>& retired = {});
 
 struct Trainer::State {
     const config::Deck& deck;
@@ -62,32 +58,19 @@ struct Trainer::State {
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
     std::unique_ptr<fault::FaultInjector> injector;
-    std::uint64_t nodeFailures = 0;  // nodes retired since start-up
-    std::uint32_t startupNodes = 0;  // the job's nodes at start-up: what the plan was made for
+    // Who is in the job, what was retired, what the layout tolerates (membership.hpp).
+    Membership membership;
     int admitPending = 0;            // rank 0: nodes an admission request asks for, until admitted
     std::string admitHosts;          // rank 0: where it wants them
-    std::uint64_t f = 0;
-    std::uint32_t tolerance = 0;  // simultaneous node failures the current layout survives
-    std::uint32_t spares = 0;     // idle nodes kept in reserve now
-    // Nodes retired since start-up (failed or stragglers). Their live ranks
-    // stay members of the control communicator without work until the job
-    // ends (benched, fault/recovery.hpp): sources of their layers in the
-    // regroup that retires them, idle afterwards.
-    std::set<int> retiredNodes;
-    bool benched = false;  // this rank's node is retired: it only takes part in collectives
-    // Retired stragglers whose ranks all live: they probe their speed every
-    // step, and so do the ranks of the reference node (referenceNode()), so
-    // that the speed monitor can take them back once they have recovered.
-    std::set<int> stragglerNodes;
-    std::unique_ptr<StragglerProbe> probe;  // on the ranks that probe now
-    // The probes' yardstick: the lowest idle node (a spare: it probes for
-    // free), else the lowest live node that is not retired.
-    int referenceNode() const;
+    // On the ranks that probe now: benched stragglers and the reference node
+    // (Membership::referenceNode), so that the speed monitor can take a
+    // straggler back once it has recovered.
+    std::unique_ptr<StragglerProbe> probe;
+    int referenceNode() const { return membership.referenceNode(parallel->layout().idleNodes); }
     // Who probes, for the current members: called with every new layout.
     void updateProbes();
     int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
     std::string notes;
-    std::vector<int> layoutMembers;  // start-up ranks of the communicator the current layout was made for
     std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
     std::unique_ptr<plan::SpeedMonitor> speeds;  // measured speeds against the plan (straggler.*)
     // The last committed step's /steps row, kept on every rank: a holder of
@@ -98,7 +81,7 @@ struct Trainer::State {
     };
     std::optional<StepRow> lastRow;
 
-    State(const config::Deck& d, comm::World& w) : deck(d), world(w) {}
+    State(const config::Deck& d, comm::World& w) : deck(d), world(w), membership([&w] { return rosterOf(w); }) {}
 
     // What every process reads from the deck alone: configuration, data
     // sources, model, device, the run's directory. Not collective.

@@ -184,7 +184,8 @@ void Trainer::State::logProgress(std::uint64_t step, const Committed& done, doub
     // f: the simultaneous node failures the current layout survives (fault.f, or fewer once nodes run out).
     log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
               config.steps, done.loss, done.lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * done.wait / done.stepSeconds,
-              duration(eta), tolerance, spares > 0 ? fmt::format(" +{} spare", spares) : std::string());
+              duration(eta), membership.tolerance(),
+              membership.spares() > 0 ? fmt::format(" +{} spare", membership.spares()) : std::string());
 }
 
 }  // namespace kiln::train

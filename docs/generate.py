@@ -176,14 +176,15 @@ def tests_page():
 
 
 def logged_tags():
-    """Upper-case tags the sources start log lines with (`log::info("  TAG ...`), and regroup kinds."""
+    """Upper-case tags the sources start log lines with (`log::info("  TAG ...`), and the kinds of notices
+    (`report.notice(step, "kind", ...)`, `announceRegroup(step, "kind", ...)`), which are logged in capitals."""
     tags = set()
     for base, _, files in os.walk(os.path.join(ROOT, "src")):
         for f in files:
             if f.endswith(".cpp"):
                 text = open(os.path.join(base, f), encoding="utf-8").read()
                 tags.update(re.findall(r'log::\w+\("\s*([A-Z][A-Z_-]{2,})\b', text))
-                tags.update(k.upper() for k in re.findall(r'announceRegroup\([^"]*"([a-z_]+)"', text))
+                tags.update(k.upper() for k in re.findall(r'(?:announceRegroup|\.notice)\([^"]*"([a-z_]+)"', text))
     return tags
 
 

@@ -28,15 +28,15 @@ const std::vector<LogLine>& logLines() {
         {"STRAGGLER", "  STRAGGLER before step 5: node 1 computed 5.03x slower than its pipeline's planned bottleneck allows ...",
          "a node slow enough to cost more than it gives was retired from the pipelines; it returns when its probes say "
          "it recovered. Check the node"},
-        {"RETURN", "  RETURN     before step 12: node 1 recovered: ...", "a retired straggler's node is in the pipelines again"},
+        {"RETURN", "  RETURN before step 12: node 1 recovered: ...", "a retired straggler's node is in the pipelines again"},
         {"TOLERANCE", "  TOLERANCE fault tolerance now 1 simultaneous node failure (fault.f = 2): ...",
          "how many simultaneous node failures the layout now survives, when it changes; below fault.f, another failure "
          "may stop the run (it checkpoints and exits 75 for a requeue): admit nodes or let Slurm requeue"},
         {"ADMIT", "  ADMIT after step 30: 1 node admitted (node-9; start-up ranks 6 to 7) in 210.4 ms; ...", "nodes admitted into the running job (RUN_DIR/admit), or why an "
                                                              "admission was refused"},
-        {"REBALANCE", "  REBALANCE  before step 4: pipeline 1 at least 8.04x slower than its share assumed ...",
+        {"REBALANCE", "  REBALANCE before step 4: pipeline 1 at least 8.04x slower than its share assumed ...",
          "the batch split between pipelines changed to follow their measured speeds; the data and the loss are the same"},
-        {"SPEED", "  SPEED      ...",
+        {"SPEED", "  SPEED ...",
          "a node slower than planned, not slow enough to change the layout"},
         {"STOP", "  STOP after step 120 on a stop request (SIGUSR1 or KILN_STOP_FILE: ...): a requeued job resumes from it",
          "the run stopped early (Slurm time limit, a signal, more failures than f) after writing a checkpoint; exit "

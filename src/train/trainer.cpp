@@ -98,18 +98,18 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     s.sliceLoader();
     base::startupPhase("loader");
     s.startupToReport = true;
+    s.describeReport();
     if (world.rank() == 0)
-        s.openDiag(resumed, resumed ? "resume" : "start",
-                   resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
-                           : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()),
-                   cursor.step);
+        s.report.open(resumed, cursor.step, resumed ? "resume" : "start",
+                      resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
+                              : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()));
     // This start's epoch: one more than any earlier attempt's, so that their stragglers are fenced too.
     std::uint64_t epoch = world.rank() == 0 ? io::publishedEpoch(s.runDir / "epoch") : 0;
     KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
     io::fence().arm(s.runDir / "epoch", epoch + 1);
     if (world.rank() == 0) io::fence().publish();
-    if (s.diag && !s.plan.sparesNote.empty()) s.diag->event(cursor.step, "spares", s.plan.sparesNote);
-    if (s.diag && !s.plan.faultNote.empty()) s.diag->event(cursor.step, "fault_f", s.plan.faultNote);
+    if (!s.plan.sparesNote.empty()) s.report.event(cursor.step, "spares", s.plan.sparesNote);
+    if (!s.plan.faultNote.empty()) s.report.event(cursor.step, "fault_f", s.plan.faultNote);
     s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
     s.armInjector();
     log::info("  model      {}, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} per rank ({})",
@@ -195,7 +195,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
                                                 "limit ahead); checkpoint written, exit 75",
                                                 step + 1);
             log::info("  STOP {}: a requeued job resumes from it", why);
-            if (s.diag) s.diag->event(step + 1, "stop", why);
+            s.report.event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
         }
         if (!last && a.admitNodes > 0 && s.admitAtBoundary(step + 1, a.admitNodes) != Continue) return beyondF();
@@ -212,9 +212,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         if (s.checkpointSafely(at, at, false) != Continue) return beyondF();
     }
     finish(TrainSummary::Stop::Finished);
-    if (s.diag)
-        s.diag->event(summary.lastStep, "end",
-                      fmt::format("{} steps in {:.1f} s, loss {:.4f}", stepsDone, summary.seconds, summary.lastLoss));
+    s.report.event(summary.lastStep, "end",
+                   fmt::format("{} steps in {:.1f} s, loss {:.4f}", stepsDone, summary.seconds, summary.lastLoss));
     return summary;
 }
 

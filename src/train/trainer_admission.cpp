@@ -54,7 +54,7 @@ JoinState Trainer::State::joinState() const {
     join.cursor = data::cursorToRow(loader->cursor());
     join.optimizerSteps = parallel->optimizer().steps();
     join.decaySteps = config.decaySteps;
-    join.diagHolder = diagHolder;
+    join.diagHolder = report.holder();
     join.nccl = parallel->nccl();
     join.fenceEpoch = io::fence().epoch();
     RowWriter layout;
@@ -94,7 +94,8 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     const data::Cursor cursor = data::cursorFromRow(join.cursor, names);
     s.config.decaySteps = join.decaySteps;
     s.membership.readFrom(join);
-    s.diagHolder = join.diagHolder;
+    s.report.setHolder(join.diagHolder);
+    s.describeReport();
     io::fence().arm(s.runDir / "epoch", join.fenceEpoch);
     s.markMemoryBaseline();
     RowReader layout(join.layout);
@@ -135,8 +136,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
         }
         const std::string why = fmt::format("after step {}: {} node{} asked for, none admitted: {}", step, nodes,
                                             nodes == 1 ? "" : "s", problem);
-        log::info("  ADMIT {}", why);
-        if (diag) diag->event(step, "admit", why);
+        report.notice(step, "admit", why);
         return Recovery::Continue;
     }
     const auto before = world.members();
@@ -153,8 +153,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
         fmt::format("after step {}: {} node{} admitted ({}; start-up ranks {} to {}) in {:.1f} ms; {}", step, added.size(),
                     added.size() == 1 ? "" : "s", fmt::join(names, ", "), before.empty() ? 0 : world.members()[before.size()],
                     world.members().back(), 1e3 * since(t0), what);
-    log::info("  ADMIT {}", detail);
-    if (diag) diag->event(step, "admit", detail);
+    report.notice(step, "admit", detail);
     return Recovery::Continue;
 }
 
@@ -176,8 +175,7 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
         if (next.tolerance > membership.tolerance()) {
             const std::string back = fmt::format("fault tolerance back to {} simultaneous node failure{} (fault.f = {}): {}",
                                                  next.tolerance, next.tolerance == 1 ? "" : "s", plan.f, why);
-            log::info("  TOLERANCE {}", back);
-            if (diag) diag->event(step, "tolerance", back);
+            report.notice(step, "tolerance", back);
         }
     }
     membership.layoutTolerates(regroups ? next.tolerance : membership.tolerance(), next.spares);

@@ -49,7 +49,7 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
                 checkpoint(at, parallel->holders());
                 model::releaseCpuCache();  // the write's staging is not a step's sizes
             }
-            recordPendingFailure(since(begun));  // what was replayed is the checkpoint
+            report.failureReplayed(since(begun));  // what was replayed is the checkpoint
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());

@@ -92,8 +92,8 @@ Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std
             record.seconds = since(begun);
             log::info("  eval after step {}: held-out loss {:.4f}, perplexity {:.2f} ({} batches, {} tokens, {:.2f} s)",
                       steps, record.loss, record.perplexity, config.evalBatches, tokens, record.seconds);
-            if (diag) diag->evaluation(record);
-            recordPendingFailure(record.seconds);  // what was replayed is the evaluation
+            report.evaluation(record);
+            report.failureReplayed(record.seconds);  // what was replayed is the evaluation
             return Recovery::Continue;
         }
         const auto outcome = recoverFromFailure(step, since(begun));

@@ -62,28 +62,28 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     for (;;) {
         try {
             std::set<int> retired = membership.retiredNodes();
-            const fault::RecoveryReport report = fault::recover(world, retired);
-            membership.retireFailed(report.retiredNodes);
+            const fault::RecoveryReport round = fault::recover(world, retired);
+            membership.retireFailed(round.retiredNodes);
             io::fence().advance();  // every survivor alike: the failed ones are left behind
-            rounds.push_back(report.describe());
-            failedRanks.insert(failedRanks.end(), report.failedRanks.begin(), report.failedRanks.end());
-            retiredNow.insert(retiredNow.end(), report.retiredNodes.begin(), report.retiredNodes.end());
+            rounds.push_back(round.describe());
+            failedRanks.insert(failedRanks.end(), round.failedRanks.begin(), round.failedRanks.end());
+            retiredNow.insert(retiredNow.end(), round.retiredNodes.begin(), round.retiredNodes.end());
             ++record.rounds;
-            record.revoke += report.revokeSeconds;
-            record.shrink += report.shrinkSeconds;
-            record.regroup += report.regroupSeconds;
+            record.revoke += round.revokeSeconds;
+            record.shrink += round.shrinkSeconds;
+            record.regroup += round.regroupSeconds;
             io::fitText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
             io::fitText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
-            handOverDiagnostics(step);
-            if (world.originalRank() == diagHolder) io::fence().publish();
+            report.handOver(world, membership.speaker(), step);
+            if (world.originalRank() == report.holder()) io::fence().publish();
             // A previous failure whose replay failed too: its row is written now (by whoever holds
             // diag.h5 after this round), its replay time the attempt that failed.
-            recordPendingFailure(detectSeconds);
+            report.failureReplayed(detectSeconds);
             injector->at(step, fault::Phase::Regroup);
             const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
             const auto stop = [&](const std::string& reason) {
                 io::fitText(record.layout, "stopped: beyond f");
-                if (diag) diag->failure(record);
+                report.failure(record);
                 return stopBeyondF(step, what, reason, t0);
             };
 
@@ -91,10 +91,10 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             const auto lost = plan::layersWithoutLiveHolder(parallel->layout(), membership.layoutMembers(), world.members());
             if (!lost.empty())
                 return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
-            const auto next = plan::regroup(plan, static_cast<std::uint32_t>(report.nodesLeft));
+            const auto next = plan::regroup(plan, static_cast<std::uint32_t>(round.nodesLeft));
             if (!next.possible)
                 return stop(next.why.empty() ? fmt::format("{} node{} left, and a pipeline needs at least {}",
-                                                           report.nodesLeft, report.nodesLeft == 1 ? "" : "s",
+                                                           round.nodesLeft, round.nodesLeft == 1 ? "" : "s",
                                                            plan.templates.minNodes)
                                              : next.why);
             Regrouped done;
@@ -104,7 +104,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
             record.migrate = done.moved.migrateSeconds;
             record.bytesMigrated = done.bytesMigrated;
             io::fitText(record.layout, plan::sharesOf(parallel->layout()));
-            pendingFailure = record;
+            report.failureReplaying(record);
             const std::string detail = fmt::format(
                 "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
                 step, what, parallel->layout().describe(), 1e3 * done.chooseSeconds, done.bytesMigrated / 1e6,
@@ -140,13 +140,6 @@ void Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& n
         log::detail("this rank's node is retired; its layers handed on, it stays in the job without work (benched)");
 }
 
-void Trainer::State::recordPendingFailure(double replaySeconds) {
-    if (!pendingFailure) return;
-    pendingFailure->replay = replaySeconds;
-    if (diag) diag->failure(*pendingFailure);
-    pendingFailure.reset();
-}
-
 void Trainer::State::abandonStep() {
     comm::revoke(world.control());
     parallel->interrupt();
@@ -173,10 +166,7 @@ Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::La
 
 void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
                                      const plan::Regroup& next, const Regrouped& done, const std::string& why) {
-    std::string label = kind;
-    for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    log::info("  {} {}", label, detail);
-    if (diag) diag->event(step, kind, detail);
+    report.notice(step, kind, detail);
     reportTolerance(step, next, done.lowered);
     announceLayout(step, false, why);
 }
@@ -186,8 +176,7 @@ void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& ne
     const std::uint32_t tolerance = membership.tolerance();
     const std::string why = fmt::format("fault tolerance now {} simultaneous node failure{} (fault.f = {}): {}", tolerance,
                                         tolerance == 1 ? "" : "s", plan.f, next.degraded);
-    log::info("  TOLERANCE {}", why);
-    if (diag) diag->event(step, "tolerance", why);
+    report.notice(step, "tolerance", why);
 }
 
 Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std::string& why) {
@@ -197,9 +186,9 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     // Benched, its ranks time one block every step (from the layout announced below on).
     membership.retireStraggler(node);
     io::fence().advance();  // as after a failure: nothing the straggler still writes counts
-    if (world.originalRank() == diagHolder) io::fence().publish();
+    if (world.originalRank() == report.holder()) io::fence().publish();
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.live().ids.size()));
-    handOverDiagnostics(step);
+    report.handOver(world, membership.speaker(), step);
     Regrouped done;
     regroupSurvivors(step, next, done);
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
@@ -231,20 +220,20 @@ Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const s
             LayerHolders holders;
             for (const auto& stage : writers) holders.push_back({stage});
             checkpoint(loader->cursor().step, holders);
-            if (diag) diag->event(step, "stop", reason + "; checkpoint written, exit 75");
+            report.event(step, "stop", reason + "; checkpoint written, exit 75");
         } catch (const ProcFailedError& e) {
             // One more failure while writing: the previous checkpoint stays `latest`.
             const auto latest = checkpoints->latest();
             log::warn("step {}: another rank failed while the checkpoint was written ({}); nothing was written",
                       step, e.what());
             log::info("  a requeued job resumes from {}", latest ? latest->string() : "nothing (no checkpoint yet)");
-            if (diag) diag->event(step, "stop", reason + "; the checkpoint failed, exit 75");
+            report.event(step, "stop", reason + "; the checkpoint failed, exit 75");
         }
     } else {
         const auto latest = checkpoints->latest();
         const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
         log::info("  {}; no checkpoint can be written. A requeued job resumes from {}", reason, from);
-        if (diag) diag->event(step, "stop", fmt::format("{}; resume from {}", reason, from));
+        report.event(step, "stop", fmt::format("{}; resume from {}", reason, from));
     }
     return Recovery::BeyondF;
 }

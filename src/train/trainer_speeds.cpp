@@ -24,8 +24,7 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
         speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(membership.live().ids.size()),
                         membership.tolerance());
     if (!verdict.note.empty()) {
-        log::info("  SPEED      {}", verdict.note);
-        if (diag) diag->event(step, "speed", verdict.note);
+        report.notice(step, "speed", verdict.note);
     }
     switch (verdict.action) {
         case plan::SpeedVerdict::Action::None: break;
@@ -41,8 +40,7 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
                 outcome != Recovery::Continue)
                 return outcome;
             sliceLoader();
-            log::info("  REBALANCE  before step {}: {}", step, verdict.detail);
-            if (diag) diag->event(step, "rebalance", verdict.detail);
+            report.notice(step, "rebalance", fmt::format("before step {}: {}", step, verdict.detail));
             announceLayout(step, false, fmt::format("rebalanced by measured speed before step {}", step),
                            /*newLayout=*/false);
             return Recovery::Continue;
@@ -74,8 +72,7 @@ Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, i
     const std::string detail = fmt::format("before step {}: node {} recovered: {}; {} in {:.1f} ms", step, node, why,
                                            regrouped.empty() ? std::string("it waits as a spare") : regrouped,
                                            1e3 * since(t0));
-    log::info("  RETURN     {}", detail);
-    if (diag) diag->event(step, "return", detail);
+    report.notice(step, "return", detail);
     return Recovery::Continue;
 }
 
@@ -93,7 +90,7 @@ void Trainer::State::updateProbes() {
 
 void Trainer::State::reportSpeeds(std::uint64_t step) {
     const plan::MeasuredSpeeds m = speeds->measured(parallel->layout());
-    if (m.ratio <= 0.0 || !diag) return;
+    if (m.ratio <= 0.0 || !report.holds()) return;
     std::vector<std::string> pipelines;
     for (std::size_t p = 0; p < m.pipelineSlowdown.size(); ++p)
         pipelines.push_back(m.pipelineSlowdown[p] > 0.0 ? fmt::format("{:.2f}", m.pipelineSlowdown[p]) : "-");
@@ -112,7 +109,7 @@ void Trainer::State::reportSpeeds(std::uint64_t step) {
                              : fmt::format("; benched stragglers' probes against reference node {}'s: {}",
                                            referenceNode(), fmt::join(benchedNodes, ", ")));
     log::info("  speeds     {}", detail);
-    diag->event(step, "speeds", detail);
+    report.event(step, "speeds", detail);
 }
 
 void Trainer::State::reportStartup(std::uint64_t step) {
@@ -127,7 +124,7 @@ void Trainer::State::reportStartup(std::uint64_t step) {
         abandonStep();  // every survivor meets it in the next step and recovers
         return;
     }
-    if (!diag) return;
+    if (!report.holds()) return;
     std::vector<std::string> parts;
     double total = 0.0;
     for (std::size_t k = 0; k < phases.size(); ++k) {
@@ -138,7 +135,7 @@ void Trainer::State::reportStartup(std::uint64_t step) {
                                            "phases' maxima added)",
                                            world.size(), fmt::join(parts, ", "), total);
     log::info("  start-up   {}", detail);
-    diag->event(step, "startup", detail);
+    report.event(step, "startup", detail);
 }
 
 void Trainer::State::markMemoryBaseline() {
@@ -174,7 +171,7 @@ void Trainer::State::reportMemory(std::uint64_t step) {
                                   double(gpu.allocated), double(gpu.reserved), planned};
     std::vector<double> all(kFields * static_cast<std::size_t>(world.size()));
     KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
-    if (!diag) return;
+    if (!report.holds()) return;
     const int measure = gpu.known ? kDevice : kResident;
     int worst = -1;
     double worstError = -1.0, sum[kFields] = {};
@@ -203,7 +200,7 @@ void Trainer::State::reportMemory(std::uint64_t step) {
         measured, sum[kPlanned] / 1e9, world.members()[static_cast<std::size_t>(worst)], row[measure] / 1e9,
         gpu.known ? "on the GPU" : "resident", row[kPlanned] / 1e9, row[measure] / row[kPlanned]);
     log::info("  memory     {}", detail);
-    diag->event(step, "memory", detail);
+    report.event(step, "memory", detail);
 }
 
 }  // namespace kiln::train

@@ -53,37 +53,10 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
 
 }  // namespace
 
-void Trainer::State::openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step) {
+void Trainer::State::describeReport() {
     std::vector<std::string> names;
     for (const auto& src : spec.sources) names.push_back(src.name);
-    diag = std::make_unique<io::DiagFile>((runDir / "diag.h5").string(), deck.resolvedText(), names,
-                                          templateRecords(plan.templates), continueRun);
-    diag->event(step, kind, detail);
-}
-
-void Trainer::State::handOverDiagnostics(std::uint64_t step) {
-    const auto& members = world.members();
-    const int speaker = membership.speaker();
-    log::speakForJob(world.originalRank() == speaker);
-    if (speaker == diagHolder) return;
-    // HDF5 allows one writer: a live holder (benched on a retired node)
-    // closes the file before anyone reopens it.
-    const bool holderLives = std::find(members.begin(), members.end(), diagHolder) != members.end();
-    if (holderLives) {
-        if (world.originalRank() == diagHolder) diag.reset();
-        KILN_MPI(MPI_Barrier(world.control()));
-    }
-    const int previous = diagHolder;
-    diagHolder = speaker;
-    if (world.originalRank() == speaker && !diag) {
-        openDiag(true, "takeover",
-                 fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
-                             holderLives ? "was retired with its node" : "failed"),
-                 step);
-        // The previous holder may have died after a step's commit, before its row.
-        if (lastRow && (!diag->lastStep() || *diag->lastStep() < lastRow->record.step))
-            diag->step(lastRow->record, lastRow->sourceTokens);
-    }
+    report.describeRun(runDir / "diag.h5", deck.resolvedText(), std::move(names), templateRecords(plan.templates));
 }
 
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {
@@ -155,7 +128,7 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
                                     pipeline.firstMicrobatch + pipeline.microbatches - 1),
                   fmt::join(stages, " | "));
     }
-    if (diag) diag->instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
+    report.instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
 }
 
 CheckpointManager::Source Trainer::State::checkpointSource(LayerHolders holders) const {
@@ -200,7 +173,7 @@ void Trainer::State::reportCheckpoint(const CheckpointWrite& done, bool backgrou
                                                      done.stall, done.bytes / 1e6, done.write, writers)
                                        : fmt::format("in {:.2f} s{}", done.stall, writers);
     log::info("  checkpoint {} written {}", done.path.string(), how);
-    if (diag) diag->event(done.step, "checkpoint", fmt::format("{} {}", done.path.filename().string(), how));
+    report.event(done.step, "checkpoint", fmt::format("{} {}", done.path.filename().string(), how));
 }
 
 }  // namespace kiln::train

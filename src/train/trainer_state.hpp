@@ -21,6 +21,7 @@
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
 #include "membership.hpp"
+#include "run_report.hpp"
 #include "straggler_probe.hpp"
 
 #include <chrono>
@@ -51,7 +52,6 @@ struct Trainer::State {
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
     std::unique_ptr<data::DataLoader> loader;
-    std::unique_ptr<io::DiagFile> diag;
     std::unique_ptr<CheckpointStore> checkpoints;
     std::unique_ptr<CheckpointManager> checkpointing;
     data::CursorContext context;
@@ -69,17 +69,10 @@ struct Trainer::State {
     int referenceNode() const { return membership.referenceNode(parallel->layout().idleNodes); }
     // Who probes, for the current members: called with every new layout.
     void updateProbes();
-    int diagHolder = 0;  // the start-up rank that has diag.h5 open and speaks for the job
+    // diag.h5 and the log lines a user acts on, from the member that speaks for the job (run_report.hpp).
+    RunReport report;
     std::string notes;
-    std::optional<io::FailureRecord> pendingFailure;  // recorded once its replay is done
     std::unique_ptr<plan::SpeedMonitor> speeds;  // measured speeds against the plan (straggler.*)
-    // The last committed step's /steps row, kept on every rank: a holder of
-    // diag.h5 that dies between the commit and its write leaves it to the next.
-    struct StepRow {
-        io::StepRecord record;
-        std::vector<std::uint64_t> sourceTokens;
-    };
-    std::optional<StepRow> lastRow;
 
     State(const config::Deck& d, comm::World& w) : deck(d), world(w), membership([&w] { return rosterOf(w); }) {}
 
@@ -89,10 +82,8 @@ struct Trainer::State {
     // The deck's fault.inject for this process (none in a requeued attempt).
     void armInjector();
 
-    void openDiag(bool continueRun, const std::string& kind, const std::string& detail, std::uint64_t step);
-    // After a recovery round: the lowest member on a node that stays speaks
-    // for the job and writes diag.h5; a live previous holder closes it first.
-    void handOverDiagnostics(std::uint64_t step);
+    // What diag.h5 is created with, once the plan is made (any member may come to hold it).
+    void describeReport();
     // The layout of `inst` on the live nodes of the world that stay: nodes in
     // order at start-up; after a failure, each pipeline position on the node
     // that has most of its layers already (fewest bytes to migrate).
@@ -155,9 +146,6 @@ struct Trainer::State {
     // survivor meets it at its next call and recovers) and interrupt the
     // pipelines' pending exchanges.
     void abandonStep();
-    // The failure whose replay just ended (successfully or not) written to
-    // /failures with the replay's seconds; nothing when none is pending.
-    void recordPendingFailure(double replaySeconds);
     void reportTolerance(std::uint64_t step, const plan::Regroup& next, bool lowered);
     // After a regroup: `detail` in the log (KIND in capitals) and as a diag.h5
     // event `kind`, a lowered tolerance said, the new layout announced (`why`).
@@ -242,7 +230,7 @@ struct Trainer::State {
         data::Cursor before;  // the loader's cursor before the commit
     };
     Recovery step(std::uint64_t step, double targetsPerStep, Committed& done);
-    // The committed step's /steps row (diag.h5, and kept: lastRow).
+    // The committed step's /steps row.
     void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
     // The progress line: loss, rate, ETA (`eta` seconds), tolerance.
     void logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const;

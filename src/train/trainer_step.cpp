@@ -143,7 +143,7 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
         // The same global batch, over the new pipelines: the step is replayed.
         a = attempt(step, targetsPerStep, done.wait);
         if (!a.dataError.empty()) throw InputError(a.dataError);
-        if (a.ok) recordPendingFailure(a.seconds);
+        if (a.ok) report.failureReplayed(a.seconds);
     }
     if (config.gradClip > 0.0 && a.gradNorm > config.gradClip) {
         torch::NoGradGuard noGrad;
@@ -169,14 +169,14 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
 
 void Trainer::State::recordStep(std::uint64_t step, const Committed& done, double targetsPerStep) {
     const Attempt& a = done.attempt;
-    StepRow row{{step, done.loss, done.lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep), done.stepSeconds,
-                 done.wait, a.work.forward, a.work.backward, a.sync, done.optimizerSeconds, a.work.waiting},
-                {}};
+    const io::StepRecord record{step, done.loss, done.lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep),
+                                done.stepSeconds, done.wait, a.work.forward, a.work.backward, a.sync,
+                                done.optimizerSeconds, a.work.waiting};
+    std::vector<std::uint64_t> sourceTokens;
     const data::Cursor& after = loader->cursor();
     for (std::size_t i = 0; i < spec.sources.size(); ++i)
-        row.sourceTokens.push_back((after.sources[i].samples - done.before.sources[i].samples) * spec.seqLen);
-    if (diag) diag->step(row.record, row.sourceTokens);
-    lastRow = std::move(row);
+        sourceTokens.push_back((after.sources[i].samples - done.before.sources[i].samples) * spec.seqLen);
+    report.step(record, std::move(sourceTokens));
 }
 
 void Trainer::State::logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const {

@@ -1,0 +1,83 @@
+#include "run_report.hpp"
+
+#include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/world.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace kiln::train {
+
+void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
+                            std::vector<io::TemplateStageRecord> templates) {
+    path_ = std::move(path);
+    deckText_ = std::move(deckText);
+    sources_ = std::move(sources);
+    templates_ = std::move(templates);
+}
+
+void RunReport::open(bool continueRun, std::uint64_t step, const std::string& kind, const std::string& detail) {
+    file_ = std::make_unique<io::DiagFile>(path_.string(), deckText_, sources_, templates_, continueRun);
+    file_->event(step, kind, detail);
+}
+
+void RunReport::event(std::uint64_t step, const std::string& kind, const std::string& detail) {
+    if (file_) file_->event(step, kind, detail);
+}
+
+void RunReport::notice(std::uint64_t step, const std::string& kind, const std::string& detail) {
+    std::string tag = kind;
+    for (auto& c : tag) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    log::info("  {} {}", tag, detail);
+    event(step, kind, detail);
+}
+
+void RunReport::instantiation(const io::InstantiationRecord& record) {
+    if (file_) file_->instantiation(record);
+}
+
+void RunReport::evaluation(const io::EvalRecord& record) {
+    if (file_) file_->evaluation(record);
+}
+
+void RunReport::failure(const io::FailureRecord& record) {
+    if (file_) file_->failure(record);
+}
+
+void RunReport::failureReplayed(double replaySeconds) {
+    if (!pending_) return;
+    pending_->replay = replaySeconds;
+    failure(*pending_);
+    pending_.reset();
+}
+
+void RunReport::step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens) {
+    if (file_) file_->step(record, sourceTokens);
+    lastRow_ = StepRow{record, std::move(sourceTokens)};
+}
+
+void RunReport::handOver(const comm::World& world, int speaker, std::uint64_t step) {
+    log::speakForJob(world.originalRank() == speaker);
+    if (speaker == holder_) return;
+    // HDF5 allows one writer: a live holder (benched on a retired node) closes the file before anyone reopens it.
+    const auto& members = world.members();
+    const bool holderLives = std::find(members.begin(), members.end(), holder_) != members.end();
+    if (holderLives) {
+        if (world.originalRank() == holder_) file_.reset();
+        KILN_MPI(MPI_Barrier(world.control()));
+    }
+    const int previous = holder_;
+    holder_ = speaker;
+    if (world.originalRank() != speaker || file_) return;
+    open(true, step, "takeover",
+         fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
+                     holderLives ? "was retired with its node" : "failed"));
+    // The previous holder may have died after a step's commit, before its row.
+    if (lastRow_ && (!file_->lastStep() || *file_->lastStep() < lastRow_->record.step))
+        file_->step(lastRow_->record, lastRow_->sourceTokens);
+}
+
+}  // namespace kiln::train

@@ -124,16 +124,15 @@ def registered_tests():
         source = None
         sm = re.search(r"\bSOURCES\s+(\S+)", call)
         target = re.search(r"\$<TARGET_FILE:(\w+)>", call) or re.search(r"\bCOMMAND\s+(\w+)", call)
+        script = re.search(r"\b(tests/[\w/.-]+\.(?:sh|py))", call)
         if sm:
             source = os.path.join("tests", sm.group(1))
+        elif script:  # a script's helpers (checkpoint_diff, ...) are its arguments, not the test
+            source = script.group(1)
         elif target and target.group(1) in executables:
-            source = executables[target.group(1)].replace("${CMAKE_SOURCE_DIR}/", "")
+            source = executables[target.group(1)].replace("${CMAKE_SOURCE_DIR}/", "").rstrip(")")
             if not source.startswith(("tests/", "perf/")):
                 source = os.path.join("tests", source)
-        else:
-            cm = re.search(r"\b(tests/[\w/.-]+\.(?:sh|py))", call)
-            if cm:
-                source = cm.group(1)
         said = " ".join(comment)
         if source and os.path.exists(os.path.join(ROOT, source)):
             from_file = header_comment(os.path.join(ROOT, source))

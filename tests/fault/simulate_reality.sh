@@ -4,11 +4,15 @@
 # failures (--trace-from) and measured costs (--costs-from), must
 #  1. choose the same layouts after each failure as the run did (kiln's own planner and regroup), and
 #  2. predict the run's wall time (first layout to the end of step 60) within 15 %.
+# The speed monitor is off (straggler.rebalance_at and retire_at 0): on 2 shared cores the run's 1-node
+# pipelines can measure 1.25x apart for 5 steps and split the batch again, a layout change the simulator
+# does not model and this test is not about (tests/fault/stragglers.sh is).
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1
-      --set checkpoint.every=0 --set cluster.ranks_per_node=1 --set plan.pipelines= --set fault.f=1)
+      --set checkpoint.every=0 --set cluster.ranks_per_node=1 --set plan.pipelines= --set fault.f=1
+      --set straggler.rebalance_at=0 --set straggler.retire_at=0)
 timeout 300 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run "${deck[@]}" --set checkpoint.resume=false \
   --set run.out_dir="$work/runs" --set run.steps=60 --set run.name=real --set train.log_every=1000000 \
   --set fault.inject=1:20:commit,2:40:allreduce >"$work/run.log" 2>&1

@@ -15,6 +15,8 @@
 #  2. After one step, every layer's gradient (AdamW's first moment, (1 - beta1) g) equals the reference's to 1e-6.
 #  3. A checkpoint written at step 6 on one layout and resumed on another (hetero -> nodes2, nodes2 -> one)
 #     continues with the reference's losses through step 12.
+# The runs without clipping write a checkpoint every step and keep them all: PASS 2 reads their step 1 and
+# PASS 3 resumes from their step 6 (checkpoint.from), so those criteria need no runs of their own.
 #  4. With train.grad_sums = during_backward (the sums start layer by layer inside each stage's last backward, as
 #     on GPUs; here each sum blocks, the strictest case for deadlock), hetero, uneven and nodes2 give the
 #     reference's losses, norms and final parameters.
@@ -44,16 +46,17 @@ same_curve() {
     END { if (n != steps || bad) { print "FAIL: " name " differs from the reference (" n " steps)"; exit 1 } }'
 }
 
-layouts() {  # CLIP: every layout, compared with the reference
+layouts() {  # CLIP [--set k=v ...]: every layout, compared with the reference
   local clip=$1 tag=c$1
-  run one-$tag 1 1 "" 0 --set train.grad_clip="$clip"
-  run one8-$tag 1 1 "" 0 --set train.grad_clip="$clip" --set train.micro_batch=8
-  run dp-$tag 2 1 1+1 1 --set train.grad_clip="$clip"
-  run hetero-$tag 3 1 2+1 1 --set train.grad_clip="$clip"
-  run deep-$tag 3 1 3 0 --set train.grad_clip="$clip"
-  run shallow-$tag 3 1 3 0 --set train.grad_clip="$clip" --set train.micro_batch=8
-  run uneven-$tag 3 1 2:3+1:1 1 --set train.grad_clip="$clip"
-  run nodes2-$tag 6 2 2+1 1 --set train.grad_clip="$clip"
+  shift
+  run one-$tag 1 1 "" 0 --set train.grad_clip="$clip" "$@"
+  run one8-$tag 1 1 "" 0 --set train.grad_clip="$clip" --set train.micro_batch=8 "$@"
+  run dp-$tag 2 1 1+1 1 --set train.grad_clip="$clip" "$@"
+  run hetero-$tag 3 1 2+1 1 --set train.grad_clip="$clip" "$@"
+  run deep-$tag 3 1 3 0 --set train.grad_clip="$clip" "$@"
+  run shallow-$tag 3 1 3 0 --set train.grad_clip="$clip" --set train.micro_batch=8 "$@"
+  run uneven-$tag 3 1 2:3+1:1 1 --set train.grad_clip="$clip" "$@"
+  run nodes2-$tag 6 2 2+1 1 --set train.grad_clip="$clip" "$@"
   grep -q "layout     2+1 (4+2 stages) on 3 nodes: pinned" "$work/nodes2-$tag.log" || { echo "FAIL: nodes2 layout"; exit 1; }
   grep -q "pipeline 0 microbatches 0-2" "$work/uneven-$tag.log" || { echo "FAIL: uneven shares"; exit 1; }
   for name in dp hetero deep uneven nodes2; do
@@ -63,29 +66,30 @@ layouts() {  # CLIP: every layout, compared with the reference
   done
   same_curve one8-$tag shallow-$tag 12
 }
-layouts 0
+layouts 0 --set checkpoint.every=1 --set checkpoint.keep=12
 layouts 0.5
 awk '$3 <= 0.5 { low++ } END { if (low) { print "FAIL: clipping at 0.5 did not act on every step"; exit 1 } }' "$work/one-c0.losses"
 echo "PASS 1: losses, gradient norms and final parameters of 7 layouts equal the 1-rank run's, with and without clipping"
 
-for spec in "one 1 1 - 0" "dp 2 1 1+1 1" "hetero 3 1 2+1 1" "deep 3 1 3 0" "uneven 3 1 2:3+1:1 1" "nodes2 6 2 2+1 1"; do
-  read -r name ranks perNode pipelines f <<<"$spec"
-  [ "$pipelines" = - ] && pipelines=""
-  run grad-$name "$ranks" "$perNode" "$pipelines" "$f" --set run.steps=1 --set train.grad_clip=0
-  [ "$name" = one ] && continue
-  "$diff" "$work/runs/grad-one/ckpt/step-00000001.h5" "$work/runs/grad-$name/ckpt/step-00000001.h5" adam_m 1e-6 \
+for name in dp hetero deep uneven nodes2; do
+  "$diff" "$work/runs/one-c0/ckpt/step-00000001.h5" "$work/runs/$name-c0/ckpt/step-00000001.h5" adam_m 1e-6 \
     || { echo "FAIL: gradients of $name"; exit 1; }
 done
 echo "PASS 2: after one step every layer's gradient equals the 1-rank gradient on 5 layouts"
 
-# Written on one layout at step 6, resumed on another (same run name, so same run directory).
-run moved 3 1 2+1 1 --set run.steps=6 --set train.grad_clip=0
-run moved 6 2 2+1 1 --set checkpoint.resume=true --set train.grad_clip=0
-grep -q "resumed from .*step-00000006.h5 at step 6" "$work/moved.log" || { cat "$work/moved.log"; echo "FAIL: no resume"; exit 1; }
-same_curve one-c0 moved 12
-run back 6 2 2+1 1 --set run.steps=6 --set train.grad_clip=0
-run back 1 1 "" 0 --set checkpoint.resume=true --set train.grad_clip=0
-same_curve one-c0 back 12
+# Written on one layout at step 6 (the 12-step runs' checkpoints), resumed on another.
+run moved 6 2 2+1 1 --set checkpoint.resume=true --set checkpoint.from="$work/runs/hetero-c0/ckpt/step-00000006.h5" \
+  --set train.grad_clip=0
+grep -q "resumed from .*hetero-c0/ckpt/step-00000006.h5 at step 6" "$work/moved.log" \
+  || { cat "$work/moved.log"; echo "FAIL: no resume"; exit 1; }
+run back 1 1 "" 0 --set checkpoint.resume=true --set checkpoint.from="$work/runs/nodes2-c0/ckpt/step-00000006.h5" \
+  --set train.grad_clip=0
+grep -q "resumed from .*nodes2-c0/ckpt/step-00000006.h5 at step 6" "$work/back.log" \
+  || { cat "$work/back.log"; echo "FAIL: no resume"; exit 1; }
+# The resumed runs' diag.h5 holds steps 7 to 12: compared with the reference's.
+tail -n 6 "$work/one-c0.losses" >"$work/one-c0.last6.losses"
+same_curve one-c0.last6 moved 6
+same_curve one-c0.last6 back 6
 echo "PASS 3: checkpoints written on 2+1 (3 ranks) and 2+1 (6 ranks) resume on 6 ranks and on 1 rank with the reference losses"
 
 for spec in "hetero 3 1 2+1" "uneven 3 1 2:3+1:1" "nodes2 6 2 2+1"; do

@@ -38,7 +38,7 @@ std::string RecoveryReport::describe() const {
                        1e3 * shrinkSeconds, 1e3 * regroupSeconds);
 }
 
-RecoveryReport recover(comm::World& world, std::set<int>& retired) {
+RecoveryReport recover(comm::World& world, const std::set<int>& retired) {
     RecoveryReport report;
     auto t0 = Clock::now();
     comm::revoke(world.control());
@@ -56,7 +56,6 @@ RecoveryReport recover(comm::World& world, std::set<int>& retired) {
     std::set<int> newlyRetired;
     for (int r : report.failedRanks)
         if (!retired.count(world.nodeOfOriginal(r))) newlyRetired.insert(world.nodeOfOriginal(r));
-    retired.insert(newlyRetired.begin(), newlyRetired.end());
     // Fencing: the lowest survivor on a failed rank's host kills it, in case it only hung
     // (KILN_FENCING=0, for tests: it is left alone, to wake later; the epoch fence stops its writes).
     static const bool fencing = [] {
@@ -82,7 +81,7 @@ RecoveryReport recover(comm::World& world, std::set<int>& retired) {
     for (int r : members) {
         if (std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), r)) continue;
         survivorMembers.push_back(r);
-        if (!retired.count(world.nodeOfOriginal(r))) {
+        if (const int node = world.nodeOfOriginal(r); !retired.count(node) && !newlyRetired.count(node)) {
             ++report.ranksLeft;
             nodes.insert(world.nodeOfOriginal(r));
         }

@@ -31,6 +31,19 @@ LiveNodes Membership::nodesWithLiveRanks(bool skipRetired) const {
 
 LiveNodes Membership::live() const { return nodesWithLiveRanks(/*skipRetired=*/true); }
 
+std::size_t Membership::liveCount() const {
+    const Roster roster = roster_();
+    std::vector<char> seen(static_cast<std::size_t>(roster.numNodes), 0);
+    std::size_t count = 0;
+    for (int r : roster.members) {
+        const int node = roster.nodeOfRank[static_cast<std::size_t>(r)];
+        if (seen[static_cast<std::size_t>(node)] || retired(node)) continue;
+        seen[static_cast<std::size_t>(node)] = 1;
+        ++count;
+    }
+    return count;
+}
+
 LiveNodes Membership::withLiveRanks() const { return nodesWithLiveRanks(/*skipRetired=*/false); }
 
 std::set<int> Membership::benchedNodes() const {
@@ -65,14 +78,15 @@ void Membership::forgetBrokenStragglers(std::uint32_t ranksPerNode) {
 
 std::vector<std::vector<int>> Membership::layoutRanks(const LiveNodes& nodes) const {
     const Roster roster = roster_();
+    // Each start-up rank's position in the layout, looked up rather than searched for: a regroup of
+    // thousands of ranks would otherwise scan the members once per rank.
+    std::vector<int> position(roster.nodeOfRank.size(), -1);
+    for (std::size_t i = 0; i < layoutMembers_.size(); ++i)
+        if (const auto r = static_cast<std::size_t>(layoutMembers_[i]); r < position.size()) position[r] = static_cast<int>(i);
     std::vector<std::vector<int>> out;
     for (const auto& ranks : nodes.ranks) {
         std::vector<int> old;
-        for (int rank : ranks) {
-            const int startup = roster.members[static_cast<std::size_t>(rank)];
-            const auto at = std::find(layoutMembers_.begin(), layoutMembers_.end(), startup);
-            old.push_back(at == layoutMembers_.end() ? -1 : static_cast<int>(at - layoutMembers_.begin()));
-        }
+        for (int rank : ranks) old.push_back(position[static_cast<std::size_t>(roster.members[static_cast<std::size_t>(rank)])]);
         out.push_back(std::move(old));
     }
     return out;

@@ -24,12 +24,13 @@ namespace kiln::train {
 
 struct JoinState;
 
-// What Membership reads of the world, as it is now.
+// What Membership reads of the world, as it is now: a view, nothing copied
+// (it is read every step, with up to tens of thousands of members).
 struct Roster {
-    std::vector<int> members;     // start-up ranks of the control communicator, by rank
-    std::vector<int> nodeOfRank;  // start-up node of each start-up rank
-    int numNodes = 0;             // node ids are 0 .. numNodes - 1, admitted nodes included
-    int self = 0;                 // this process's start-up rank
+    const std::vector<int>& members;     // start-up ranks of the control communicator, by rank
+    const std::vector<int>& nodeOfRank;  // start-up node of each start-up rank
+    int numNodes = 0;                    // node ids are 0 .. numNodes - 1, admitted nodes included
+    int self = 0;                        // this process's start-up rank
 };
 Roster rosterOf(const comm::World& world);
 
@@ -47,6 +48,7 @@ public:
     // --- Who is in the job now.
     // The nodes that work or wait as spares: live ranks, not retired.
     LiveNodes live() const;
+    std::size_t liveCount() const;  // how many, without listing them
     // Every node with a live rank, retired ones included.
     LiveNodes withLiveRanks() const;
     bool retired(int node) const { return retired_.count(node) > 0; }

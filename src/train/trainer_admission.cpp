@@ -163,7 +163,7 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     // The instantiation a failure would regroup into now: when it is not the
     // one running (the job runs on fewer nodes than it started with), the new
     // nodes join pipelines at once; otherwise they wait as spares.
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.live().ids.size()));
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.liveCount()));
     std::string what;
     const bool regroups = next.possible && !plan::runs(parallel->layout(), next.instantiation);
     const std::string from = parallel->layout().describe();

@@ -61,8 +61,7 @@ Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, 
     checkpointing->abandon();
     for (;;) {
         try {
-            std::set<int> retired = membership.retiredNodes();
-            const fault::RecoveryReport round = fault::recover(world, retired);
+            const fault::RecoveryReport round = fault::recover(world, membership.retiredNodes());
             membership.retireFailed(round.retiredNodes);
             io::fence().advance();  // every survivor alike: the failed ones are left behind
             rounds.push_back(round.describe());
@@ -187,7 +186,7 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     membership.retireStraggler(node);
     io::fence().advance();  // as after a failure: nothing the straggler still writes counts
     if (world.originalRank() == report.holder()) io::fence().publish();
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.live().ids.size()));
+    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.liveCount()));
     report.handOver(world, membership.speaker(), step);
     Regrouped done;
     regroupSurvivors(step, next, done);

@@ -21,7 +21,7 @@ namespace kiln::train {
 
 Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const Attempt& done) {
     const plan::SpeedVerdict verdict =
-        speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(membership.live().ids.size()),
+        speeds->observe(parallel->layout(), plan, done.compute, static_cast<std::uint32_t>(membership.liveCount()),
                         membership.tolerance());
     if (!verdict.note.empty()) {
         report.notice(step, "speed", verdict.note);

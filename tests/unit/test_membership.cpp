@@ -13,18 +13,24 @@ using namespace kiln::train;
 
 namespace {
 
-// 4 nodes of 2 ranks: start-up ranks 2n and 2n+1 on node n; this process is `self`.
-Roster fourNodes(int self = 0) { return {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 1, 1, 2, 2, 3, 3}, 4, self}; }
+// A world as Membership sees it (a Roster views one).
+struct World {
+    std::vector<int> members, nodeOfRank;
+    int numNodes = 0, self = 0;
+};
 
-// The roster after start-up rank `gone` failed and the control communicator shrank.
-Roster without(Roster roster, int gone) {
+// 4 nodes of 2 ranks: start-up ranks 2n and 2n+1 on node n; this process is `self`.
+World fourNodes(int self = 0) { return {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 1, 1, 2, 2, 3, 3}, 4, self}; }
+
+// The world after start-up rank `gone` failed and the control communicator shrank.
+World without(World roster, int gone) {
     roster.members.erase(std::find(roster.members.begin(), roster.members.end(), gone));
     return roster;
 }
 
 struct Job {
-    Roster roster;
-    Membership membership{[this] { return roster; }};
+    World roster;
+    Membership membership{[this] { return Roster{roster.members, roster.nodeOfRank, roster.numNodes, roster.self}; }};
 };
 
 }  // namespace
@@ -41,6 +47,7 @@ TEST(Membership, LiveNodesAreThoseWithRanksThatAreNotRetired) {
     const LiveNodes live = job.membership.live();
     EXPECT_EQ(live.ids, (std::vector<int>{0, 2, 3}));
     EXPECT_EQ(live.ranks[1], (std::vector<int>{3, 4})) << "ranks of the shrunk control communicator";
+    EXPECT_EQ(job.membership.liveCount(), 3u);
     EXPECT_EQ(job.membership.withLiveRanks().ids, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_EQ(job.membership.benchedNodes(), (std::set<int>{1}));
     EXPECT_EQ(job.membership.failures(), 1u);

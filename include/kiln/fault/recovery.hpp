@@ -26,11 +26,12 @@ struct RecoveryReport {
 
 // Collective over the survivors of world.control(). Afterwards
 // world.control() is the shrunk communicator of every survivor, including
-// the live ranks of retired nodes; `retired` (start-up node ids, the same on
-// every survivor) gains the failed ranks' nodes. A failed rank may be hung
+// the live ranks of retired nodes. `retired` (start-up node ids, the same on
+// every survivor) are the nodes retired before; the report's retiredNodes are
+// the failed ranks' nodes among the others, for the caller to retire. A failed rank may be hung
 // rather than dead (declared failed by the heartbeat detector): the lowest
 // surviving rank on its host kills it (SIGKILL), so that it can neither come
 // back nor keep the job from ending.
-RecoveryReport recover(comm::World& world, std::set<int>& retired);
+RecoveryReport recover(comm::World& world, const std::set<int>& retired);
 
 }  // namespace kiln::fault

@@ -49,94 +49,78 @@ std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std:
 
 }  // namespace
 
-Trainer::State::Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
-    const auto t0 = Clock::now();
-    std::vector<std::string> rounds;
-    std::vector<int> failedRanks, retiredNow;
-    io::FailureRecord record;
-    record.step = step;
-    record.detect = detectSeconds;
+// The trainer as a recovery sees it: this rank's part of each collective
+// step of a recovery (recovery_coordinator.hpp).
+class Trainer::State::Survivors : public RecoveryCoordinator::Survivors {
+public:
+    Survivors(State& state, std::uint64_t step, double detectSeconds)
+        : s_(state), step_(step), detectSeconds_(detectSeconds) {}
+
+    fault::RecoveryReport agree() override {
+        fault::RecoveryReport round = fault::recover(s_.world, s_.membership.retiredNodes());
+        s_.membership.retireFailed(round.retiredNodes);
+        io::fence().advance();  // every survivor alike: the failed ones are left behind
+        return round;
+    }
+    void agreed() override {
+        s_.report.handOver(s_.world, s_.membership.speaker(), step_);
+        if (s_.world.originalRank() == s_.report.holder()) io::fence().publish();
+        // A previous failure whose replay failed too: its row is written now (by whoever holds
+        // diag.h5 after this round), its replay time the attempt that failed.
+        s_.report.failureReplayed(detectSeconds_);
+        s_.injector->at(step_, fault::Phase::Regroup);
+    }
+    std::vector<std::uint32_t> layersWithoutLiveHolder() const override {
+        return plan::layersWithoutLiveHolder(s_.parallel->layout(), s_.membership.layoutMembers(), s_.world.members());
+    }
+    Regrouped regroup(const plan::Regroup& next) override { return s_.regroupSurvivors(step_, next); }
+    void recovered(const io::FailureRecord& record, const std::string& detail, const plan::Regroup& next, bool lowered,
+                   const std::string& why) override {
+        s_.report.failureReplaying(record);
+        s_.announceRegroup(step_, "failure", detail, next, lowered, why);
+        // What a dead writer or an abandoned checkpoint left (no rank writes one now).
+        if (s_.world.rank() == 0)
+            if (const auto stale = s_.checkpoints->removeStaleTemporaries())
+                log::detail("removed {} unfinished checkpoint file{}", stale, stale == 1 ? "" : "s");
+    }
+    Recovery stop(const io::FailureRecord& record, const std::string& what, const std::string& reason,
+                  double seconds) override {
+        s_.report.failure(record);
+        return s_.stopBeyondF(step_, what, reason, seconds);
+    }
+    void abandon() override { s_.abandonStep(); }
+
+private:
+    State& s_;
+    std::uint64_t step_;
+    double detectSeconds_;
+};
+
+Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
     // A background checkpoint in progress is abandoned (its writer thread ended
     // first); `latest` stays the previous one, and its parts go below.
     checkpointing->abandon();
-    for (;;) {
-        try {
-            const fault::RecoveryReport round = fault::recover(world, membership.retiredNodes());
-            membership.retireFailed(round.retiredNodes);
-            io::fence().advance();  // every survivor alike: the failed ones are left behind
-            rounds.push_back(round.describe());
-            failedRanks.insert(failedRanks.end(), round.failedRanks.begin(), round.failedRanks.end());
-            retiredNow.insert(retiredNow.end(), round.retiredNodes.begin(), round.retiredNodes.end());
-            ++record.rounds;
-            record.revoke += round.revokeSeconds;
-            record.shrink += round.shrinkSeconds;
-            record.regroup += round.regroupSeconds;
-            io::fitText(record.failedRanks, fmt::format("{}", fmt::join(failedRanks, ",")));
-            io::fitText(record.retiredNodes, fmt::format("{}", fmt::join(retiredNow, ",")));
-            report.handOver(world, membership.speaker(), step);
-            if (world.originalRank() == report.holder()) io::fence().publish();
-            // A previous failure whose replay failed too: its row is written now (by whoever holds
-            // diag.h5 after this round), its replay time the attempt that failed.
-            report.failureReplayed(detectSeconds);
-            injector->at(step, fault::Phase::Regroup);
-            const std::string what = fmt::format("{}", fmt::join(rounds, "; then "));
-            const auto stop = [&](const std::string& reason) {
-                io::fitText(record.layout, "stopped: beyond f");
-                report.failure(record);
-                return stopBeyondF(step, what, reason, t0);
-            };
-
-            // Beyond f: a layer with no holder left, or too few nodes for one pipeline.
-            const auto lost = plan::layersWithoutLiveHolder(parallel->layout(), membership.layoutMembers(), world.members());
-            if (!lost.empty())
-                return stop(fmt::format("layers {} lost every holder", fmt::join(lost, ", ")));
-            const auto next = plan::regroup(plan, static_cast<std::uint32_t>(round.nodesLeft));
-            if (!next.possible)
-                return stop(next.why.empty() ? fmt::format("{} node{} left, and a pipeline needs at least {}",
-                                                           round.nodesLeft, round.nodesLeft == 1 ? "" : "s",
-                                                           plan.templates.minNodes)
-                                             : next.why);
-            Regrouped done;
-            regroupSurvivors(step, next, done);
-            record.instantiate = done.chooseSeconds;
-            record.rebuild = done.rebuildSeconds;
-            record.migrate = done.moved.migrateSeconds;
-            record.bytesMigrated = done.bytesMigrated;
-            io::fitText(record.layout, plan::sharesOf(parallel->layout()));
-            report.failureReplaying(record);
-            const std::string detail = fmt::format(
-                "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
-                step, what, parallel->layout().describe(), 1e3 * done.chooseSeconds, done.bytesMigrated / 1e6,
-                1e3 * done.migrateSeconds, 1e3 * since(t0));
-            announceRegroup(step, "failure", detail, next, done,
-                            next.activeNodes == plan.cluster.nodes && plan.spares > 0
-                                ? fmt::format("a spare took the failed node's place after step {} failed", step)
-                                : fmt::format("regrouped from the templates after step {} failed", step));
-            // What a dead writer or an abandoned checkpoint left (no rank writes one now).
-            if (world.rank() == 0)
-                if (const auto stale = checkpoints->removeStaleTemporaries())
-                    log::detail("removed {} unfinished checkpoint file{}", stale, stale == 1 ? "" : "s");
-            return Recovery::Continue;
-        } catch (const ProcFailedError& e) {
-            log::detail("step {}: another failure during the recovery ({}); recovering again", step, e.what());
-            abandonStep();
-        }
-    }
+    Survivors survivors(*this, step, detectSeconds);
+    return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
 }
 
-void Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done) {
+Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next) {
+    Regrouped done;
     done.lowered = next.tolerance < membership.tolerance() && next.tolerance < plan.f;
     const auto c0 = Clock::now();
     plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
     done.chooseSeconds = since(c0);
     const LayoutChange change = changeLayout(std::move(layout), [&] { injector->at(step, fault::Phase::Migrate); });
     membership.layoutTolerates(next.tolerance, next.spares);
-    done.moved = change.moved;
+    done.transferSeconds = change.moved.migrateSeconds;
     done.bytesMigrated = change.bytesMigrated;
     done.migrateSeconds = change.migrateSeconds;
     done.rebuildSeconds = change.rebuildSeconds;
+    done.layout = parallel->layout().describe();
+    done.shares = plan::sharesOf(parallel->layout());
     if (membership.newlyBenched())
         log::detail("this rank's node is retired; its layers handed on, it stays in the job without work (benched)");
+    return done;
 }
 
 void Trainer::State::abandonStep() {
@@ -164,9 +148,9 @@ Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::La
 }
 
 void Trainer::State::announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
-                                     const plan::Regroup& next, const Regrouped& done, const std::string& why) {
+                                     const plan::Regroup& next, bool lowered, const std::string& why) {
     report.notice(step, kind, detail);
-    reportTolerance(step, next, done.lowered);
+    reportTolerance(step, next, lowered);
     announceLayout(step, false, why);
 }
 
@@ -178,7 +162,7 @@ void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& ne
     report.notice(step, "tolerance", why);
 }
 
-Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std::string& why) {
+Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std::string& why) {
     const auto t0 = Clock::now();
     // Published first: the straggler's ranks may be writers of its parts.
     if (checkpointing->pending()) completeCheckpoint();
@@ -188,22 +172,21 @@ Trainer::State::Recovery Trainer::State::retireStraggler(std::uint64_t step, int
     if (world.originalRank() == report.holder()) io::fence().publish();
     const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.liveCount()));
     report.handOver(world, membership.speaker(), step);
-    Regrouped done;
-    regroupSurvivors(step, next, done);
+    const Regrouped done = regroupSurvivors(step, next);
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "
                                            "in {:.1f} ms; {:.1f} ms in all",
-                                           step, why, node, parallel->layout().describe(), done.bytesMigrated / 1e6,
+                                           step, why, node, done.layout, done.bytesMigrated / 1e6,
                                            1e3 * done.migrateSeconds, 1e3 * since(t0));
-    announceRegroup(step, "straggler", detail, next, done,
+    announceRegroup(step, "straggler", detail, next, done.lowered,
                     next.activeNodes == plan.cluster.nodes && plan.spares > 0
                         ? fmt::format("a spare took straggler node {}'s place before step {}", node, step)
                         : fmt::format("regrouped from the templates without straggler node {} before step {}", node, step));
     return Recovery::Continue;
 }
 
-Trainer::State::Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what,
-                                                     const std::string& cause, Clock::time_point t0) {
-    log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * since(t0));
+Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what, const std::string& cause,
+                                     double seconds) {
+    log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * seconds);
     const auto writers = liveWriters(parallel->layout(), membership.layoutMembers(), world.members());
     std::vector<std::uint32_t> lost;
     for (std::uint32_t l = 0; l < writers.size(); ++l)

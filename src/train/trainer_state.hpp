@@ -21,6 +21,7 @@
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
 #include "membership.hpp"
+#include "recovery_coordinator.hpp"
 #include "run_report.hpp"
 #include "straggler_probe.hpp"
 
@@ -108,26 +109,20 @@ struct Trainer::State {
     CheckpointManager::Hooks checkpointHooks(std::uint64_t step);
     void reportCheckpoint(const CheckpointWrite& done, bool background);
 
-    enum class Recovery { Continue, BeyondF };
+    using Recovery = train::Recovery;
     // On every survivor after an attempt failed: regroup the surviving nodes
     // into pipelines from the start-up templates, move the layers each rank
     // now needs from surviving holders, and go on with the same step (the
-    // ranks of retired nodes benched), or stop with a checkpoint beyond f. A
-    // rank that fails during the recovery sends everyone back to its start
-    // with the larger failed set; the layers move only once all agree.
+    // ranks of retired nodes benched), or stop with a checkpoint beyond f.
+    // The rounds and the decision are the RecoveryCoordinator's; this state
+    // is its Survivors (trainer_recovery.cpp).
+    class Survivors;
     Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
-    // What regroupSurvivors did.
-    struct Regrouped {
-        MigrationReport moved;
-        std::uint64_t bytesMigrated = 0;  // over all ranks
-        double chooseSeconds = 0.0, migrateSeconds = 0.0, rebuildSeconds = 0.0;
-        bool lowered = false;  // the tolerance dropped below fault.f
-    };
     // The part of a regroup every member does once the nodes that stay are
     // known (retiredNodes): place `next`, move the layers, connect, slice the
     // loader. The live ranks of newly retired nodes say they are benched.
     // Throws ProcFailedError when a rank fails meanwhile.
-    void regroupSurvivors(std::uint64_t step, const plan::Regroup& next, Regrouped& done);
+    Regrouped regroupSurvivors(std::uint64_t step, const plan::Regroup& next);
     // What changeLayout did.
     struct LayoutChange {
         MigrationReport moved;
@@ -150,7 +145,7 @@ struct Trainer::State {
     // After a regroup: `detail` in the log (KIND in capitals) and as a diag.h5
     // event `kind`, a lowered tolerance said, the new layout announced (`why`).
     void announceRegroup(std::uint64_t step, const std::string& kind, const std::string& detail,
-                         const plan::Regroup& next, const Regrouped& done, const std::string& why);
+                         const plan::Regroup& next, bool lowered, const std::string& why);
 
     // At the boundary before `step`, after the committed step `done`
     // gathered every rank's compute and probe times: the speed monitor's
@@ -195,8 +190,8 @@ struct Trainer::State {
     // Beyond f: some layer lost every holder, or the surviving nodes cannot
     // form one pipeline. A checkpoint of the last committed step, written by
     // surviving holders (the live ranks of retired nodes too), when every
-    // layer still has one; exit 75 either way.
-    Recovery stopBeyondF(std::uint64_t step, const std::string& what, const std::string& reason, Clock::time_point t0);
+    // layer still has one; exit 75 either way. `seconds` since the failure was noticed.
+    Recovery stopBeyondF(std::uint64_t step, const std::string& what, const std::string& reason, double seconds);
 
     // One try at step `step` (trainer_step.cpp): this rank's stage of its
     // pipeline, the sums over replicas, the step's one collective (loss,

@@ -1,0 +1,91 @@
+// The rounds of a recovery, the beyond-f rule and the failure row they fill.
+#include "recovery_coordinator.hpp"
+
+#include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::train {
+
+RecoveryCoordinator::Verdict RecoveryCoordinator::decide(const plan::RunPlan& plan,
+                                                         const std::vector<std::uint32_t>& layersLost, int nodesLeft) {
+    Verdict verdict;
+    if (!layersLost.empty()) {
+        verdict.beyondF = true;
+        verdict.reason = fmt::format("layers {} lost every holder", fmt::join(layersLost, ", "));
+        return verdict;
+    }
+    verdict.next = plan::regroup(plan, static_cast<std::uint32_t>(nodesLeft));
+    if (!verdict.next.possible) {
+        verdict.beyondF = true;
+        verdict.reason = !verdict.next.why.empty()
+                             ? verdict.next.why
+                             : fmt::format("{} node{} left, and a pipeline needs at least {}", nodesLeft,
+                                           nodesLeft == 1 ? "" : "s", plan.templates.minNodes);
+    }
+    return verdict;
+}
+
+RecoveryCoordinator::RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds)
+    : plan_(plan), start_(std::chrono::steady_clock::now()) {
+    record_.step = step;
+    record_.detect = detectSeconds;
+}
+
+double RecoveryCoordinator::seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string RecoveryCoordinator::what() const { return fmt::format("{}", fmt::join(rounds_, "; then ")); }
+
+void RecoveryCoordinator::addRound(const fault::RecoveryReport& round) {
+    rounds_.push_back(round.describe());
+    failedRanks_.insert(failedRanks_.end(), round.failedRanks.begin(), round.failedRanks.end());
+    retiredNodes_.insert(retiredNodes_.end(), round.retiredNodes.begin(), round.retiredNodes.end());
+    ++record_.rounds;
+    record_.revoke += round.revokeSeconds;
+    record_.shrink += round.shrinkSeconds;
+    record_.regroup += round.regroupSeconds;
+    io::fitText(record_.failedRanks, fmt::format("{}", fmt::join(failedRanks_, ",")));
+    io::fitText(record_.retiredNodes, fmt::format("{}", fmt::join(retiredNodes_, ",")));
+}
+
+std::string RecoveryCoordinator::regroupReason(const plan::Regroup& next) const {
+    return next.activeNodes == plan_.cluster.nodes && plan_.spares > 0
+               ? fmt::format("a spare took the failed node's place after step {} failed", record_.step)
+               : fmt::format("regrouped from the templates after step {} failed", record_.step);
+}
+
+Recovery RecoveryCoordinator::run(Survivors& survivors) {
+    for (;;) {
+        try {
+            const fault::RecoveryReport round = survivors.agree();
+            addRound(round);
+            survivors.agreed();
+            const Verdict verdict = decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft);
+            if (verdict.beyondF) {
+                io::fitText(record_.layout, "stopped: beyond f");
+                return survivors.stop(record_, what(), verdict.reason, seconds());
+            }
+            const Regrouped done = survivors.regroup(verdict.next);
+            record_.instantiate = done.chooseSeconds;
+            record_.rebuild = done.rebuildSeconds;
+            record_.migrate = done.transferSeconds;
+            record_.bytesMigrated = done.bytesMigrated;
+            io::fitText(record_.layout, done.shares);
+            const std::string detail = fmt::format(
+                "step {}: {}; re-instantiated as {} in {:.2f} ms, migrated {:.2f} MB in {:.1f} ms; recovered in {:.1f} ms",
+                record_.step, what(), done.layout, 1e3 * done.chooseSeconds, done.bytesMigrated / 1e6,
+                1e3 * done.migrateSeconds, 1e3 * seconds());
+            survivors.recovered(record_, detail, verdict.next, done.lowered, regroupReason(verdict.next));
+            return Recovery::Continue;
+        } catch (const ProcFailedError& e) {
+            log::detail("step {}: another failure during the recovery ({}); recovering again", record_.step, e.what());
+            survivors.abandon();
+        }
+    }
+}
+
+}  // namespace kiln::train

@@ -23,7 +23,8 @@ int prepMain(int argc, char** argv) {
          "stream); text may be gzip or zstd")
         ("field", po::value<std::string>(&o.jsonField)->default_value(o.jsonField), "with --format jsonl: the field that holds the text; parquet and arrow: the column (text, or a list of token ids)")
         ("tokenizer", po::value<std::string>(&o.tokenizer)->default_value(o.tokenizer),
-         "'bytes', or a SentencePiece .model (with --train-tokenizer: where to write the new one)")
+         "'bytes', a SentencePiece .model or a Hugging Face tokenizer.json (with --train-tokenizer: where to "
+         "write the new SentencePiece model)")
         ("vocab-size", po::value<std::uint32_t>(&o.idVocab)->default_value(0),
          "with --format tokens: the vocabulary of the tokenizer that made the ids, when kiln does not have it (ids are "
          "checked against it)")

@@ -15,23 +15,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$work"
 mkdir -p "$work/home"
 fail() { echo "FAIL: $*"; exit 1; }
-# The blocks, each a script file: NAME-NN.sh.
-blocks() {  # file section-heading prefix
-  python3 - "$1" "$2" "$3" <<'PY'
-import re, sys
-path, section, prefix = sys.argv[1:4]
-text = open(path, encoding="utf-8").read()
-if section:
-    start = text.index(section)
-    end = text.find("\n## ", start + len(section))
-    text = text[start:end if end > 0 else None]
-n = 0
-for m in re.finditer(r"^```sh\n(.*?)^```$", text, re.M | re.S):
-    n += 1
-    open(f"{prefix}-{n:02d}.sh", "w").write(m.group(1))
-print(n)
-PY
-}
+# The blocks, each a script file: NAME-NN.sh (tests/docs/blocks.py).
+blocks() { python3 "$root/tests/docs/blocks.py" "$@"; }
 count=$(blocks "$root/README.md" "## A ten-minute tour" "$work/tour")
 [ "$count" -ge 6 ] || fail "found $count runnable blocks in the README's tour"
 # One shell for all blocks (exports and cd carry over), as in a terminal.

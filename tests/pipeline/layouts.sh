@@ -15,11 +15,11 @@
 #  2. After one step, every layer's gradient (AdamW's first moment, (1 - beta1) g) equals the reference's to 1e-6.
 #  3. A checkpoint written at step 6 on one layout and resumed on another (hetero -> nodes2, nodes2 -> one)
 #     continues with the reference's losses through step 12.
-# The runs without clipping write a checkpoint every step and keep them all: PASS 2 reads their step 1 and
-# PASS 3 resumes from their step 6 (checkpoint.from), so those criteria need no runs of their own.
 #  4. With train.grad_sums = during_backward (the sums start layer by layer inside each stage's last backward, as
 #     on GPUs; here each sum blocks, the strictest case for deadlock), hetero, uneven and nodes2 give the
 #     reference's losses, norms and final parameters.
+# The runs without clipping write a checkpoint every step and keep them all: PASS 2 reads their step 1 and
+# PASS 3 resumes from their step 6 (checkpoint.from), so those criteria need no runs of their own.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 diff=$4 work=$5
 rm -rf "$work"

@@ -1,9 +1,10 @@
-// kiln: one executable, a table of subcommands.
-#include "kiln/model/cpu_allocations.hpp"
+// kiln: one executable, a table of subcommands. Those that use libtorch run
+// in the module kiln_torch (torch_module.hpp), loaded for them alone.
 #include "kiln/base/error.hpp"
 #include "kiln/base/heap.hpp"
 #include "report_error.hpp"
 #include "subcommands.hpp"
+#include "torch_module.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -14,21 +15,21 @@ namespace {
 struct Subcommand {
     const char* name;
     const char* summary;
-    int (*main)(int argc, char** argv);
+    int (*main)(int argc, char** argv);  // nullptr: a command of kiln_torch
 };
 
 const Subcommand kSubcommands[] = {
-    {"run", "train from an input deck (MPI; fault tolerant under mpirun --with-ft ulfm)", kiln::apps::runMain},
+    {"run", "train from an input deck (MPI; fault tolerant under mpirun --with-ft ulfm)", nullptr},
     {"prep", "tokenize text or JSON Lines into the HDF5 shards of one source (MPI-parallel)", kiln::apps::prepMain},
     {"inspect", "verify a prepared source, print its statistics, decode a document", kiln::apps::inspectMain},
     {"data", "print the next global batches of a deck, their fingerprints and the realised mix", kiln::apps::dataMain},
     {"diag", "summarise a run's diag.h5 (also while it runs); --plot writes PNG plots", kiln::apps::diagMain},
-    {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", kiln::apps::profileMain},
-    {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", kiln::apps::planMain},
-    {"simulate", "a whole run against a failure rate or trace with kiln's own decisions: choose f, spares, checkpoints", kiln::apps::simulateMain},
-    {"checkpoint", "what a checkpoint holds, where each layer is, and whether every tensor reads back", kiln::apps::checkpointMain},
-    {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", kiln::apps::exportMain},
-    {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", kiln::apps::importMain},
+    {"profile", "measure each layer's forward/backward time and memory; writes the planner's profile", nullptr},
+    {"plan", "pipeline templates for every node count, the instantiation for the cluster, what-if failures", nullptr},
+    {"simulate", "a whole run against a failure rate or trace with kiln's own decisions: choose f, spares, checkpoints", nullptr},
+    {"checkpoint", "what a checkpoint holds, where each layer is, and whether every tensor reads back", nullptr},
+    {"export", "write a checkpoint's model as safetensors + config.json for Hugging Face transformers (GPT2LMHeadModel or LlamaForCausalLM)", nullptr},
+    {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", nullptr},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"reference", "print a page of the reference (deck keys, diag.h5, log lines) as Markdown: docs/reference", kiln::apps::referenceMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
@@ -44,7 +45,6 @@ void printUsage(std::FILE* out) {
 
 int main(int argc, char** argv) {
     kiln::base::keepHeapForTraining();
-    kiln::model::countCpuAllocations();
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
         printUsage(stdout);
         return argc < 2 ? 2 : 0;
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     for (const auto& s : kSubcommands) {
         if (std::strcmp(s.name, name) != 0) continue;
         try {
-            return s.main(argc - 1, argv + 1);
+            return s.main ? s.main(argc - 1, argv + 1) : kiln::apps::runTorchCommand(s.name, argc - 1, argv + 1);
         } catch (const std::exception& e) {
             return kiln::apps::reportError(e);
         }

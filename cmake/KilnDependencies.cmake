@@ -70,6 +70,13 @@ message(STATUS "Apache Arrow (Parquet and Arrow inputs): ${KILN_HAVE_ARROW} ${_k
 # The pre-tokenizer regexes of Hugging Face tokenizer.json files (Unicode properties).
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(Torch REQUIRED)
+# The torch wheel's TorchConfig looks for c10 on the system paths before its own directory, and finds
+# Debian's (libtorch-dev 1.13) where both are installed. Linked beside the wheel's libtorch, two c10s
+# register the same operators and the process aborts when libtorch loads: take the one beside it.
+if(c10_LIBRARY AND NOT c10_LIBRARY MATCHES "^${TORCH_INSTALL_PREFIX}/" AND EXISTS "${TORCH_INSTALL_PREFIX}/lib/libc10.so")
+  list(TRANSFORM TORCH_LIBRARIES REPLACE "^${c10_LIBRARY}$" "${TORCH_INSTALL_PREFIX}/lib/libc10.so")
+  message(STATUS "libtorch: c10 from ${TORCH_INSTALL_PREFIX}/lib, not ${c10_LIBRARY}")
+endif()
 # The torch wheel ships fmt 12 headers in its include directory, which come
 # first for every file that sees torch; Debian's libfmt is fmt 9. With both,
 # kiln uses fmt header-only, so that each file is complete with the headers

@@ -29,7 +29,8 @@ ln -s "$build" "$box/build"
 ln -s "$root/input" "$box/input"
 ln -s "$root/.deps" "$box/.deps"
 /usr/bin/python3 "$root/tools/demo_corpora.py" --out "$box/data/raw" >/dev/null
-"$kiln" prep --source manuals --input /usr/share/vim/vim90/doc/usr_0{1,2,3,4,5}.txt --format file --out "$box/data" \
+vimdoc=$(ls -d /usr/share/vim/vim*/doc | head -1)  # as ./bootstrap.sh demo finds it
+"$kiln" prep --source manuals --input "$vimdoc"/usr_0{1,2,3,4,5}.txt --format file --out "$box/data" \
   --train-tokenizer --tokenizer "$box/data/tokenizer.model" --vocab 4000 --quiet >"$work/demo.log" 2>&1 &&
   "$kiln" prep --source quotes --input "$box/data/raw/quotes.jsonl" --format jsonl --field text \
     --tokenizer "$box/data/tokenizer.model" --out "$box/data" --quiet >>"$work/demo.log" 2>&1 ||

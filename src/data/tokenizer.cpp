@@ -2,6 +2,7 @@
 
 #include "hf_tokenizer.hpp"
 #include "kiln/base/error.hpp"
+#include "kiln/base/module_loader.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -53,18 +54,8 @@ public:
 
 private:
     SentencePieceModule() {
-        const char* override = std::getenv("KILN_SENTENCEPIECE_MODULE");
-        std::string path = override ? override : KILN_SENTENCEPIECE_MODULE;
-        // An installed kiln: the module in <prefix>/lib/kiln, next to <prefix>/bin/kiln.
-        std::error_code ignored;
-        const auto installed = std::filesystem::read_symlink("/proc/self/exe", ignored).parent_path().parent_path() /
-                               "lib" / "kiln" / std::filesystem::path(KILN_SENTENCEPIECE_MODULE).filename();
-        if (!override && std::filesystem::exists(installed, ignored)) path = installed.string();
-        void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-        if (!handle)
-            throw Error(fmt::format("cannot load the SentencePiece module {}: {} (set KILN_SENTENCEPIECE_MODULE to its path)",
-                                    path, dlerror()),
-                        ErrorScope::ThisRank);
+        void* handle = base::openKilnModule("the SentencePiece module", "KILN_SENTENCEPIECE_MODULE",
+                                            KILN_SENTENCEPIECE_MODULE, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
         bind(handle, "kiln_spm_load", load);
         bind(handle, "kiln_spm_free", free);
         bind(handle, "kiln_spm_piece_size", pieceSize);

@@ -87,8 +87,6 @@ public:
     // Rounds until the survivors agree and regroup, or stop beyond f.
     Recovery run(Survivors& survivors);
 
-    // What the rounds found, so far.
-    const io::FailureRecord& record() const { return record_; }
     std::string what() const;  // each round in words, "; then " between them
 
 private:

@@ -121,7 +121,8 @@ public:
 
     bool deviceMemory() const override { return true; }
 
-    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
+    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives,
+                  const std::function<void(std::size_t)>& received) override {
         afterCompute(stream_);
         ncclComm_t comm = live();
         enqueue(ncclGroupStart(), "ncclGroupStart");
@@ -141,6 +142,7 @@ public:
         const ncclResult_t ended = ncclGroupEnd();  // a started group is always ended
         enqueue(failed != ncclSuccess ? failed : ended, "ncclSend/ncclRecv (grouped)");
         waitOrAbort("exchange");
+        if (received && !receives.empty()) received(receives.size());
     }
 
     void allReduceSum(float* data, std::size_t count) override {

@@ -47,7 +47,9 @@ const std::vector<KeySpec>& deckSchema() {
          "waits for its sums), sums (in the middle of the gradient sums), commit, optimizer (after the commit), "
          "checkpoint (before a checkpoint write), write (in a writer's thread, after the first layer of its part; "
          "STEP is the step the checkpoint follows), publish (on the writing rank, the file complete, before "
-         "`latest` moves), regroup and migrate (in a recovery), eval (in the held-out evaluation after STEP)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "`latest` moves), the phases of a recovery in order: agree (a round's start), regroup (after the shrink), "
+         "migrate (before the layers move), received (after this rank's first migrated atom arrived), migrated "
+         "(before the new layout is committed), rebuild (after it, before its communicators); eval (in the held-out evaluation after STEP)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
@@ -56,7 +58,7 @@ const std::vector<KeySpec>& deckSchema() {
          "twice as slow). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x'. Ignored in a requeued Slurm job "
          "(SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|eval)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
@@ -65,7 +67,8 @@ const std::vector<KeySpec>& deckSchema() {
              for (std::string word; in >> word;)
                  if (!std::regex_match(word, item) && !std::regex_match(word, lag))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
-                                         "sums, commit, optimizer, checkpoint, write, publish, regroup, migrate or eval, nor "
+                                         "sums, commit, optimizer, checkpoint, write, publish, agree, regroup, migrate, received, "
+                                         "migrated, rebuild or eval, nor "
                                          "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx";
              return "";
          }},

@@ -3,6 +3,7 @@
 #include "kiln/base/log.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <stdexcept>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 namespace kiln::fault {
 namespace {
@@ -40,6 +42,10 @@ const char* phaseName(Phase phase) {
         case Phase::Publish: return "publish";
         case Phase::Regroup: return "regroup";
         case Phase::Migrate: return "migrate";
+        case Phase::Agree: return "agree";
+        case Phase::Received: return "received";
+        case Phase::Migrated: return "migrated";
+        case Phase::Rebuild: return "rebuild";
         case Phase::Eval: return "eval";
     }
     return "?";
@@ -111,15 +117,17 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
             }
         }
         bool known = false;
-        for (Phase p : {Phase::Forward, Phase::Backward, Phase::Send, Phase::AllReduce, Phase::Sums, Phase::Commit,
-                        Phase::Optimizer, Phase::Checkpoint, Phase::Write, Phase::Publish, Phase::Regroup, Phase::Migrate, Phase::Eval}) {
+        std::vector<std::string> names;
+        for (int k = 0; k <= static_cast<int>(Phase::Eval); ++k) {
+            const auto p = static_cast<Phase>(k);
+            names.emplace_back(phaseName(p));
             if (name == phaseName(p)) {
                 injection.phase = p;
                 known = true;
             }
         }
-        if (!known) return fmt::format("'{}': phase '{}' is not one of forward, backward, send, allreduce, sums, commit, optimizer, checkpoint, "
-                               "write, publish, regroup, migrate, eval", item, name);
+        if (!known)
+            return fmt::format("'{}': phase '{}' is not one of {}", item, name, fmt::join(names, ", "));
         injection.rank = static_cast<int>(rank);
         injection.step = step;
         out.push_back(injection);

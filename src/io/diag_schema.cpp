@@ -231,6 +231,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"speeds", "at the end: each rank's measured compute against the plan"},
         {"memory", "at the end: each rank's memory against the plan"},
         {"end", "the run ended: steps, tokens, seconds"},
+        {"survivors", "when the run stops (finished, beyond f, on request): the start-up ranks still in the job, "
+                      "as ranges (0-1,4-7); those missing ended (fault tests compare them with their victims)"},
     };
     return kinds;
 }

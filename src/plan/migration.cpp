@@ -1,10 +1,17 @@
 #include "kiln/plan/migration.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
 
 namespace kiln::plan {
+
+LayersLostError::LayersLostError(std::vector<std::uint32_t> layers)
+    : Error(fmt::format("layers {} have no surviving holder", fmt::join(layers, ", ")), ErrorScope::AllRanks),
+      layers_(std::move(layers)) {}
 
 std::vector<std::vector<int>> holdersOfLayers(const Layout& layout, const std::vector<int>& members) {
     std::vector<std::vector<int>> holders(layout.layers);
@@ -38,13 +45,22 @@ std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const s
                                                    const std::vector<int>& members) {
     std::vector<int> live = members;  // sorted for lookups: a job of 16 k ranks asks 10^5 of them
     std::sort(live.begin(), live.end());
-    std::vector<std::uint32_t> lost;
-    const auto holders = holdersOfLayers(layout, layoutMembers);
-    for (std::uint32_t l = 0; l < holders.size(); ++l)
-        if (std::none_of(holders[l].begin(), holders[l].end(),
-                         [&](int startup) { return std::binary_search(live.begin(), live.end(), startup); }))
-            lost.push_back(l);
-    return lost;
+    const auto alive = [&](int rank) {
+        return std::binary_search(live.begin(), live.end(), layoutMembers[static_cast<std::size_t>(rank)]);
+    };
+    // By atom, as planMigration counts them: a live rank of a split stage holds its own shard only, so a layer
+    // whose other shards died with every copy is lost although a rank that held part of it lives (issue 50).
+    const std::uint32_t atoms = layout.atoms();
+    std::set<std::uint32_t> lost;
+    for (const auto& segment : layout.segments)
+        for (std::uint32_t a = 0; a < atoms; ++a) {
+            const auto holders = segment.holdersOfAtom(a, atoms);
+            if (std::none_of(holders.begin(), holders.end(), alive)) {
+                for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) lost.insert(l);
+                break;
+            }
+        }
+    return {lost.begin(), lost.end()};
 }
 
 bool keepsLayer(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
@@ -63,16 +79,12 @@ MigrationPlan planMigration(const Layout& before, const std::vector<int>& oldMem
     plan.atoms = std::lcm(before.atoms(), after.atoms());
     const auto oldHolders = holdersOfAtoms(before, oldMembers, plan.atoms);
     const auto newHolders = holdersOfAtoms(after, members, plan.atoms);
-    std::set<std::uint32_t> lost;
     for (std::uint32_t l = 0; l < after.layers; ++l)
         for (std::uint32_t a = 0; a < plan.atoms; ++a) {
             std::vector<int> alive;
             for (int startup : oldHolders[l][a])
                 if (const int r = rankIn(members, startup); r >= 0) alive.push_back(r);
-            if (alive.empty()) {
-                lost.insert(l);
-                continue;
-            }
+            if (alive.empty()) continue;  // lost: layersWithoutLiveHolder says which
             for (int startup : newHolders[l][a]) {
                 const int to = rankIn(members, startup);
                 if (keepsLayer(before, oldMembers, after, members, to, l)) continue;
@@ -80,7 +92,7 @@ MigrationPlan planMigration(const Layout& before, const std::vector<int>& oldMem
                 plan.transfers.push_back({l, a, own ? to : alive[(l + a) % alive.size()], to});
             }
         }
-    plan.lost.assign(lost.begin(), lost.end());
+    plan.lost = layersWithoutLiveHolder(before, oldMembers, members);
     return plan;
 }
 

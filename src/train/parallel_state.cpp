@@ -236,7 +236,7 @@ ParallelState::Target ParallelState::buildTarget(const comm::World& world, const
 }
 
 MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::MigrationPlan& plan,
-                                          const plan::Layout& layout, Target& target) {
+                                          const plan::Layout& layout, Target& target, const PhaseHook& at) {
     MigrationReport report;
     const int me = world.rank();
     const plan::RankRole role = layout.role(me);
@@ -272,7 +272,9 @@ MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::
         }
     }
     // All at once: two ranks may each hold what the other needs.
-    migration->exchange(sends, receives);
+    migration->exchange(sends, receives, [&](std::size_t done) {
+        if (done == 1 && at) at(fault::Phase::Received);
+    });
     std::size_t next = 0;
     std::set<std::uint32_t> received;
     for (const auto& t : plan.transfers) {
@@ -287,11 +289,10 @@ MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::
 }
 
 MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
-                                           const std::function<void()>& beforeTransfers) {
+                                           const PhaseHook& at) {
     const auto& members = world.members();
     const plan::MigrationPlan plan = plan::planMigration(layout_, oldMembers, layout, members);
-    if (!plan.lost.empty())
-        throw Error(fmt::format("layers {} have no surviving holder", fmt::join(plan.lost, ", ")), ErrorScope::AllRanks);
+    if (!plan.lost.empty()) throw plan::LayersLostError(plan.lost);
     Target target = buildTarget(world, layout, oldMembers);
 
     // A failure here (or anywhere on the way to the agreement) leaves this
@@ -302,8 +303,9 @@ MigrationReport ParallelState::reconfigure(comm::World& world, plan::Layout layo
     try {
         // Every rank moves layers by the same plan, or none moves any.
         comm::requireAgreement(world.control(), plan::fingerprintOf(layout, "the layout to regroup into"), members);
-        if (beforeTransfers) beforeTransfers();
-        report = moveLayers(world, plan, layout, target);
+        if (at) at(fault::Phase::Migrate);
+        report = moveLayers(world, plan, layout, target, at);
+        if (at) at(fault::Phase::Migrated);
     } catch (const ProcFailedError&) {
         ok = false;
         comm::revoke(world.control());

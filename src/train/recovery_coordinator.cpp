@@ -3,6 +3,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/plan/migration.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -69,7 +70,17 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
                 io::fitText(record_.layout, "stopped: beyond f");
                 return survivors.stop(record_, what(), verdict.reason, seconds());
             }
-            const Regrouped done = survivors.regroup(verdict.next);
+            Regrouped done;
+            try {
+                done = survivors.regroup(verdict.next);
+            } catch (const plan::LayersLostError& e) {
+                // The layout the survivors hold lost more than the round's verdict saw (a rule that
+                // disagrees with the migration's: a defect, said as such). Still beyond f: a requeue, not exit 1.
+                log::warn("step {}: the regroup found {} although the recovery's verdict did not", record_.step, e.what());
+                io::fitText(record_.layout, "stopped: beyond f");
+                return survivors.stop(record_, what(), fmt::format("layers {} lost every holder", fmt::join(e.layers(), ", ")),
+                                      seconds());
+            }
             record_.instantiate = done.chooseSeconds;
             record_.rebuild = done.rebuildSeconds;
             record_.migrate = done.transferSeconds;

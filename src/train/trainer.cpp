@@ -26,13 +26,31 @@
 #include "kiln/train/train_config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <optional>
 
 namespace kiln::train {
+namespace {
+
+// Ranks as "0-1,4,6-7" (sorted): short for a job of thousands that lost a few.
+std::string rankRanges(std::vector<int> ranks) {
+    std::sort(ranks.begin(), ranks.end());
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+        parts.push_back(i == j ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+        i = j + 1;
+    }
+    return fmt::format("{}", fmt::join(parts, ","));
+}
+
+}  // namespace
 
 model::ComputeThreads Trainer::State::prepare(bool joining) {
     config = trainConfigFromDeck(deck);
@@ -158,6 +176,10 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         summary.nodeFailures = s.membership.failures();
         summary.seconds = since(start);
         summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
+        // Who is still in the job (start-up ranks, benched ones included): a fault test compares the
+        // ranks missing here with the victims it chose, so that no death goes unnoticed, with a
+        // /failures row or without (issue 50).
+        s.report.event(summary.lastStep, "survivors", rankRanges(s.world.members()));
         return summary;
     };
     using State::Recovery::Continue;

@@ -168,7 +168,7 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     const bool regroups = next.possible && !plan::runs(parallel->layout(), next.instantiation);
     const std::string from = parallel->layout().describe();
     const LayoutChange change =
-        changeLayout(regroups ? std::optional(layoutFor(next.instantiation, /*keepLayers=*/true)) : std::nullopt);
+        changeLayout(regroups ? std::optional(layoutFor(next.instantiation, /*keepLayers=*/true)) : std::nullopt, step);
     if (regroups) {
         what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
                            change.bytesMigrated / 1e6);

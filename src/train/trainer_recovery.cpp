@@ -57,6 +57,7 @@ public:
         : s_(state), step_(step), detectSeconds_(detectSeconds) {}
 
     fault::RecoveryReport agree() override {
+        s_.injector->at(step_, fault::Phase::Agree);
         fault::RecoveryReport round = fault::recover(s_.world, s_.membership.retiredNodes());
         s_.membership.retireFailed(round.retiredNodes);
         io::fence().advance();  // every survivor alike: the failed ones are left behind
@@ -110,7 +111,7 @@ Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regro
     const auto c0 = Clock::now();
     plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
     done.chooseSeconds = since(c0);
-    const LayoutChange change = changeLayout(std::move(layout), [&] { injector->at(step, fault::Phase::Migrate); });
+    const LayoutChange change = changeLayout(std::move(layout), step);
     membership.layoutTolerates(next.tolerance, next.spares);
     done.transferSeconds = change.moved.migrateSeconds;
     done.bytesMigrated = change.bytesMigrated;
@@ -128,18 +129,24 @@ void Trainer::State::abandonStep() {
     parallel->interrupt();
 }
 
-Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::Layout> layout,
-                                                          const std::function<void()>& duringMigration) {
+Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::Layout> layout, std::uint64_t step) {
+    const auto at = [this, step](fault::Phase phase) { injector->at(step, phase); };
     LayoutChange change;
     if (layout) {
         const auto m0 = Clock::now();
         // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
-        change.moved = parallel->reconfigure(world, std::move(*layout), membership.layoutMembers(), duringMigration);
+        change.moved = parallel->reconfigure(world, std::move(*layout), membership.layoutMembers(), at);
+        // Committed: the layout's rank numbers now stand for the members of now. Recorded before the next
+        // collective, which can fail: a recovery round after it must read the new layout with its own members,
+        // or a survivor is told to send layers it no longer holds (issue 50: a healthy rank's segfault).
+        membership.layoutMadeForMembers();
+        at(fault::Phase::Rebuild);
         change.bytesMigrated = change.moved.bytesReceived;
         KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &change.bytesMigrated, 1, MPI_UINT64_T, MPI_SUM, world.control()));
         change.migrateSeconds = since(m0);
+    } else {
+        membership.layoutMadeForMembers();
     }
-    membership.layoutMadeForMembers();
     const auto r0 = Clock::now();
     parallel->connect(world);
     change.rebuildSeconds = since(r0);

@@ -134,9 +134,10 @@ struct Trainer::State {
     // moved (none: the layout stays and only the members changed, with the
     // live ranks of retired nodes as sources), the members taken, the
     // pipeline and gradient communicators rebuilt, the loader sliced.
-    // `duringMigration` runs inside the migration (fault injection).
-    // Collective over the control communicator; throws ProcFailedError.
-    LayoutChange changeLayout(std::optional<plan::Layout> layout, const std::function<void()>& duringMigration = {});
+    // Injections of `step` fire in its phases (migrate, received, migrated,
+    // rebuild). Collective over the control communicator; throws
+    // ProcFailedError, and plan::LayersLostError beyond f.
+    LayoutChange changeLayout(std::optional<plan::Layout> layout, std::uint64_t step);
     // A failure seen by this rank: revoke the control communicator (every
     // survivor meets it at its next call and recovers) and interrupt the
     // pipelines' pending exchanges.

@@ -1,13 +1,34 @@
 # Sourced by the fault scripts in tests/fault: the tiny deck under ULFM on the licence texts, and the
 # comparison of loss curves, the steps the scripts share. Expects $kiln, $mpirun, $data and $work.
 
+exec 3>&1  # the script's own output: a run's verdict on its victims is said there too, not only in its log
 run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping off (a mis-scaled gradient cannot hide)
-  local out=$1 ranks=$2
+  # A run that ends with status 0 or 75 is also judged on its victims (victims.py, issue 50): the ranks it lost must
+  # be exactly those the schedule chose and hit (KILN_OUTSIDE_VICTIMS: ranks the caller killed from outside), or
+  # its status becomes 1 whatever its losses.
+  local out=$1 ranks=$2 status started
   shift 2
+  started=$(date +%s.%N)
   # Recoverable: processes admitted while the job runs (a spawned job of their own) may fail too.
-  PRTE_MCA_state_base_recoverable=1 timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
-    --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
-    --set train.grad_clip=0 --set run.steps=10 "$@"
+  { local s=0
+    PRTE_MCA_state_base_recoverable=1 timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
+      --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
+      --set train.grad_clip=0 --set run.steps=10 "$@" || s=$?
+    echo "$s" >"$out.status"; } 2>&1 | tee "$out.output"
+  status=$(cat "$out.status")
+  if [ "$status" = 0 ] || [ "$status" = 75 ]; then
+    local diag verdict
+    diag=$(find "$out" -name diag.h5 2>/dev/null | head -1)
+    if verdict=$(python3 "$(dirname "${BASH_SOURCE[0]}")/victims.py" "$kiln" "${diag:-$out/tiny/diag.h5}" "$out.output" \
+        "$ranks" --outside "${KILN_OUTSIDE_VICTIMS:-}" --since "$started"); then
+      echo "$verdict"
+    else
+      echo "$verdict"
+      echo "FAIL: $out: $verdict" >&3
+      status=1
+    fi
+  fi
+  return "$status"
 }
 same_curve() {  # reference.losses candidate.losses steps: every step's loss and gradient norm to 1e-5 relative
   paste "$1" "$2" | awk -v steps="$3" '

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,13 +39,16 @@ public:
     // Every send and receive at once (each send matched by a receive on its
     // peer), in any pattern, e.g. two ranks sending to each other: none
     // waits for another (NCCL: one group, since NCCL runs a communicator's
-    // operations in issue order). Returns when all are done.
+    // operations in issue order). Returns when all are done. `received`,
+    // when given, runs after each receive completes with how many have (MPI:
+    // one by one, in order; NCCL: all at once, after the group).
     struct Message {
         void* data;
         std::size_t bytes;
         int peer;
     };
-    virtual void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives);
+    virtual void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives,
+                          const std::function<void(std::size_t)>& received = {});
     // In-place sum over all ranks of `count` floats.
     virtual void allReduceSum(float* data, std::size_t count) = 0;
     // Starts the in-place sums of several buffers (one bucket: NCCL sums them

@@ -32,9 +32,17 @@ namespace kiln::fault {
 // one; STEP is the step the checkpoint follows); Publish: on the writing rank, once a
 // checkpoint file is complete, before it is renamed and `latest` moved; Regroup: in a recovery, after the
 // shrink; Migrate: in a recovery, before the layer transfers; Eval: in a held-out evaluation after
-// STEP, before its first batch's forwards.
+// STEP, before its first batch's forwards. The phases of a recovery (issue 50), in order: Agree:
+// at the start of each round, before the failed set is agreed; Regroup; Migrate; Received: once this
+// rank received its first migrated atom (the layer's parameters and moments only partly arrived
+// elsewhere); Migrated: every transfer done, before the agreement that commits the new layout;
+// Rebuild: the layout committed, before its communicators and stages are built. A layout change
+// of an admission or a straggler's retirement passes through the same four migration phases.
 // Eval stays last: tests walk every phase up to it.
-enum class Phase { Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish, Regroup, Migrate, Eval };
+enum class Phase {
+    Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish,
+    Regroup, Migrate, Agree, Received, Migrated, Rebuild, Eval
+};
 
 const char* phaseName(Phase phase);
 

@@ -6,6 +6,7 @@
 // width in either is a run of whole atoms.
 #pragma once
 
+#include "kiln/base/error.hpp"
 #include "kiln/plan/layout.hpp"
 
 #include <cstdint>
@@ -26,6 +27,18 @@ std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const Layout& layout, 
 // of them (the run stops beyond f, for a requeue).
 std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const std::vector<int>& layoutMembers,
                                                    const std::vector<int>& members);
+
+// A layout change found layers that no survivor holds (every rank alike: the
+// plan is computed from agreed inputs). Not a bad input: the job is beyond
+// what its layout tolerates and stops for a requeue (exit 75), never exit 1.
+class LayersLostError : public Error {
+public:
+    explicit LayersLostError(std::vector<std::uint32_t> layers);
+    const std::vector<std::uint32_t>& layers() const { return layers_; }
+
+private:
+    std::vector<std::uint32_t> layers_;
+};
 
 // One atom of one layer sent (or, from == to, copied from another shard
 // held by the same rank). Ranks are those of the new communicator.

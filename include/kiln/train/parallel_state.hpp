@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kiln/comm/world.hpp"
+#include "kiln/fault/fault_injector.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/plan/layout.hpp"
 #include "kiln/plan/migration.hpp"
@@ -47,14 +48,16 @@ public:
     // Collective over the new world.control(): switches to `layout`, taking the
     // layers this rank keeps and receiving the others from a surviving holder.
     // `oldMembers`: the start-up ranks of the control communicator the current
-    // layout was made for. Throws Error when some layer has no surviving
-    // holder. The switch is committed by an agreement: if any rank fails
+    // layout was made for. The switch is committed by an agreement: if any rank fails
     // meanwhile, every survivor keeps the current layout and state and this
     // throws ProcFailedError (recover again, with the larger failed set).
-    // `beforeTransfers` runs first (fault injection). Afterwards the state is
-    // the new layout's but unconnected: call connect().
+    // `at` is called in the migration's phases (fault injection: Migrate,
+    // Received, Migrated). Afterwards the state is the new layout's but
+    // unconnected: call connect(). Throws plan::LayersLostError (every rank
+    // alike) when some layer has no surviving holder.
+    using PhaseHook = std::function<void(fault::Phase)>;
     MigrationReport reconfigure(comm::World& world, plan::Layout layout, const std::vector<int>& oldMembers,
-                                const std::function<void()>& beforeTransfers = {});
+                                const PhaseHook& at = {});
     // The same layout on world.control() after ranks without a role left it:
     // `oldMembers` are the start-up ranks of the communicator it was made for.
     void renumber(const comm::World& world, const std::vector<int>& oldMembers);
@@ -109,7 +112,7 @@ private:
     Target buildTarget(const comm::World& world, const plan::Layout& layout, const std::vector<int>& oldMembers) const;
     // This rank's part of `plan`: packs what it sends, unpacks what it receives into `target`.
     MigrationReport moveLayers(const comm::World& world, const plan::MigrationPlan& plan, const plan::Layout& layout,
-                               Target& target);
+                               Target& target, const PhaseHook& at);
 
     // The tensor transport among `group` (ranks of `comm`; empty: all) with
     // messages tagged `tag`: NCCL in device memory for a GPU run (when built

@@ -15,23 +15,39 @@ reached once an earlier failure moved the run on does not fire.
   checkpoint a rank killed just before a checkpoint write
   write      a rank killed in its background write of a checkpoint's part (or rank 0 while it publishes it)
   throw      an exception from outside kiln on one rank (a local error), then maybe a kill on another node
+  second     a second node's rank killed in a random phase of the recovery from the first: agree (a round's
+             start), regroup (after the shrink), migrate (before the layers move), received (after its first
+             migrated atom arrived), migrated (before the new layout's commit) or rebuild (after it)
+  migration  as second, in a phase of the layers' migration (migrate, received, migrated, rebuild)
+  third      as second, and a third node's rank in another phase of the same recovery (with f = 2 on 4 nodes
+             this may leave some layer without a holder: then the run must stop for a requeue, see below)
+  replay     a second node's rank killed in the replay of the failed step (its commit, which the first attempt
+             never reached)
 With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
-  jobs       8 ranks as 4 nodes of 2 with 2+1+1 pinned (the above); 8 ranks as 4 nodes of 2, 6 ranks as 6 nodes
-             and 12 ranks as 6 nodes of 2, each with nothing pinned: a profile measured at start-up, the planner's
-             layout and stage widths (fault.f = 2 throughout)
+  jobs       8 ranks as 4 nodes of 2 with 2+1+1 pinned (the above); 8 ranks as 4 nodes of 2, 6 ranks as 6 nodes,
+             12 and 16 ranks as 6 and 8 nodes of 2, each with nothing pinned: a profile measured at start-up, the
+             planner's layout and stage widths (fault.f = 2); 6 ranks as 3 nodes of 2 with 2+1 pinned and f = 1 (two
+             failures are beyond f there); 16 ranks as 8 nodes of 2 with 2+2+2+1+1 pinned
   admit      a node asked for (RUN/admit) at a random moment, maybe a rank of another node killed later
   admitkill  a node asked for, and a rank of the job killed from outside 0-20 ms after rank 0 took the request
              (while the new processes are spawned and merged)
   duty       one rank stopped and continued (SIGSTOP/SIGCONT) 30-80 ms of every 100 ms for 2-4 s: a straggler
              by duty cycle, which the speed monitor may rebalance around; no failure (fault.hang_timeout_s = 4)
   straggle   one rank lagging (fault.inject slow=) for some steps: retired as a straggler and maybe taken back
-Checks per run: exit status 0 within the time limit (else: hung), every step's loss and gradient norm equal to the
-failure-free run's to 1e-5 relative, every killed rank in /failures and no other, no temporary file left in ckpt/,
-no kiln process left once mpirun has returned. Runs where MPI_Finalize did not return and kiln's exit watchdog (fault.finalize_timeout_s, 20 s)
+Checks per run: exit status 0 within the time limit (else: hung), or 75 (beyond f: stopped for a requeue) after which
+the same command without its injections resumes the run and exits 0; every step's loss and gradient norm equal to the
+failure-free run's to 1e-5 relative; no collateral death (tests/fault/victims.py: /failures names exactly the
+victims the schedule chose and hit, and no other start-up rank is missing from kiln's "survivors" event); no
+temporary file left in ckpt/, no kiln process left once mpirun has returned. A collateral death whose stack shows
+Open MPI's own crash (inside the library's communicator code, no kiln frame) is said on its own line and counted
+apart (openmpi_crash), not hidden among kiln's. Runs where MPI_Finalize did not return and kiln's exit watchdog (fault.finalize_timeout_s, 20 s)
 ended the ranks (Open MPI's hang after failures, issue 19 item 3) survive but are counted apart: finalize_watchdog. Prints one line per run, then
-  CHAOS runs=N survived=S crashed=C hung=H max_loss_diff=D finalize_watchdog=W outside_kills_missed=M
-(M: outside kills that found no process, said on their run's line: such a run tested less than it says)
-and exits 1 unless every run survived.
+  CHAOS runs=N survived=S crashed=C collateral=K openmpi_crash=O hung=H requeued=R max_loss_diff=D finalize_watchdog=W
+        outside_kills_missed=M
+(crashed: every failed run, K of them with collateral deaths from kiln's code and O with Open MPI's own crash;
+R: survived runs that went through a requeue; M: outside kills that found no process, said on their run's line:
+such a run tested less than it says) and exits 1 unless every run survived. --lead KIND makes the first run of that
+kind (chaos_short leads with a second failure during the migration).
 
   python3 tests/chaos/campaign.py KILN MPIRUN DATA WORK --seed 1 --runs 200
 """
@@ -47,6 +63,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+import victims  # noqa: E402  (tests/fault/victims.py: the no-collateral rule every fault test applies)
+
 RANKS, PER_NODE, STEPS = 8, 2, 12
 PHASES = ["forward", "backward", "send", "allreduce", "sums", "commit", "optimizer"]
 LIMIT_S = 180
@@ -59,7 +78,11 @@ def node(rank):
 # Jobs a --wide campaign draws from: (name, ranks, ranks per node, settings). The first is the classic one.
 PINNED = ("pinned 8x2", 8, 2, ["plan.pipelines=2+1+1"])
 UNPINNED = ["plan.pipelines=", "plan.stage_width=0", "plan.device_tflops=0"]
-JOBS = [PINNED, ("unpinned 8x2", 8, 2, UNPINNED), ("unpinned 6x1", 6, 1, UNPINNED), ("unpinned 12x2", 12, 2, UNPINNED)]
+JOBS = [PINNED, ("unpinned 8x2", 8, 2, UNPINNED), ("unpinned 6x1", 6, 1, UNPINNED), ("unpinned 12x2", 12, 2, UNPINNED),
+        ("pinned 6x2 f=1", 6, 2, ["plan.pipelines=2+1", "fault.f=1"]), ("pinned 16x2", 16, 2, ["plan.pipelines=2+2+2+1+1"]),
+        ("unpinned 16x2", 16, 2, UNPINNED)]
+# The phases of a recovery a second or third failure is put in (fault_injector.hpp).
+RECOVERY_PHASES = ["agree", "regroup", "migrate", "received", "migrated", "rebuild"]
 # Straggler settings of the wide jobs: decisions within the 12 steps (as tests/fault/stragglers.sh sets them).
 STRAGGLERS = ["straggler.steps=3", "straggler.retire_at=4", "straggler.retire_steps=4"]
 
@@ -81,12 +104,14 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     """A schedule: (kind, fault.inject text, ranks killed, outside action or None). An outside action is
     ("kill", rank, delay) after the first injected kill, ("admitkill", rank, delay) after rank 0 took an admission
     request, or ("duty", rank, stopped share, seconds)."""
-    kinds = ["one", "pair", "recovery", "timed", "stop", "rank0", "checkpoint", "write", "throw"]
+    kinds = ["one", "pair", "recovery", "second", "migration", "third", "replay", "timed", "stop", "rank0", "checkpoint", "write",
+             "throw"]
     if wide:
         kinds += ["admit", "admitkill", "duty", "straggle"]
     kind = rng.choice([k for k in kinds if not only or k in only])
     a = rng.randrange(ranks)
     b = rng.choice([r for r in range(ranks) if r // per_node != a // per_node])
+    third = rng.choice([r for r in range(ranks) if r // per_node not in (a // per_node, b // per_node)] or [b])
     step = rng.randrange(1, STEPS - 1)
     phase = rng.choice(PHASES)
     outside = None
@@ -97,6 +122,15 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     elif kind == "recovery":  # the first failure must be noticed in its own step, for the recovery to be at that step
         first = rng.choice(["forward", "backward", "send", "allreduce", "sums"])
         items, killed = [f"{a}:{step}:{first}", f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}"], {a, b}
+    elif kind in ("second", "migration", "third"):
+        first = rng.choice(["forward", "backward", "send", "allreduce", "sums"])
+        phases = rng.sample(RECOVERY_PHASES[2:] if kind == "migration" else RECOVERY_PHASES, 2)
+        items, killed = [f"{a}:{step}:{first}", f"{b}:{step}:{phases[0]}"], {a, b}
+        if kind == "third":
+            items.append(f"{third}:{step}:{phases[1]}")
+            killed.add(third)
+    elif kind == "replay":
+        items, killed = [f"{a}:{step}:{rng.choice(['forward', 'backward', 'send'])}", f"{b}:{step}:commit"], {a, b}
     elif kind == "timed":
         items, killed, outside = [f"{a}:{step}:{phase}"], {a, b}, ("kill", b, rng.uniform(0.0, 0.010))
     elif kind == "admit":
@@ -261,22 +295,16 @@ def duty_cycle(log_path, out, proc, landed, rank, stopped, seconds):
 
 
 def killed_in(log_path, outside_done):
-    """The ranks the run's log says were killed, stopped, ended by an exception or by the spawn's deadline, and the
-    outside kill if it landed
-    (a scheduled injection may never fire: its step or phase is not reached once an earlier failure moved things)."""
-    killed = set()
+    """The victims the run's log shows hit (killed, stopped, hung, an injected exception, a joiner ended by the spawn's
+    deadline) and the outside kill if it landed: a scheduled injection may never fire once an earlier failure moved
+    things on. A rank that ended alone for any other reason is no victim: it is a collateral death."""
     with open(log_path, errors="replace") as f:
-        for line in f:
-            m = re.search(r"\[rank (\d+) on [^]]*\]: fault injection: (killing|stopping)", line) or \
-                re.search(r"kiln: rank (\d+) ends alone", line) or \
-                re.search(r"kiln: rank (\d+) \([^)]*\): admitting nodes made no progress", line)
-            if m:
-                killed.add(int(m.group(1)))
-    return killed | outside_done
+        return victims.chosen_in(f.read()) | outside_done
 
 
-def check(args, out, reference, killed, status):
-    """The problems of a finished run (empty: survived) and its largest relative loss difference."""
+def check(args, out, reference, killed, status, log_path, job, since):
+    """The problems of a finished run (empty: survived), its largest relative loss difference, and the cause of
+    its collateral deaths if it had any ("kiln" or "openmpi")."""
     problems = []
     if status != 0:
         problems.append(f"exit status {status}")
@@ -295,15 +323,13 @@ def check(args, out, reference, killed, status):
             if d > 1e-5:
                 problems.append(f"step {int(s)}: loss {l} vs {rl}, |g| {g} vs {rg}")
                 break
-        diag = json.loads(subprocess.run([args.kiln, "diag", f"{out}/tiny/diag.h5", "--json"], capture_output=True,
-                                         text=True, check=True).stdout)
-        recorded = set()
-        for row in diag["failures"]:
-            recorded |= {int(r) for r in row["failed_ranks"].split(",") if r}
-        if recorded != killed:
-            problems.append(f"/failures names ranks {sorted(recorded)}, killed {sorted(killed)}")
-    except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError, ValueError) as e:
+    except (subprocess.CalledProcessError, ValueError) as e:
         problems.append(f"diag.h5 unreadable: {e}")
+    cause = None
+    judged, facts = victims.judge(args.kiln, f"{out}/tiny/diag.h5", log_path, job[1], killed, since)
+    problems += judged
+    if facts.get("collateral"):
+        cause = facts.get("cause", "kiln")
     ckpt = os.path.join(out, "tiny", "ckpt")
     temporaries = [f for f in os.listdir(ckpt) if ".tmp" in f] if os.path.isdir(ckpt) else []
     if temporaries:
@@ -311,7 +337,7 @@ def check(args, out, reference, killed, status):
     time.sleep(0.5)
     if leftover_processes(out):
         problems.append("kiln processes left after mpirun returned")
-    return problems, diff
+    return problems, diff, cause
 
 
 def describe_outside(outside):
@@ -342,8 +368,10 @@ def main():
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--keep", action="store_true", help="keep the output of runs that survived")
     parser.add_argument("--wide", action="store_true",
-                        help="draw the job too (unpinned, measured profiles, 6-12 ranks) and admissions, duty cycles, stragglers")
+                        help="draw the job too (pinned and unpinned, measured profiles, 6-16 ranks) and admissions, duty cycles, "
+                             "stragglers")
     parser.add_argument("--kinds", default="", help="draw only these kinds (comma-separated), e.g. admitkill")
+    parser.add_argument("--lead", default="", help="the first run is of this kind, e.g. second")
     parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     args = parser.parse_args()
     args.kiln, args.data, args.work = (os.path.abspath(p) for p in (args.kiln, args.data, args.work))
@@ -357,16 +385,18 @@ def main():
     reference = losses(args, clean)
 
     rng = random.Random(args.seed)
-    counts = {"survived": 0, "crashed": 0, "hung": 0}
+    counts = {"survived": 0, "crashed": 0, "hung": 0, "collateral": 0, "openmpi": 0, "requeued": 0}
     by_kind = {}
     watchdog_runs = 0
     missed = 0  # outside kills that found no process to kill (the run ended first, or no such rank)
     worst = 0.0
+    only = [k for k in args.kinds.split(",") if k]
     for i in range(args.runs):
         job = rng.choice(JOBS) if args.wide else PINNED
-        kind, inject, _, outside = draw(rng, args.wide, job[1], job[2], [k for k in args.kinds.split(",") if k])
+        kind, inject, _, outside = draw(rng, args.wide, job[1], job[2], [args.lead] if args.lead and i == 0 else only)
         out = os.path.join(args.work, f"run{i:03d}")
         landed = set()
+        since = time.time()
         status, seconds = run(args, out, inject, outside, out + ".log", landed, job)
         killed = killed_in(out + ".log", landed)
         what = f"{kind:<10} {inject}" + describe_outside(outside)
@@ -381,7 +411,28 @@ def main():
             counts["hung"] += 1
             print(f"run {i:3d} HUNG     {what} ({seconds:.0f} s; {out}.log)", flush=True)
             continue
-        problems, diff = check(args, out, reference, killed, status)
+        problems, cause = [], None
+        if status == 75:
+            # Beyond f: the failures recorded and no one else lost; then the requeue (the same command without
+            # the schedule, fresh processes) resumes from `latest` and must finish.
+            judged, facts = victims.judge(args.kiln, f"{out}/tiny/diag.h5", out + ".log", job[1], killed, since)
+            problems += [f"the stop beyond f: {p}" for p in judged]
+            if facts.get("collateral"):
+                cause = facts.get("cause", "kiln")
+            what += " [beyond f: requeued]"
+            since = time.time()
+            status, more = run(args, out, "", None, out + ".requeue.log", set(), job)
+            seconds += more
+            if status is None:
+                counts["hung"] += 1
+                print(f"run {i:3d} HUNG     {what}: the requeue hung ({out}.requeue.log)", flush=True)
+                continue
+            killed, log_path = set(), out + ".requeue.log"
+        else:
+            log_path = out + ".log"
+        found, diff, found_cause = check(args, out, reference, killed, status, log_path, job, since)
+        problems += found
+        cause = cause or found_cause
         worst = max(worst, diff)
         watchdogs = finalize_watchdogs(out + ".log")
         watchdog_runs += watchdogs > 0
@@ -389,9 +440,16 @@ def main():
             what += f" [MPI_Finalize cut short by the exit watchdog on {watchdogs} rank(s)]"
         if problems:
             counts["crashed"] += 1
-            print(f"run {i:3d} FAILED   {what}: {'; '.join(problems)} ({out}.log)", flush=True)
+            if cause == "openmpi":
+                counts["openmpi"] += 1
+                print(f"run {i:3d} OPENMPI  {what}: Open MPI's own crash, not kiln's: {'; '.join(problems)} ({out}.log)",
+                      flush=True)
+            else:
+                counts["collateral"] += cause == "kiln"
+                print(f"run {i:3d} FAILED   {what}: {'; '.join(problems)} ({out}.log)", flush=True)
         else:
             counts["survived"] += 1
+            counts["requeued"] += "[beyond f" in what
             tally[1] += 1
             print(f"run {i:3d} survived {what} ({seconds:.1f} s, max diff {diff:.1e})", flush=True)
             if not args.keep:
@@ -399,10 +457,11 @@ def main():
     if args.wide:
         for (job, kind), (runs, survived) in sorted(by_kind.items()):
             print(f"TABLE job={job.replace(' ', '_')} kind={kind} runs={runs} survived={survived}")
-    print(f"CHAOS runs={args.runs} survived={counts['survived']} crashed={counts['crashed']} hung={counts['hung']} "
-          f"max_loss_diff={worst:.2e} finalize_watchdog={watchdog_runs} outside_kills_missed={missed} seed={args.seed}")
+    print(f"CHAOS runs={args.runs} survived={counts['survived']} crashed={counts['crashed']} "
+          f"collateral={counts['collateral']} openmpi_crash={counts['openmpi']} hung={counts['hung']} "
+          f"requeued={counts['requeued']} max_loss_diff={worst:.2e} finalize_watchdog={watchdog_runs} "
+          f"outside_kills_missed={missed} seed={args.seed}")
     sys.exit(0 if counts["survived"] == args.runs else 1)
-
 
 if __name__ == "__main__":
     main()

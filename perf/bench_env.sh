@@ -67,3 +67,13 @@ kb = int(sys.stdin.read().split()[0])
 print(json.dumps({'bench': 'shards-disk', 'layout': '$name', 'shard_tokens': $tokens, 'mb_on_disk': round(kb / 1024, 1)}))" |
     tee -a "$work/results.jsonl"
 }
+
+# Issue 50: a fault benchmark's run counts only if it lost exactly the ranks its schedule chose (no collateral
+# death, every victim recorded): tests/fault/victims.py on its diag.h5 and log; exits the benchmark otherwise.
+# bench_victims DIAG_H5 LOG RANKS [--outside R,R] [--since T]
+bench_victims() {
+  local diag=$1 log=$2 ranks=$3
+  shift 3
+  python3 "$root/tests/fault/victims.py" "$kiln" "$diag" "$log" "$ranks" "$@" >&2 \
+    || { echo "benchmark: $log: a rank its schedule did not choose was lost; its figures do not count" >&2; exit 1; }
+}

@@ -32,6 +32,7 @@ now() { date +%s.%N; }
 model=(--set model.blocks=6 --set model.d_model=128 --set model.heads=4)
 mpirun -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini "${data[@]}" "${model[@]}" --set run.name=phases \
   --set run.steps=10 --set checkpoint.every=0 --set fault.inject=2:5:allreduce >"$work/phases.log" 2>&1
+bench_victims "$work/runs/phases/diag.h5" "$work/phases.log" 6
 "$kiln" diag "$work/runs/phases/diag.h5" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -62,6 +63,7 @@ wall() {  # name ranks ft settings...: runs, prints the wall seconds; a non-zero
 clean=$(wall clean 4 "" --set fault.f=0 --set checkpoint.every=0)
 inplace=$(wall inplace 4 "--with-ft ulfm" --set fault.f=2 --set checkpoint.every=0 --set fault.inject=3:12:allreduce,2:22:allreduce)
 grep -q "kiln run: steps 0 to 30" "$work/inplace.log" || { cat "$work/inplace.log"; exit 1; }
+bench_victims "$work/runs/inplace/diag.h5" "$work/inplace.log" 4
 # (b): each attempt is a new job on the nodes left; a killed rank ends it, as
 # without ULFM (so kiln's own beyond-f checkpoint does not help it either).
 restart=(--set fault.f=0 --set checkpoint.every=5 --set checkpoint.resume=true)

@@ -47,6 +47,7 @@ read -r fail_s fail_rc <<<"$(case_run failures 8 --set fault.inject="$inject")"
 read -r spare_s spare_rc <<<"$(case_run spares 8 --set cluster.spare_nodes=2 --set fault.inject="$inject")"
 read -r idle_s idle_rc <<<"$(case_run idle6 8 --set cluster.spare_nodes=2)"
 read -r plain_s plain_rc <<<"$(case_run plain6 6)"
+for c in clean:8 failures:8 spares:8 idle6:8 plain6:6; do bench_victims "$work/runs/${c%:*}/diag.h5" "$work/${c%:*}.log" "${c#*:}"; done
 python3 - "$work" "$kiln" "$steps" "$inject" clean:"$clean_s":"$clean_rc" failures:"$fail_s":"$fail_rc" \
   spares:"$spare_s":"$spare_rc" idle6:"$idle_s":"$idle_rc" plain6:"$plain_s":"$plain_rc" <<'PY'
 import json, subprocess, sys

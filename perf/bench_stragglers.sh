@@ -29,6 +29,7 @@ measure() {  # name settings...
     --set data.global_batch=64 --set cluster.ranks_per_node=1 --set cluster.spare_nodes=1 --set plan.pipelines= \
     --set plan.stage_width=1 --set fault.f=1 --set run.steps="$steps" --set checkpoint.every=0 \
     --set run.out_dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { tail -30 "$work/$name.log"; exit 1; }
+  bench_victims "$work/$name/tiny/diag.h5" "$work/$name.log" 4
   "$kiln" diag "$work/$name/tiny/diag.h5" --json >"$work/$name.json"
   python3 - "$name" "$work" <<'PY' | tee -a "$work/results.jsonl"
 import json, re, sys

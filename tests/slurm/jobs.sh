@@ -99,6 +99,8 @@ await "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120
 [ "$(grep -c "FAILURE step" "$work/survive.out")" = 2 ] || fail "expected two recoveries in the survive job"
 grep -q "kiln run: steps 0 to 30" "$work/survive.out" || fail "the survive job did not finish its 30 steps"
 grep -q "JobId=$job .*JobState=COMPLETED" "$cluster/jobcomp.log" || fail "no completion record for the survive job"
+python3 "$root/tests/fault/victims.py" "$build/kiln" "$work/survive/tiny/diag.h5" "$work/survive.out" 6 --outside 4 \
+  || fail "survive job: a rank other than the victims (2, and 4 from outside) was lost or went unrecorded"
 echo "PASS 2: two node failures inside job $job (one injected, one killed from outside) survived; Slurm says COMPLETED 0:0"
 
 # 3. The deck says 2 ranks per node, Slurm gives 1.
@@ -139,6 +141,16 @@ grep -q "layers .* lost every holder; no checkpoint can be written. A requeued j
 grep -q "resumed from .*step-00000010.h5 at step 10" "$work/beyond.out" || fail "did not resume from step 10"
 grep -q "kiln run: steps 10 to 20" "$work/beyond.out" || fail "the requeued attempt did not finish"
 grep -q '"kind": *"fault_f"' <<<"$("$build/kiln" diag "$work/beyond/tiny/diag.h5" --json)" || fail "no fault_f event in diag.h5"
+# Issue 50: beyond f too, the failure has its /failures row, and no process but the victims ended (the first
+# attempt's survivors event names the other three ranks; the second attempt lost none of its four).
+"$build/kiln" diag "$work/beyond/tiny/diag.h5" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rows = [sorted(int(r) for r in f["failed_ranks"].split(",")) for f in d["failures"]]
+assert rows == [[0, 2, 4]] and d["failures"][0]["layout"].startswith("stopped"), d["failures"]
+survivors = [e["detail"] for e in d["events"] if e["kind"] == "survivors"]
+assert survivors == ["1,3,5", "0-3"], survivors
+' || fail "beyond job: /failures must name ranks 0, 2, 4 and no other rank may end"
 kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/clean" --set run.steps=20 \
   --set checkpoint.resume=false --set train.grad_clip=0 --set fault.f=0 --set plan.pipelines=1 >"$work/clean.log" 2>&1 \
   || fail "the failure-free run"
@@ -147,7 +159,7 @@ kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.ou
 paste "$work/clean.losses" "$work/beyond.losses" | awk '
   { n++; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
   END { if (n != 20 || bad) { print "losses differ (" n " steps)"; exit 1 } }' || fail "losses of the requeued job"
-echo "PASS 4: beyond f (every node lost a rank), job $job exited 75, was requeued onto 2 nodes, ran with fault.f lowered to 1 from step 10 and matched the failure-free losses"
+echo "PASS 4: beyond f (every node lost a rank, recorded, no other rank lost), job $job exited 75, was requeued onto 2 nodes, ran with fault.f lowered to 1 from step 10 and matched the failure-free losses"
 
 # 5. The requeue bound: with KILN_MAX_REQUEUES=0 the same failure ends the job, and Slurm shows 75.
 await_idle

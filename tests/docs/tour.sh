@@ -39,6 +39,9 @@ assert any(e["kind"] == "failure" for e in events), [e["kind"] for e in events]'
 a=$("$kiln" diag "$tour/runs/tiny/diag.h5" --losses | tail -n 1 | awk '{print $2}')
 b=$("$kiln" diag "$tour/runs/killed/diag.h5" --losses | tail -n 1 | awk '{print $2}')
 python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(abs(a - b) > 1e-5)" || fail "final losses differ: $a and $b"
+# Issue 50: the tour's failure took rank 2 alone (the tour's log holds its one injected kill).
+python3 "$root/tests/fault/victims.py" "$kiln" "$tour/runs/killed/diag.h5" "$work/tour.log" 6 \
+  || fail "the killed run lost a rank the tour did not kill, or left the failure unrecorded"
 echo "PASS 2: the tour's run with a rank killed recorded the failure and ended with the loss of the run without it ($a, $b)"
 
 count=$(blocks "$root/docs/diagnostics.md" "" "$work/diag")

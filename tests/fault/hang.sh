@@ -36,6 +36,8 @@ paste "$work/clean.losses" "$work/hang.losses" | awk '
   { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
     if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
   END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
+# Issue 50: rank 3 alone was lost.
+python3 "$(dirname "$0")/victims.py" "$kiln" "$work/run/tiny/diag.h5" "$work/hang.log" 6 || { echo "FAIL: victims"; exit 1; }
 echo "PASS: a stopped rank was declared failed, fenced and regrouped around; the job ended on its own in $seconds s"
 
 timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/slow" \
@@ -47,4 +49,5 @@ grep -q "FAILURE" "$work/slow.log" && { cat "$work/slow.log"; echo "FAIL: a slow
 grep -Eq "REBALANCE|STRAGGLER" "$work/slow.log" && { cat "$work/slow.log"; echo "FAIL: one slow step was taken for a straggler"; exit 1; }
 "$kiln" diag "$work/slow/tiny/diag.h5" --losses >"$work/slow.losses"
 cmp -s "$work/clean.losses" "$work/slow.losses" || { paste "$work/clean.losses" "$work/slow.losses"; echo "FAIL: losses differ"; exit 1; }
+python3 "$(dirname "$0")/victims.py" "$kiln" "$work/slow/tiny/diag.h5" "$work/slow.log" 6 || { echo "FAIL: a rank was lost"; exit 1; }
 echo "PASS: a rank computing 10 s without MPI (5 times the hang timeout) was not declared failed"

@@ -17,6 +17,8 @@ timeout 300 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run "${deck[@]
   --set run.out_dir="$work/runs" --set run.steps=60 --set run.name=real --set train.log_every=1000000 \
   --set fault.inject=1:20:commit,2:40:allreduce >"$work/run.log" 2>&1
 diag=$work/runs/real/diag.h5
+# Issue 50: ranks 1 and 2 alone were lost.
+python3 "$(dirname "$0")/victims.py" "$kiln" "$diag" "$work/run.log" 6 || { echo "FAIL: victims"; exit 1; }
 "$kiln" diag "$diag" --json >"$work/diag.json"
 "$kiln" simulate "${deck[@]}" --nodes 6 --trace-from "$diag" --costs-from "$diag" --steps 60 --no-baselines --json \
   >"$work/sim.json" 2>/dev/null

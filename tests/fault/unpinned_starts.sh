@@ -28,7 +28,8 @@ start() {  # NAME RANKS RANKS_PER_NODE
   if [ "$rc" = 124 ]; then
     hung=$((hung + 1)); echo "HUNG: $name (log $work/$name.log)"; tail -5 "$work/$name.log"
   elif [ "$rc" != 0 ] || ! grep -q "kiln run: steps 0 to 3" "$work/$name.log" \
-       || ! grep -q "the planner's choice" "$work/$name.log" || ! grep -q "profile measured at start-up" "$work/$name.log"; then
+       || ! grep -q "the planner's choice" "$work/$name.log" || ! grep -q "profile measured at start-up" "$work/$name.log" \
+       || ! python3 "$(dirname "$0")/victims.py" "$kiln" "$work/runs/$name/diag.h5" "$work/$name.log" "$ranks" >/dev/null; then
     failed=$((failed + 1)); echo "FAILED: $name (status $rc)"; tail -8 "$work/$name.log"
   fi
   grep -m1 "^  layout " "$work/$name.log" | sed 's/^ *//' >>"$work/layouts"

@@ -29,6 +29,9 @@ _CHOSEN = [
 ]
 # Frames of Open MPI's failure-notice and shrink path (DESIGN.md: the shrink crash of 5.0.10).
 _OMPI_FRAMES = re.compile(r"ompi_comm_(shrink|activate|set_rank_failed|revoke)|MPIX_Comm_(shrink|agree)|libmpi\.so")
+# Frames of kiln's own code: its executable, its libtorch module, or a kiln symbol (not a path that merely
+# contains the word, as a checkout in ~/kiln would).
+_KILN_FRAMES = re.compile(r"_ZN4kiln|kiln::|/kiln\(|kiln_torch\.so")
 
 
 def chosen_in(log_text):
@@ -69,7 +72,7 @@ def crash_stacks(log_text):
 def runtime_crash(stack):
     """Whether a crash is Open MPI's own: its frames run through the library's communicator code, none through kiln."""
     frames = stack[1]
-    return any(_OMPI_FRAMES.search(f) for f in frames) and not any("kiln" in f for f in frames)
+    return any(_OMPI_FRAMES.search(f) for f in frames) and not any(_KILN_FRAMES.search(f) for f in frames)
 
 
 def judge(kiln, diag_path, log_path, ranks, outside=(), since=0.0):

@@ -20,20 +20,24 @@ using namespace kiln::plan;
 
 namespace {
 
-// 3 nodes of 2 ranks (start-up ranks 0-5), a model of 6 equal layers.
-TemplateSet threeNodeTemplates() {
+// `nodes` nodes of 2 ranks, a model of `layers` equal layers (`blocks` blocks), stages `width` ranks wide
+// (0: the planner's choice), templates for f.
+TemplateSet templatesFor(std::uint32_t nodes, int layers, std::uint32_t blocks, std::uint32_t width, std::uint32_t f) {
     ModelProfile p;
-    p.model.blocks = 4;
-    for (int i = 0; i < 6; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
+    p.model.blocks = blocks;
+    for (int i = 0; i < layers; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
     ClusterSpec c;
-    c.nodes = 3;
+    c.nodes = nodes;
     c.ranksPerNode = 2;
-    c.stageWidth = 1;
+    c.stageWidth = width;
     c.memoryPerRank = 1e12;
     c.intraBandwidth = 50e9;
     c.interBandwidth = 5e9;
-    return planTemplates(p, c, 1, 8);
+    return planTemplates(p, c, f, 8);
 }
+
+// 3 nodes of 2 ranks (start-up ranks 0-5), a model of 6 equal layers.
+TemplateSet threeNodeTemplates() { return templatesFor(3, 6, 4, 1, 1); }
 
 }  // namespace
 
@@ -124,19 +128,7 @@ TEST(Migration, LayersWithoutALiveHolder) {
 namespace {
 
 // 4 nodes of 2 ranks (start-up ranks 0-7), 8 equal layers, stages `width` ranks wide.
-TemplateSet fourNodeTemplates(std::uint32_t width) {
-    ModelProfile p;
-    p.model.blocks = 6;
-    for (int i = 0; i < 8; ++i) p.layers.push_back({"block", 1e-3, 2e-3, 1000, 1000, 1000});
-    ClusterSpec c;
-    c.nodes = 4;
-    c.ranksPerNode = 2;
-    c.stageWidth = width;
-    c.memoryPerRank = 1e12;
-    c.intraBandwidth = 50e9;
-    c.interBandwidth = 5e9;
-    return planTemplates(p, c, 2, 8);
-}
+TemplateSet fourNodeTemplates(std::uint32_t width) { return templatesFor(4, 8, 6, width, 2); }
 
 // Who really holds each atom of each layer ([layer][atom of kFine], start-up ranks): what the ranks'
 // models hold, which changes only when a layout change is committed.

@@ -18,7 +18,7 @@ run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping
   status=$(cat "$out.status")
   if [ "$status" = 0 ] || [ "$status" = 75 ]; then
     local diag verdict
-    diag=$(find "$out" -name diag.h5 2>/dev/null | head -1)
+    diag=$(find "$out" -name diag.h5 -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -1 | cut -d' ' -f2-)  # this run's: the newest
     if verdict=$(python3 "$(dirname "${BASH_SOURCE[0]}")/victims.py" "$kiln" "${diag:-$out/tiny/diag.h5}" "$out.output" \
         "$ranks" --outside "${KILN_OUTSIDE_VICTIMS:-}" --since "$started"); then
       echo "$verdict"

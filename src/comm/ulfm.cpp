@@ -92,7 +92,7 @@ MPI_Comm shrink(MPI_Comm comm) {
     return survivors;
 }
 
-int agree(MPI_Comm comm, int flag) {
+int agree(MPI_Comm comm, int flag, bool* failureSeen) {
     // A failure of a not yet acknowledged rank is reported as an error after the
     // agreement completes; the value agreed is still valid.
     // Non-blocking and polled against the step's deadline (deadline.hpp): an
@@ -106,6 +106,7 @@ int agree(MPI_Comm comm, int flag) {
     MPI_Error_class(rc, &errorClass);
     // On a revoked communicator the agreement still completes (it is how survivors decide what to do).
     if (rc != MPI_SUCCESS && errorClass != MPIX_ERR_PROC_FAILED && errorClass != MPIX_ERR_REVOKED) KILN_MPI(rc);
+    if (failureSeen) *failureSeen = rc != MPI_SUCCESS && errorClass == MPIX_ERR_PROC_FAILED;
     return flag;
 }
 
@@ -113,7 +114,7 @@ int agree(MPI_Comm comm, int flag) {
 
 void revoke(MPI_Comm) { noUlfm("revoke"); }
 MPI_Comm shrink(MPI_Comm) { noUlfm("shrink"); }
-int agree(MPI_Comm, int) { noUlfm("agree"); }
+int agree(MPI_Comm, int, bool*) { noUlfm("agree"); }
 
 #endif
 

@@ -67,6 +67,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
             survivors.agreed();
             const Verdict verdict = decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft);
             if (verdict.beyondF) {
+                survivors.confirm();
                 io::fitText(record_.layout, "stopped: beyond f");
                 return survivors.stop(record_, what(), verdict.reason, seconds());
             }
@@ -77,6 +78,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
                 // The layout the survivors hold lost more than the round's verdict saw (a rule that
                 // disagrees with the migration's: a defect, said as such). Still beyond f: a requeue, not exit 1.
                 log::warn("step {}: the regroup found {} although the recovery's verdict did not", record_.step, e.what());
+                survivors.confirm();
                 io::fitText(record_.layout, "stopped: beyond f");
                 return survivors.stop(record_, what(), fmt::format("layers {} lost every holder", fmt::join(e.layers(), ", ")),
                                       seconds());

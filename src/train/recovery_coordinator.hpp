@@ -62,8 +62,14 @@ public:
         // (`detail`), the tolerance and the new layout (`why`) reported.
         virtual void recovered(const io::FailureRecord& record, const std::string& detail, const plan::Regroup& next,
                                bool lowered, const std::string& why) = 0;
-        // Beyond f (`reason`): the failure row recorded, a checkpoint if every
-        // layer still has a holder, exit 75. `what` the rounds in words.
+        // Before a stop beyond f: every survivor agrees that no rank failed
+        // since the round (nobody may have talked to one that died in
+        // agreed()); throws ProcFailedError on every survivor if one did, so
+        // that another round names it in the failure row.
+        virtual void confirm() = 0;
+        // Beyond f (`reason`): a checkpoint if every layer still has a holder,
+        // the failure row recorded, exit 75. `what` the rounds in words. A
+        // rank failing meanwhile throws ProcFailedError (another round).
         virtual Recovery stop(const io::FailureRecord& record, const std::string& what, const std::string& reason,
                               double seconds) = 0;
         // A rank failed during the recovery: every survivor is sent back to

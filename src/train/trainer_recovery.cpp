@@ -84,10 +84,19 @@ public:
             if (const auto stale = s_.checkpoints->removeStaleTemporaries())
                 log::detail("removed {} unfinished checkpoint file{}", stale, stale == 1 ? "" : "s");
     }
+    void confirm() override {
+        // One agreement reports a participant that died since the round to some survivors; a second makes
+        // that every survivor's answer (issue 50: a rank killed right after the round went unrecorded).
+        bool seen = false;
+        comm::agree(s_.world.control(), 1, &seen);
+        if (comm::agree(s_.world.control(), seen ? 0 : 1) != 1)
+            throw ProcFailedError("a rank failed after the recovery's round, before the job stopped beyond f", 0);
+    }
     Recovery stop(const io::FailureRecord& record, const std::string& what, const std::string& reason,
                   double seconds) override {
-        s_.report.failure(record);
-        return s_.stopBeyondF(step_, what, reason, seconds);
+        const Recovery stopped = s_.stopBeyondF(step_, what, reason, seconds);
+        s_.report.failure(record);  // after the checkpoint: a rank failing in it starts another round first
+        return stopped;
     }
     void abandon() override { s_.abandonStep(); }
 
@@ -194,6 +203,8 @@ Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std
 Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what, const std::string& cause,
                                      double seconds) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * seconds);
+    // What an earlier attempt of this stop (a rank failed in its checkpoint) left: no rank writes one now.
+    if (world.rank() == 0) checkpoints->removeStaleTemporaries();
     const auto writers = liveWriters(parallel->layout(), membership.layoutMembers(), world.members());
     std::vector<std::uint32_t> lost;
     for (std::uint32_t l = 0; l < writers.size(); ++l)
@@ -211,12 +222,11 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
             checkpoint(loader->cursor().step, holders);
             report.event(step, "stop", reason + "; checkpoint written, exit 75");
         } catch (const ProcFailedError& e) {
-            // One more failure while writing: the previous checkpoint stays `latest`.
-            const auto latest = checkpoints->latest();
+            // One more failure while writing: the previous checkpoint stays `latest`, and another round
+            // of the recovery (RecoveryCoordinator) adds the rank to this failure's row and decides again.
             log::warn("step {}: another rank failed while the checkpoint was written ({}); nothing was written",
                       step, e.what());
-            log::info("  a requeued job resumes from {}", latest ? latest->string() : "nothing (no checkpoint yet)");
-            report.event(step, "stop", reason + "; the checkpoint failed, exit 75");
+            throw;
         }
     } else {
         const auto latest = checkpoints->latest();

@@ -16,7 +16,9 @@
 #  3. Beyond f: 6 ranks as 3 nodes of 2, f = 1, pipelines 2+1 pinned, a checkpoint every 4 steps: nodes 1 and 2
 #     (ranks 2-5, together every copy of the second half of the model) killed whole in the same step. kiln
 #     writes the /failures row naming the four, says which layers lost every holder, exits 75 (a requeue) with `latest`
-#     at step 4 (that of step 8 was being written when they died); the requeued job on 6 fresh ranks resumes there and ends with the failure-free losses.
+#     at step 4 (that of step 8 was being written when they died); the requeued job on 6 fresh ranks resumes there
+#     and ends with the failure-free losses. Again with ranks 4 and 0 lost in step 5 and rank 3 right after
+#     the recovery's second round: the row names all three, exit 75, requeued and ends with the failure-free losses.
 #  4. Beyond f on the planner's layout: 6 ranks as 3 nodes of 2, f = 1, two nodes killed whole at once, for each
 #     pair of nodes. Each run is either survived (exit 0, the failure-free losses: the node left holds every
 #     layer) or stopped for a requeue (exit 75, the failure recorded) and then resumed to the failure-free
@@ -98,6 +100,20 @@ assert sorted(int(r) for r in f["failed_ranks"].split(",")) == [2, 3, 4, 5] and 
 grep -q "resumed from .*step-00000004.h5 at step 4" "$work/lost6-requeue.log" || { cat "$work/lost6-requeue.log"; fail "3: no resume"; }
 losses lost6
 same_curve "$work/clean6.losses" "$work/lost6.losses" 10
+# A third rank dies right after the second round's agreement, before the stop: nobody talks to it again, yet
+# the stop's confirmation finds it and the row names it (the campaign's run 184 of seed 50 once left it out).
+late=("${three[@]}" --set plan.pipelines=2+1 --set fault.inject=4:5:forward,0:5:agree,3:5:regroup)
+status=0
+run "$work/late" 6 "${late[@]}" >"$work/late.log" 2>&1 || status=$?
+stopped_for_requeue late $status
+json late | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["failures"][0]
+assert sorted(int(r) for r in f["failed_ranks"].split(",")) == [0, 3, 4], f
+' || fail "3: /failures must name ranks 0, 3 and 4"
+requeued late 6 "${late[@]}"
+losses late
+same_curve "$work/clean6.losses" "$work/late.losses" 10
 echo "PASS 3: two whole nodes holding every copy of some layers lost at once: /failures row, exit 75, requeued to the failure-free losses"
 
 planned3=(--set cluster.ranks_per_node=2 --set fault.f=1 --set checkpoint.every=4 --set plan.pipelines= --set plan.stage_width=0

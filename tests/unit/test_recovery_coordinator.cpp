@@ -51,6 +51,7 @@ fault::RecoveryReport failed(int rank, int node, int nodesLeft) {
 struct FakeSurvivors : RecoveryCoordinator::Survivors {
     std::deque<fault::RecoveryReport> rounds;  // agree() hands these out in order
     int regroupFailures = 0;                   // regroups that meet another failure first
+    int confirmFailures = 0;                   // stops that find a rank failed since the round
     std::vector<std::uint32_t> lost;           // layers no live rank holds
     std::vector<std::string> calls;
     plan::Regroup regroupedAs;
@@ -84,6 +85,13 @@ struct FakeSurvivors : RecoveryCoordinator::Survivors {
         reported = record;
         detail = d;
         why = w;
+    }
+    void confirm() override {
+        calls.push_back("confirm");
+        if (confirmFailures > 0) {
+            --confirmFailures;
+            throw ProcFailedError("MPIX_Comm_agree: a rank failed after the round", /*errorClass=*/0);
+        }
     }
     Recovery stop(const io::FailureRecord& record, const std::string&, const std::string& reason, double) override {
         calls.push_back("stop");
@@ -141,7 +149,7 @@ TEST(RecoveryCoordinator, ALayerWithoutAHolderIsBeyondFWithoutARegroup) {
     survivors.lost = {0, 1};
     RecoveryCoordinator coordinator(plan, 3, 0.0);
     EXPECT_EQ(coordinator.run(survivors), Recovery::BeyondF);
-    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "stop"}));
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "confirm", "stop"}));
     EXPECT_EQ(survivors.stopReason, "layers 0, 1 lost every holder");
     EXPECT_STREQ(survivors.reported.layout, "stopped: beyond f");
     EXPECT_STREQ(survivors.reported.failedRanks, "0");
@@ -157,4 +165,20 @@ TEST(RecoveryCoordinator, TooFewNodesForAPipelineIsBeyondF) {
     const auto enough = RecoveryCoordinator::decide(fourNodePlan(), {}, 1);
     EXPECT_FALSE(enough.beyondF) << enough.reason;
     EXPECT_EQ(enough.next.activeNodes, 1u);
+}
+
+// Issue 50: a rank that dies after the round's agreement (nobody talks to it before a stop beyond f) is found by
+// the stop's confirmation and named in the failure row, through one more round.
+TEST(RecoveryCoordinator, ARankLostBeforeAStopBeyondFIsInItsRow) {
+    const auto plan = fourNodePlan();
+    FakeSurvivors survivors;
+    survivors.rounds = {failed(0, 0, 2), failed(3, 3, 1)};
+    survivors.lost = {0, 1};
+    survivors.confirmFailures = 1;
+    RecoveryCoordinator coordinator(plan, 5, 0.0);
+    EXPECT_EQ(coordinator.run(survivors), Recovery::BeyondF);
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "confirm", "abandon", "agree", "agreed",
+                                                          "confirm", "stop"}));
+    EXPECT_STREQ(survivors.reported.failedRanks, "0,3");
+    EXPECT_EQ(survivors.reported.rounds, 2u);
 }

@@ -22,7 +22,9 @@ void revoke(MPI_Comm comm);
 MPI_Comm shrink(MPI_Comm comm);
 // Fault-tolerant agreement: the bitwise AND of `flag` over the survivors;
 // every survivor gets the same answer even if more ranks fail meanwhile.
-int agree(MPI_Comm comm, int flag);
+// `failureSeen`, when given, says whether the agreement reported a failed
+// participant to this rank (not necessarily to every rank: agree on it).
+int agree(MPI_Comm comm, int flag, bool* failureSeen = nullptr);
 // The ranks of `before` (ascending) that are not in `after`: after a shrink,
 // the failed set every survivor agrees on.
 std::vector<int> ranksMissingFrom(MPI_Comm before, MPI_Comm after);

@@ -433,6 +433,12 @@ def main():
         found, diff, found_cause = check(args, out, reference, killed, status, log_path, job, since)
         problems += found
         cause = cause or found_cause
+        if status is not None and status < 0 and found == [f"exit status {status}"] and not cause:
+            # Every rank trained to the end with the failure-free losses and no collateral death, but the launcher
+            # (Open MPI's prterun) itself ended on a signal: the runtime's crash, not kiln's. A jobscript still
+            # sees a failed job, so it fails the campaign, on a line of its own.
+            cause = "openmpi"
+            problems = [f"mpirun (prterun) ended on signal {-status} after the job's ranks finished"]
         worst = max(worst, diff)
         watchdogs = finalize_watchdogs(out + ".log")
         watchdog_runs += watchdogs > 0

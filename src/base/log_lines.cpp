@@ -10,7 +10,7 @@ const std::vector<LogLine>& logLines() {
          "data.read_threads), time left, and the node failures the layout survives now"},
         {"kiln: error", "kiln: error on rank 0 (node-7): deck input/my.ini line 12: ...",
          "a bad input, named with its file, line or key; nothing was lost. Fix it and run again"},
-        {"MPI", "  MPI        Open MPI v5.0.11", "the MPI library the job runs with; ULFM needs Open MPI 5"},
+        {"MPI", "  MPI        Open MPI v5.0.10", "the MPI library the job runs with; ULFM needs Open MPI 5"},
         {"ranks", "  ranks      8 on 4 nodes (emulated: cluster.ranks_per_node = 2)", "the ranks and the nodes kiln found (cluster.ranks_per_node "
                                                                "emulates nodes on one machine)"},
         {"faults", "  faults     ULFM active; fault.f = 2 (up to 2 simultaneous node failures survived without restart, ...)",

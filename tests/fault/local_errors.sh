@@ -10,7 +10,8 @@
 #  3. A process declared failed that nobody kills (KILN_FENCING=0: as a hung node with no survivor on its host)
 #     wakes after the job moved on: rank 0 stopped with the step-4 checkpoint complete but not yet named
 #     `latest` ('publish'); the survivors recover, write checkpoints 4, 8 and 10; rank 0, woken then, sees the
-#     job's newer epoch and ends without renaming its file or moving `latest` (which stays step 10).
+#     job's newer epoch and ends (or Open MPI ends it first) without renaming its file or moving `latest` (which
+#     stays step 10).
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -59,8 +60,12 @@ kill -CONT "$zombie"
 status=0
 wait $launcher || status=$?
 [ "$status" = 0 ] || { cat "$work/zombie.log"; fail "3: exit status $status"; }
+# Woken, rank 0 ends by kiln's fence, or by Open MPI first when its heartbeat thread's next probe learns that the
+# job declared it dead ("I have been reported dead by someone else": seen under load). Either way it commits
+# nothing, which the `latest` check below decides.
 grep -q "rank 0 .*the job has moved on without this process (its epoch 1, the job's 2 in .*): it was declared failed; it ends without committing a checkpoint" \
-  "$work/zombie.log" || { cat "$work/zombie.log"; fail "3: rank 0 did not fence itself"; }
+  "$work/zombie.log" || grep -q "ompi_proc_mark_as_failed: I have been reported dead by someone else" "$work/zombie.log" \
+  || { cat "$work/zombie.log"; fail "3: rank 0 neither fenced itself nor was ended by Open MPI"; }
 [ "$(cat "$work/zombie/tiny/ckpt/latest")" = "step-00000010.h5" ] || fail "3: latest moved back to $(cat "$work/zombie/tiny/ckpt/latest")"
 losses zombie
 same_curve "$work/clean.losses" "$work/zombie.losses" 10

@@ -9,13 +9,20 @@
 #include <fmt/ranges.h>
 
 namespace kiln::train {
+namespace {
+
+std::string lostReason(const std::vector<std::uint32_t>& layers) {
+    return fmt::format("layers {} lost every holder", fmt::join(layers, ", "));
+}
+
+}  // namespace
 
 RecoveryCoordinator::Verdict RecoveryCoordinator::decide(const plan::RunPlan& plan,
                                                          const std::vector<std::uint32_t>& layersLost, int nodesLeft) {
     Verdict verdict;
     if (!layersLost.empty()) {
         verdict.beyondF = true;
-        verdict.reason = fmt::format("layers {} lost every holder", fmt::join(layersLost, ", "));
+        verdict.reason = lostReason(layersLost);
         return verdict;
     }
     verdict.next = plan::regroup(plan, static_cast<std::uint32_t>(nodesLeft));
@@ -59,6 +66,12 @@ std::string RecoveryCoordinator::regroupReason(const plan::Regroup& next) const 
                : fmt::format("regrouped from the templates after step {} failed", record_.step);
 }
 
+Recovery RecoveryCoordinator::stopBeyondF(Survivors& survivors, const std::string& reason) {
+    survivors.confirm();  // a rank lost since the round: another round first, so that the row names it
+    io::fitText(record_.layout, "stopped: beyond f");
+    return survivors.stop(record_, what(), reason, seconds());
+}
+
 Recovery RecoveryCoordinator::run(Survivors& survivors) {
     for (;;) {
         try {
@@ -66,11 +79,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
             addRound(round);
             survivors.agreed();
             const Verdict verdict = decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft);
-            if (verdict.beyondF) {
-                survivors.confirm();
-                io::fitText(record_.layout, "stopped: beyond f");
-                return survivors.stop(record_, what(), verdict.reason, seconds());
-            }
+            if (verdict.beyondF) return stopBeyondF(survivors, verdict.reason);
             Regrouped done;
             try {
                 done = survivors.regroup(verdict.next);
@@ -78,10 +87,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
                 // The layout the survivors hold lost more than the round's verdict saw (a rule that
                 // disagrees with the migration's: a defect, said as such). Still beyond f: a requeue, not exit 1.
                 log::warn("step {}: the regroup found {} although the recovery's verdict did not", record_.step, e.what());
-                survivors.confirm();
-                io::fitText(record_.layout, "stopped: beyond f");
-                return survivors.stop(record_, what(), fmt::format("layers {} lost every holder", fmt::join(e.layers(), ", ")),
-                                      seconds());
+                return stopBeyondF(survivors, lostReason(e.layers()));
             }
             record_.instantiate = done.chooseSeconds;
             record_.rebuild = done.rebuildSeconds;

@@ -97,6 +97,8 @@ public:
 
 private:
     void addRound(const fault::RecoveryReport& round);
+    // Beyond f for `reason`: confirm the failed set, then the stop.
+    Recovery stopBeyondF(Survivors& survivors, const std::string& reason);
     std::string regroupReason(const plan::Regroup& next) const;
     double seconds() const;
 

@@ -298,6 +298,8 @@ int simulateMain(int argc, char** argv) {
 
     // The reference: the fastest failure-free layout of all the nodes.
     const auto reference = sim.planFor(sim.deckWith({"fault.f=0", "fault.min_f=0", "cluster.spare_nodes=0", "plan.pipelines="}));
+    // Shown (and in the closed form) at the reference's step; each simulated failure uses its layout's.
+    sim.costs.detectHung.value = sim.costs.detectHungAt(reference.instantiation.stepTime * sim.costs.stepScale.value);
     sim.referenceRate = sim.rateOf(reference.instantiation);
     summary.reference = fmt::format("{} pipelines on {} nodes, {:.3g} s a step, {:.4g} M tokens/s (f = 0, no spares, the "
                                     "planner's fastest layout)",

@@ -58,16 +58,19 @@ void printSimulateText(const SimulateSummary& s) {
         fmt::print("  {:<16} {:>10.4g} {:<5} {}\n", name, bandwidth ? c.value / 1e9 : c.value,
                    bandwidth ? "GB/s" : c.unit, c.source);
     }
-    fmt::print("\n{:<34} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8}\n", "choice (mean over seeds)", "effective", "+-",
-               "failures", "in place", "requeues", "below f", "min tol", "TB moved");
+    fmt::print("\n{:<34} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>7}\n", "choice (mean over seeds)", "effective",
+               "+-", "failures", "in place", "requeues", "below f", "min tol", "TB moved", "x held");
     for (const auto& c : s.choices) {
-        fmt::print("{:<34} {:>8.2f}% {:>6.2f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.1f}% {:>7.0f} {:>8.2f}\n", c.label, 100 * c.mean(),
+        // Bytes moved over what the failed nodes held: 1 when a failure moves the failed node's layers alone.
+        const double held = meanOf(c, [](const sim::SimResult& r) { return r.failedHoldingBytes; });
+        const double moved = meanOf(c, [](const sim::SimResult& r) { return r.bytesMigrated; });
+        fmt::print("{:<34} {:>8.2f}% {:>6.2f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.1f}% {:>7.0f} {:>8.2f} {:>7}\n", c.label, 100 * c.mean(),
                    100 * c.spread(), meanOf(c, [](const sim::SimResult& r) { return r.failures; }),
                    meanOf(c, [](const sim::SimResult& r) { return r.survivedInPlace; }),
                    meanOf(c, [](const sim::SimResult& r) { return r.requeues; }),
                    100 * meanOf(c, [](const sim::SimResult& r) { return r.belowFSeconds / r.seconds; }),
                    meanOf(c, [](const sim::SimResult& r) { return r.minTolerance; }),
-                   meanOf(c, [](const sim::SimResult& r) { return r.bytesMigrated; }) / 1e12);
+                   moved / 1e12, held > 0 ? fmt::format("{:.2f}", moved / held) : std::string("-"));
         if (c.closedForm >= 0)
             fmt::print("{:<34} {:>8.2f}%  (closed form, Daly: checkpoint every {} steps)\n", "", 100 * c.closedForm,
                        c.checkpointEvery);
@@ -126,6 +129,9 @@ void printSimulateJson(const SimulateSummary& s) {
                                     {"admissions", r.admissions},
                                     {"checkpoints", r.checkpoints},
                                     {"bytes_migrated", r.bytesMigrated},
+                                    {"failure_bytes_migrated", r.failureBytesMigrated},
+                                    {"failed_holding_bytes", r.failedHoldingBytes},
+                                    {"replans", r.replans},
                                     {"below_f_seconds", r.belowFSeconds},
                                     {"min_tolerance", r.minTolerance},
                                     {"lost_seconds", lost},

@@ -1,6 +1,7 @@
 #include "kiln/comm/error_agreement.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <limits>
@@ -8,6 +9,7 @@
 namespace kiln::comm {
 
 std::string firstError(MPI_Comm comm, const std::string& mine) {
+    const PeerWait peers;  // blocking: the time spent waiting for the others is not this rank's hang
     int rank = 0;
     KILN_MPI(MPI_Comm_rank(comm, &rank));
     int first = mine.empty() ? std::numeric_limits<int>::max() : rank;

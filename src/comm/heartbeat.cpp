@@ -6,11 +6,18 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
+
+#include <signal.h>
+#include <unistd.h>
 
 namespace kiln::comm {
 namespace {
@@ -18,12 +25,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::atomic<Clock::rep> lastSign{0};
 std::atomic<double> signLimit{0.0};
+std::atomic<double> lastLimit{0.0};     // the last limit > 0: how long a neighbour may stay stopped
+std::atomic<int> peerWaits{0};          // blocking MPI calls under way on the training thread
+std::mutex neighboursMutex;
+std::vector<std::pair<long, int>> neighbours;  // watchHost()
+int ownRank = -1;
 std::atomic<double> detectorTimeout{0.0};  // fault.hang_timeout_s, 0 when the detector is off
 
 // Whether the training thread is overdue (and the pump should let the process fall silent).
 bool trainingThreadOverdue() {
     const double limit = signLimit.load();
-    if (limit <= 0) return false;
+    if (limit <= 0 || peerWaits.load() > 0) return false;
     const auto last = Clock::time_point(Clock::duration(lastSign.load()));
     return std::chrono::duration<double>(Clock::now() - last).count() > limit;
 }
@@ -44,6 +56,19 @@ double communicationDeadline() {
 void setTrainingThreadLimit(double seconds) {
     trainingThreadAlive();
     signLimit = seconds;
+    if (seconds > 0) lastLimit = seconds;
+}
+
+PeerWait::PeerWait() { ++peerWaits; }
+PeerWait::~PeerWait() {
+    trainingThreadAlive();  // the wait was not the thread's absence
+    --peerWaits;
+}
+
+void watchHost(int self, std::vector<std::pair<long, int>> others) {
+    const std::lock_guard<std::mutex> lock(neighboursMutex);
+    ownRank = self;
+    neighbours = std::move(others);
 }
 
 void enableHeartbeatDetector(double timeoutSeconds) {
@@ -73,23 +98,79 @@ HeartbeatPump::~HeartbeatPump() {
 }
 
 void HeartbeatPump::run(double intervalSeconds) {
-    const auto interval = std::chrono::duration<double>(intervalSeconds);
-    bool silent = false;
+    // Neighbours are looked at a few times a second, whatever the heartbeat period.
+    const auto interval = std::chrono::duration<double>(std::min(intervalSeconds, 0.25));
     while (!stop_) {
         if (trainingThreadOverdue()) {
-            if (!silent)
-                std::fprintf(stderr, "kiln: warning [rank %d on %s]: the training thread has been away from the step "
-                             "loop for over fault.step_timeout_s; this process stops answering heartbeats so that the "
-                             "job declares it failed\n", log::rank(), log::host().c_str());
-            silent = true;
-            std::this_thread::sleep_for(interval);
-            continue;
+            std::fprintf(stderr, "kiln: error [rank %d on %s]: the training thread gave no sign of life for over %.1f s "
+                         "(the step's deadline: fault.step_deadline times the median step, at least "
+                         "fault.step_deadline_floor_s; or fault.step_timeout_s), outside MPI: a hung file or device call. "
+                         "This process ends (SIGKILL) so that the job recovers without it\n",
+                         log::rank(), log::host().c_str(), signLimit.load());
+            std::fflush(stderr);
+            ::kill(::getpid(), SIGKILL);
         }
+        endStoppedNeighbours();
         int flag = 0;
         MPI_Status status;
         // Errors (a failed peer elsewhere) are the training thread's to handle.
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_, &flag, &status);
         std::this_thread::sleep_for(interval);
+    }
+}
+
+namespace {
+
+// Whether process `pid` is stopped (SIGSTOP; state T in /proc, not t: a debugger's).
+bool stopped(long pid) {
+    std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+    if (!f) return false;
+    char buffer[512] = {};
+    const std::size_t n = std::fread(buffer, 1, sizeof buffer - 1, f);
+    std::fclose(f);
+    const char* close = std::strrchr(buffer, ')');  // the command name may hold spaces and parentheses
+    return n > 0 && close && close[1] == ' ' && close[2] == 'T';
+}
+
+}  // namespace
+
+void HeartbeatPump::endStoppedNeighbours() {
+    std::vector<std::pair<long, int>> others;
+    int self = -1;
+    {
+        const std::lock_guard<std::mutex> lock(neighboursMutex);
+        others = neighbours;
+        self = ownRank;
+    }
+    // KILN_FENCING=0 (tests): a stopped process is left alone, to wake later (as recovery's fencing does).
+    static const bool fencing = [] {
+        const char* value = std::getenv("KILN_FENCING");
+        return value == nullptr || std::string(value) != "0";
+    }();
+    const double limit = lastLimit.load();
+    if (limit <= 0 || !fencing) return;
+    const auto now = Clock::now();
+    std::vector<std::pair<long, int>> overdue;
+    int lowestAwake = self;  // the lowest start-up rank on this host not stopped acts, alone
+    for (const auto& [pid, rank] : others) {
+        if (!stopped(pid)) {
+            stoppedSince_.erase(pid);
+            lowestAwake = std::min(lowestAwake, rank);
+            continue;
+        }
+        const auto [it, first] = stoppedSince_.emplace(pid, now);
+        if (!first && std::chrono::duration<double>(now - it->second).count() > limit) overdue.emplace_back(pid, rank);
+    }
+    if (lowestAwake != self) return;
+    for (const auto& [pid, rank] : overdue) {
+        const auto it = stoppedSince_.find(pid);
+        const double seconds = std::chrono::duration<double>(now - it->second).count();
+        std::fprintf(stderr, "kiln: warning [rank %d on %s]: start-up rank %d (process %ld on this host) has been stopped "
+                     "for %.1f s, over the step's deadline of %.1f s: ending it (SIGKILL) so that the job recovers without "
+                     "it\n", log::rank(), log::host().c_str(), rank, pid, seconds, limit);
+        std::fflush(stderr);
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        stoppedSince_.erase(it);
     }
 }
 

@@ -160,6 +160,14 @@ World::World(int ranksPerNode) {
     countRanksOnHost(control_);
     members_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
+    watchHostMates();
+}
+
+void World::watchHostMates() const {
+    std::vector<std::pair<long, int>> mates;
+    for (int m : members_)
+        if (m != originalRank() && hosts_[static_cast<std::size_t>(m)] == host_) mates.emplace_back(pidOf(m), m);
+    watchHost(originalRank(), std::move(mates));
 }
 
 void World::countRanksOnHost(MPI_Comm comm) {
@@ -179,12 +187,14 @@ World::World(MPI_Comm merged) {
     countRanksOnHost(MPI_COMM_WORLD);
     adopt(merged, /*ranksPerNode: the job's*/ 0, /*spawned=*/true);
     log::setIdentity(originalRank(), host_);
+    watchHostMates();
 }
 
 std::vector<int> World::grow(MPI_Comm merged, int ranksPerNode) {
     MPI_Comm old = control_;
     const auto added = adopt(merged, ranksPerNode, /*spawned=*/false);
     if (old != MPI_COMM_NULL) MPI_Comm_free(&old);
+    watchHostMates();
     return added;
 }
 
@@ -276,6 +286,7 @@ void World::replaceControl(MPI_Comm survivors, std::vector<int> members) {
     KILN_MPI(MPI_Comm_rank(control_, &rank_));
     KILN_MPI(MPI_Comm_size(control_, &size_));
     members_ = std::move(members);
+    watchHostMates();
     // The old control communicator was revoked by the failure: freeing it may
     // report that failure again, and releases the handle all the same.
     if (old != MPI_COMM_NULL) MPI_Comm_free(&old);

@@ -79,11 +79,33 @@ const std::vector<KeySpec>& deckSchema() {
          "resolved deck and diag.h5 (event 'fault_f'); below it the run is refused. Set it to fault.f to never run "
          "with less.",
          atLeast(0)},
+        {"fault.replan_margin", KeyType::Real, "0.02",
+         "After a failure (or an admission) the pipelines that lost no node keep their nodes, ranks and layers, and "
+         "only the nodes of the pipelines that lost some, with idle nodes and spares, form pipelines anew: a failure "
+         "moves about the failed node's layers, not the job's. The whole layout is planned again instead when the kept "
+         "one's predicted step is more than this fraction slower than a new plan's for the live nodes, or when a new "
+         "plan tolerates more failures (up to fault.f); each such re-plan is logged with both step times. 0.02: two "
+         "per cent.",
+         realInRange(0.0, 10.0)},
+        {"fault.step_deadline", KeyType::Real, "3",
+         "Hangs are found from the step's own clock: inside a step, a rank's training thread that gives no sign of "
+         "life (it gives one at every wait and every step) for this many times the median of the last steps, at "
+         "least fault.step_deadline_floor_s, is hung outside MPI (a file read, a device call) and its process ends "
+         "itself; a process of the job stopped that long (SIGSTOP, state T) is ended by another process of the job on "
+         "its host. The job then recovers at once, as from a dead process, instead of waiting fault.hang_timeout_s. "
+         "Waiting for a slow peer never counts. The first steps of a start and after a layout change, and the work "
+         "between steps (checkpoints, evaluations, admissions, recoveries), are under the looser "
+         "fault.step_timeout_s rule. Needs fault.hang_timeout_s > 0.",
+         realInRange(1.0, 1e6)},
+        {"fault.step_deadline_floor_s", KeyType::Real, "10",
+         "The least step deadline (fault.step_deadline), in seconds: short steps do not make a slow file read a hang.",
+         realInRange(0.1, 86400.0)},
         {"fault.step_timeout_s", KeyType::Real, "0",
-         "Seconds a rank's training thread may stay away from the step loop (stuck outside MPI: a hung file read, a "
-         "device call that never returns) before the rank stops answering heartbeats, so that the others declare it "
-         "failed after fault.hang_timeout_s and recover. 0 = automatic: 10 times the slowest step so far, at least "
-         "300 s. Checkpoint writes are exempt. Needs fault.hang_timeout_s > 0.",
+         "Seconds a rank's training thread may stay away from the step loop between steps (checkpoint copies, "
+         "evaluations, admissions, recoveries) and in the first steps of a start or after a layout change, before its "
+         "process ends itself (a hung file read, a device call that never returns) so that the others recover. 0 = "
+         "automatic: 10 times the slowest step so far, at least 300 s. A value > 0 also replaces the step deadline "
+         "(fault.step_deadline) inside steps. Checkpoint writes are exempt. Needs fault.hang_timeout_s > 0.",
          realInRange(0.0, 86400.0)},
         {"fault.nccl_timeout_s", KeyType::Real, "120",
          "Seconds a GPU transfer or NCCL communicator creation may take before its peer counts as failed (NCCL "

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <queue>
 
 namespace kiln::plan {
@@ -129,7 +131,73 @@ Choice mostCapacity(const TemplateSet& templates, std::uint32_t nodes, std::uint
     return choice;
 }
 
+// The best choice of at least K pipelines on `nodes` nodes within `tau`; K = 0
+// allows none (a regroup's pool of nodes too small, or not worth a pipeline).
+Choice poolChoice(const TemplateSet& templates, std::uint32_t nodes, std::uint32_t K, double tau) {
+    if (K > 0) return mostCapacity(templates, nodes, K, tau);
+    if (nodes < templates.minNodes) return {};
+    Choice some = mostCapacity(templates, nodes, 1, tau);
+    return some.capacity > 0 ? some : Choice{};
+}
+
 }  // namespace
+
+Instantiation instantiateAround(const TemplateSet& templates, const std::vector<PipelineShare>& kept,
+                                std::uint32_t nodes, std::uint32_t minPipelines, std::uint64_t globalMicrobatches) {
+    if (std::uint64_t(minPipelines) * templates.minNodes > nodes)
+        throw InputError(fmt::format("{} nodes cannot hold {} more pipelines: each needs at least {} nodes", nodes,
+                                     minPipelines, templates.minNodes));
+    // The kept pipelines by template: hundreds of pipelines, a few templates.
+    std::map<const PipelineTemplate*, std::uint64_t> keptTemplates;
+    for (const auto& share : kept) {
+        const PipelineTemplate* t = share.templateIn(templates);
+        if (!t) throw Error(fmt::format("no template for {} nodes of width {}", share.nodes, share.width), ErrorScope::AllRanks);
+        ++keptTemplates[t];
+    }
+    const auto capacityAt = [&](double tau, Choice* pool) {
+        std::uint64_t total = 0;
+        for (const auto& [t, count] : keptTemplates)
+            total += count * capacity(*t, tau, microbatchesThatFit(*t, templates.memoryPerRank));
+        Choice choice = poolChoice(templates, nodes, minPipelines, tau);
+        total += choice.capacity;
+        if (pool) *pool = std::move(choice);
+        return total;
+    };
+    // The longest step any of them could need: one pipeline taking every microbatch.
+    double hi = 0.0;
+    for (const auto& [t, count] : keptTemplates) hi = std::max(hi, t->stepTime(globalMicrobatches));
+    for (std::uint32_t n = templates.minNodes; n <= std::min(templates.maxNodes, nodes); ++n)
+        if (const auto* t = templates.forNodes(n)) hi = std::max(hi, t->stepTime(globalMicrobatches));
+    Choice pool;
+    const std::uint64_t most = capacityAt(hi, &pool);
+    if (most < globalMicrobatches)
+        throw InputError(fmt::format("{} kept pipeline{} and {} node{} cannot hold the {} microbatches of a global batch "
+                                     "in plan.memory_gb (at most {} fit)",
+                                     kept.size(), kept.size() == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s",
+                                     globalMicrobatches, most));
+    // Capacity only grows with tau: bisect to the smallest tau that holds the batch (to far below a
+    // microbatch's time; every rank computes the same doubles, so every rank chooses alike).
+    double lo = 0.0;
+    for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        if (capacityAt(mid, nullptr) >= globalMicrobatches) hi = mid;
+        else lo = mid;
+    }
+    capacityAt(hi, &pool);
+    Instantiation inst;
+    inst.pipelines = kept;
+    for (auto& share : inst.pipelines) inst.nodesUsed += share.nodes;
+    std::vector<std::uint32_t> added = pool.pipelines;
+    std::sort(added.begin(), added.end(), std::greater<>());
+    for (auto n : added) {
+        inst.pipelines.push_back({n, 0, 0.0, 0});
+        inst.nodesUsed += n;
+    }
+    inst.nodesIdle = nodes - (inst.nodesUsed - std::accumulate(kept.begin(), kept.end(), 0u,
+                                                               [](std::uint32_t a, const PipelineShare& s) { return a + s.nodes; }));
+    distributeMicrobatches(templates, globalMicrobatches, inst);
+    return inst;
+}
 
 Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std::uint32_t minPipelines,
                           std::uint64_t globalMicrobatches) {

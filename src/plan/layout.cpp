@@ -69,7 +69,8 @@ double missingBytes(const std::vector<double>& prefix, std::uint32_t a, std::uin
 // 1-node replica keeps its place instead of filling a lighter position that
 // a spare could fill, and a spare receives only the failed node's layers.
 // One pass over positions x nodes: cheap for thousands of nodes.
-std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantiation& inst, const CurrentHoldings& keep) {
+std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantiation& inst, const CurrentHoldings& keep,
+                                   const std::vector<int>& nodeIds) {
     std::vector<double> prefix(1, 0.0);
     for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);
     struct Position {
@@ -84,16 +85,44 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
         for (std::uint32_t k = 0; k < share.nodes; ++k)
             positions.push_back({t, k, prefix[t->stages[(k + 1) * spn - 1].endLayer] - prefix[t->stages[k * spn].firstLayer]});
     }
-    std::vector<std::size_t> serve(positions.size());
-    for (std::size_t i = 0; i < serve.size(); ++i) serve[i] = i;
-    std::stable_sort(serve.begin(), serve.end(), [&](auto a, auto b) { return positions[a].bytes > positions[b].bytes; });
     const std::size_t nodes = keep.ofNode.size();
+    std::vector<bool> taken(nodes, false);
+    std::vector<std::size_t> nodeAt(positions.size(), nodes);
+    // Kept pipelines first, on their own nodes.
+    std::vector<bool> pinned(positions.size(), false);
+    if (!keep.keptNodes.empty()) {
+        std::map<int, std::size_t> indexOf;
+        for (std::size_t n = 0; n < nodeIds.size(); ++n) indexOf[nodeIds[n]] = n;
+        std::size_t first = 0;  // the pipeline's first position
+        for (std::size_t p = 0; p < inst.pipelines.size(); first += inst.pipelines[p].nodes, ++p) {
+            if (p >= keep.keptNodes.size() || keep.keptNodes[p].empty()) continue;
+            if (keep.keptNodes[p].size() != inst.pipelines[p].nodes)
+                throw Error(fmt::format("kept pipeline {} has {} nodes, its template {}", p, keep.keptNodes[p].size(),
+                                        inst.pipelines[p].nodes),
+                            ErrorScope::AllRanks);
+            for (std::size_t k = 0; k < keep.keptNodes[p].size(); ++k) {
+                const int id = keep.keptNodes[p][k];
+                if (id < 0) continue;  // a position a free node fills
+                const auto it = indexOf.find(id);
+                if (it == indexOf.end() || taken[it->second])
+                    throw Error(fmt::format("a kept pipeline's node {} is not a free live node", id), ErrorScope::AllRanks);
+                taken[it->second] = true;
+                nodeAt[first + k] = it->second;
+                pinned[first + k] = true;
+            }
+        }
+    }
+    std::vector<std::size_t> serve;
+    for (std::size_t i = 0; i < positions.size(); ++i)
+        if (!pinned[i]) serve.push_back(i);
+    std::stable_sort(serve.begin(), serve.end(), [&](auto a, auto b) { return positions[a].bytes > positions[b].bytes; });
     // Nodes that hold the same layers cost the same for every position: the
     // choice is made among groups of them (a few dozen at most), the group's
     // lowest free node taken, which is the node a scan of every node would take.
     std::map<std::vector<std::pair<std::uint32_t, std::uint32_t>>, std::size_t> groupOf;
     std::vector<std::vector<std::size_t>> members;  // each group's nodes, ascending
     for (std::size_t n = 0; n < nodes; ++n) {
+        if (taken[n]) continue;
         std::vector<std::pair<std::uint32_t, std::uint32_t>> key;
         for (const auto& h : keep.ofNode[n]) key.emplace_back(h.first, h.end);
         const auto [it, added] = groupOf.emplace(std::move(key), members.size());
@@ -101,8 +130,6 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
         members[it->second].push_back(n);
     }
     std::vector<std::size_t> nextFree(members.size(), 0);
-    std::vector<bool> taken(nodes, false);
-    std::vector<std::size_t> nodeAt(positions.size(), nodes);
     for (std::size_t i : serve) {
         const auto& [t, k, bytes] = positions[i];
         const std::uint32_t g = t->ranksPerNode;
@@ -158,7 +185,8 @@ bool runs(const Layout& layout, const Instantiation& inst) {
     if (layout.pipelines.size() != inst.pipelines.size()) return false;
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p)
         if (layout.pipelines[p].nodes != inst.pipelines[p].nodes ||
-            layout.pipelines[p].microbatches != inst.pipelines[p].microbatches)
+            layout.pipelines[p].microbatches != inst.pipelines[p].microbatches ||
+            layout.pipelines[p].without != inst.pipelines[p].without)
             return false;
     return true;
 }
@@ -187,7 +215,8 @@ double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ra
             const RankRole& role = layout.roles[static_cast<std::size_t>(ranksOfNode[n][r])];
             if (role.idle()) continue;
             const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
-            total += missingBytes(prefix, role.firstLayer, role.endLayer, held);
+            // A rank of a split stage receives its shard of each layer.
+            total += missingBytes(prefix, role.firstLayer, role.endLayer, held) / role.width;
         }
     return total;
 }
@@ -198,7 +227,7 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
     std::vector<int> nodeIds = nodeIdsIn;
     std::vector<std::vector<int>> ranksOfNode = ranksOfNodeIn;
     if (keep) {
-        const auto order = nodeOrder(templates, inst, *keep);
+        const auto order = nodeOrder(templates, inst, *keep, nodeIdsIn);
         for (std::size_t i = 0; i < order.size(); ++i) {
             nodeIds[i] = nodeIdsIn[order[i]];
             ranksOfNode[i] = ranksOfNodeIn[order[i]];
@@ -226,6 +255,8 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
         p.firstMicrobatch = nextMicrobatch;
         p.microbatches = share.microbatches;
         p.predictedStepTime = share.stepTime;
+        p.templateNodes = share.templateNodes;
+        p.without = share.without;
         nextMicrobatch += share.microbatches;
         for (std::uint32_t k = 0; k < share.nodes; ++k, ++nextNode) {
             const auto& node = ranksOfNode[nextNode];

@@ -14,6 +14,8 @@ void packLayout(const Layout& layout, RowWriter& out) {
         out.put(p.firstMicrobatch);
         out.put(p.microbatches);
         out.putReal(p.predictedStepTime);
+        out.put(p.templateNodes);
+        out.putAll(p.without);
     }
     out.putAll(layout.idleNodes);
     out.put(layout.roles.size());
@@ -54,6 +56,8 @@ Layout unpackLayout(RowReader& in) {
         p.firstMicrobatch = in.get<std::uint64_t>();
         p.microbatches = in.get<std::uint64_t>();
         p.predictedStepTime = in.getReal();
+        p.templateNodes = in.get<std::uint32_t>();
+        p.without = in.getAll<std::uint32_t>();
     }
     layout.idleNodes = in.getAll<int>();
     layout.roles.resize(in.get<std::size_t>());

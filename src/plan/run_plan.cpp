@@ -83,6 +83,7 @@ RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const
     }
     const auto wantedF = static_cast<std::uint32_t>(deck.integer("fault.f"));
     plan.f = wantedF;
+    plan.replanMargin = deck.real("fault.replan_margin");
     plan.microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
     const auto global = static_cast<std::uint64_t>(deck.integer("data.global_batch"));
     plan.globalMicrobatches = (global + plan.microBatch - 1) / plan.microBatch;
@@ -93,7 +94,7 @@ RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const
     const auto wanted = static_cast<std::uint32_t>(deck.integer("cluster.spare_nodes"));
     std::uint32_t smallest = 1;
     if (lower == LowerF::DownToMinF || wanted > 0)
-        smallest = std::max<std::uint32_t>(1, planTemplates(plan.profile, cluster, 0, plan.globalMicrobatches).minNodes);
+        smallest = std::max<std::uint32_t>(1, smallestTemplateNodes(plan.profile, cluster, plan.globalMicrobatches));
     if (lower == LowerF::DownToMinF) {
         const auto floor = std::min<std::uint32_t>(wantedF, static_cast<std::uint32_t>(deck.integer("fault.min_f")));
         const std::uint32_t most = cluster.nodes / smallest;  // pipelines the nodes can hold

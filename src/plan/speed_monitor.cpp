@@ -164,7 +164,7 @@ bool SpeedMonitor::takeSample(const Layout& layout, const RunPlan& plan, const s
     std::vector<double> ratios;
     for (const auto& pipeline : layout.pipelines) {
         if (pipeline.microbatches == 0) continue;
-        const PipelineTemplate* t = plan.templates.forNodes(pipeline.nodes, pipeline.width);
+        const PipelineTemplate* t = pipeline.share().templateIn(plan.templates);
         if (!t) continue;
         // Compute against compute: the ranks' times leave out their transfers.
         const auto plannedCompute = [](const Stage& stage) { return stage.compute > 0.0 ? stage.compute : stage.time; };
@@ -198,7 +198,7 @@ std::pair<Instantiation, std::vector<double>> SpeedMonitor::measuredSplit(const 
     currentStep = 0.0;
     for (std::size_t p = 0; p < P; ++p) {
         const auto& pipeline = layout.pipelines[p];
-        inst.pipelines.push_back({pipeline.nodes, pipeline.microbatches, 0.0, pipeline.width});
+        inst.pipelines.push_back(pipeline.share());
         currentStep =
             std::max(currentStep, stepTimeOf(plan.templates, inst.pipelines.back(), pipeline.microbatches, slowdown[p]));
     }

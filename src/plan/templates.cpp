@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 
 namespace kiln::plan {
 namespace {
@@ -224,30 +225,78 @@ PipelineTemplate rebuild(const CostModel& cost, const std::vector<std::vector<st
 // n nodes: for each candidate bottleneck B (a stage time that can occur), the
 // smallest sum with every stage at most B; candidates in increasing order
 // until (m - 1) B + (the smallest sum of all) can no longer beat the best found.
-bool bestTemplate(const CostModel& cost, std::uint32_t n, std::uint64_t m, const std::vector<double>& candidates,
-                  PipelineTemplate& best) {
-    const std::uint32_t S = n * cost.stagesPerNode();
-    if (S > cost.layers()) return false;
-    std::vector<std::vector<std::uint32_t>> cut;
+// For many node counts at once: the link after the stage k from a pipeline's
+// end depends on k alone (S is a multiple of the stages per node), so one
+// suffix programme of the longest pipeline holds the answer for every shorter
+// one with the same microbatches in flight. found[i]: whether ns[i] has one.
+std::vector<PipelineTemplate> bestTemplates(const CostModel& cost, const std::vector<std::uint32_t>& ns,
+                                            const std::vector<std::uint64_t>& ms, const std::vector<double>& candidates,
+                                            std::vector<bool>& found) {
+    std::vector<PipelineTemplate> best(ns.size());
+    found.assign(ns.size(), false);
+    std::map<std::uint64_t, std::vector<std::size_t>> byMicrobatches;
+    for (std::size_t i = 0; i < ns.size(); ++i)
+        if (ns[i] * cost.stagesPerNode() <= cost.layers()) byMicrobatches[ms[i]].push_back(i);
     const auto maxOf = [](double t, double rest) { return std::max(t, rest); };
     const auto sumOf = [](double t, double rest) { return t + rest; };
-    const double bottleneck = suffixProgramme(cost, S, m, kInf, maxOf, cut)[S][0];
-    if (bottleneck == kInf) return false;
-    const double smallestSum = suffixProgramme(cost, S, m, kInf, sumOf, cut)[S][0];
-    double bestTime = kInf;
-    auto it = std::lower_bound(candidates.begin(), candidates.end(), bottleneck * (1 - 1e-12));
-    for (; it != candidates.end(); ++it) {
-        const double B = *it;
-        if (smallestSum + double(m - 1) * B >= bestTime) break;
-        const double sum = suffixProgramme(cost, S, m, B * (1 + 1e-12), sumOf, cut)[S][0];
-        if (sum == kInf) continue;
-        PipelineTemplate t = rebuild(cost, cut, n, m);
-        if (t.pipelineTime(m) < bestTime) {
-            bestTime = t.pipelineTime(m);
-            best = std::move(t);
+    std::vector<std::vector<std::uint32_t>> cut;
+    for (const auto& [m, members] : byMicrobatches) {
+        const auto stagesOf = [&](std::size_t i) { return ns[i] * cost.stagesPerNode(); };
+        std::uint32_t longest = 0;
+        for (auto i : members) longest = std::max(longest, stagesOf(i));
+        const auto bottlenecks = suffixProgramme(cost, longest, m, kInf, maxOf, cut);
+        const auto sums = suffixProgramme(cost, longest, m, kInf, sumOf, cut);
+        struct Search {
+            std::size_t index;
+            double bottleneck, smallestSum, bestTime = kInf;
+            bool done = false;
+        };
+        std::vector<Search> searches;
+        for (auto i : members) {
+            const double b = bottlenecks[stagesOf(i)][0];
+            if (b < kInf) searches.push_back({i, b, sums[stagesOf(i)][0]});
+        }
+        if (searches.empty()) continue;
+        double lowest = kInf;
+        for (const auto& s : searches) lowest = std::min(lowest, s.bottleneck);
+        auto it = std::lower_bound(candidates.begin(), candidates.end(), lowest * (1 - 1e-12));
+        for (; it != candidates.end(); ++it) {
+            const double B = *it;
+            std::uint32_t needed = 0;  // the longest pipeline still searching at this B
+            bool any = false;
+            for (auto& s : searches) {
+                if (s.done) continue;
+                any = true;
+                if (s.smallestSum + double(m - 1) * B >= s.bestTime) {
+                    s.done = true;
+                    continue;
+                }
+                if (B >= s.bottleneck * (1 - 1e-12)) needed = std::max(needed, stagesOf(s.index));
+            }
+            if (!any) break;
+            if (needed == 0) continue;
+            const auto value = suffixProgramme(cost, needed, m, B * (1 + 1e-12), sumOf, cut);
+            for (auto& s : searches) {
+                if (s.done || B < s.bottleneck * (1 - 1e-12) || value[stagesOf(s.index)][0] == kInf) continue;
+                PipelineTemplate t = rebuild(cost, cut, ns[s.index], m);
+                if (t.pipelineTime(m) < s.bestTime) {
+                    s.bestTime = t.pipelineTime(m);
+                    best[s.index] = std::move(t);
+                    found[s.index] = true;
+                }
+            }
         }
     }
-    return bestTime < kInf;
+    return best;
+}
+
+bool bestTemplate(const CostModel& cost, std::uint32_t n, std::uint64_t m, const std::vector<double>& candidates,
+                  PipelineTemplate& best) {
+    std::vector<bool> found;
+    auto all = bestTemplates(cost, {n}, {m}, candidates, found);
+    if (!found[0]) return false;
+    best = std::move(all[0]);
+    return true;
 }
 
 }  // namespace
@@ -302,6 +351,66 @@ double PipelineTemplate::stepTime(std::uint64_t microbatches) const {
     return microbatches == 0 ? 0.0 : pipelineTime(microbatches) + perStep();
 }
 
+const PipelineTemplate* TemplateSet::patched(std::uint32_t n, std::uint32_t width,
+                                             const std::vector<std::uint32_t>& without) const {
+    if (without.empty()) return forNodes(n, width);
+    const PipelineTemplate* base = forNodes(n, width);
+    if (!base || !profile || without.size() >= n) return nullptr;
+    PatchKey key{n, base->width, without};
+    if (const auto it = patches_->find(key); it != patches_->end()) return it->second.get();
+    const CostModel cost(*profile, cluster, base->width);
+    const std::uint32_t spn = base->stagesPerNode();
+    // The cuts of the surviving stages: a lost run [a, b) of layers goes to the stage before it
+    // (up to c) and the one after it (from c), c where the slower of the two is fastest.
+    std::vector<std::uint32_t> firsts, ends;  // of the surviving stages
+    for (std::uint32_t k = 0; k < n; ++k) {
+        if (std::binary_search(without.begin(), without.end(), k)) continue;
+        for (std::uint32_t s = k * spn; s < (k + 1) * spn; ++s) {
+            firsts.push_back(base->stages[s].firstLayer);
+            ends.push_back(base->stages[s].endLayer);
+        }
+    }
+    const std::uint32_t S = static_cast<std::uint32_t>(firsts.size());
+    const std::uint64_t m = std::max<std::uint64_t>(1, base->referenceMicrobatches);
+    const auto timeOf = [&](std::uint32_t i, std::uint32_t a, std::uint32_t b) {
+        return cost.stageTime(a, b, linkAfter(i, S, spn), std::min<std::uint64_t>(S - i, m));
+    };
+    for (std::uint32_t i = 0; i + 1 <= S; ++i) {
+        const std::uint32_t gapStart = ends[i], gapEnd = i + 1 < S ? firsts[i + 1] : base->stages.back().endLayer;
+        if (i == 0 && firsts[0] > 0) firsts[0] = 0;  // lost positions before the first survivor
+        if (gapStart == gapEnd) continue;
+        if (i + 1 == S) {
+            ends[i] = gapEnd;
+            continue;
+        }
+        std::uint32_t best = gapStart;
+        double bestTime = kInf;
+        for (std::uint32_t c = gapStart; c <= gapEnd; ++c) {
+            const double t = std::max(timeOf(i, firsts[i], c), timeOf(i + 1, c, ends[i + 1]));
+            if (t < bestTime) {
+                bestTime = t;
+                best = c;
+            }
+        }
+        ends[i] = best;
+        firsts[i + 1] = best;
+    }
+    auto t = std::make_shared<PipelineTemplate>();
+    t->nodes = n - static_cast<std::uint32_t>(without.size());
+    t->ranksPerNode = base->ranksPerNode;
+    t->width = base->width;
+    t->referenceMicrobatches = base->referenceMicrobatches;
+    for (std::uint32_t i = 0; i < S; ++i) {
+        if (firsts[i] >= ends[i]) return nullptr;  // a stage left without layers: not a pipeline
+        if (!cost.fits(firsts[i], ends[i], 1)) {
+            patches_->emplace(std::move(key), nullptr);
+            return nullptr;
+        }
+        t->stages.push_back(cost.stage(firsts[i], ends[i], linkAfter(i, S, spn), std::min<std::uint64_t>(S - i, m)));
+    }
+    return patches_->emplace(std::move(key), std::move(t)).first->second.get();
+}
+
 const PipelineTemplate* TemplateSet::forNodes(std::uint32_t n, std::uint32_t width) const {
     if (n < minNodes || n > maxNodes || templates[n - minNodes].nodes == 0) return nullptr;
     const PipelineTemplate& best = templates[n - minNodes];
@@ -349,8 +458,11 @@ std::vector<double> bottleneckCandidates(const CostModel& cost) {
 
 }  // namespace
 
-TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
-                          std::uint64_t globalMicrobatches) {
+namespace {
+
+// planTemplates, or with `smallestOnly` just its smallest template (its minNodes).
+TemplateSet plan(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
+                 std::uint64_t globalMicrobatches, bool smallestOnly) {
     const std::uint32_t L = static_cast<std::uint32_t>(profile.layers.size()), g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
     const auto widths = stageWidths(profile, cluster);
     const std::uint32_t widest = widths.back();
@@ -384,6 +496,8 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
 
     TemplateSet set;
     set.memoryPerRank = cluster.memoryPerRank;
+    set.profile = std::make_shared<const ModelProfile>(profile);
+    set.cluster = cluster;
     const std::uint32_t upper = std::min(L / (g / widest), cluster.nodes);
     std::uint32_t n = 1;
     PipelineTemplate t;
@@ -406,6 +520,11 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
             widest, widest == 1 ? "" : "s", cost.memory(0, L, 1) / 1e9, upper, upper == 1 ? "" : "s", L));
     }
     set.minNodes = n;
+    if (smallestOnly) {
+        set.templates.push_back(t);
+        set.maxNodes = n;
+        return set;
+    }
     if (std::uint64_t(f + 1) * n > cluster.nodes)
         throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
                                      "the cluster has {}; with these nodes fault.f can be at most {}",
@@ -417,13 +536,44 @@ TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluste
     // Longer pipelines hold more microbatches in flight on their first stages,
     // so a node count can have no template even though a smaller one has: such
     // counts stay empty (nodes == 0) and are never instantiated.
+    // Every longer count at once, width by width (bestTemplates), then the fastest width of each.
+    std::vector<std::uint32_t> counts;
+    std::vector<std::uint64_t> micro;
     for (std::uint32_t k = n + 1; k <= limit; ++k) {
+        counts.push_back(k);
+        micro.push_back(referenceMicrobatches(k, cluster, globalMicrobatches));
+    }
+    std::vector<std::vector<PipelineTemplate>> ofWidth;
+    std::vector<std::vector<bool>> foundOfWidth(costs.size());
+    for (std::size_t w = 0; w < costs.size(); ++w)
+        ofWidth.push_back(bestTemplates(costs[w], counts, micro, candidates[w], foundOfWidth[w]));
+    for (std::size_t i = 0; i < counts.size(); ++i) {
         PipelineTemplate next;
-        if (bestOfWidths(k, next, set.alternatives)) set.maxNodes = k;
+        bool found = false;
+        for (std::size_t w = 0; w < costs.size(); ++w) {
+            if (!foundOfWidth[w][i]) continue;
+            PipelineTemplate t = std::move(ofWidth[w][i]);
+            if (!found || t.pipelineTime(micro[i]) < next.pipelineTime(micro[i])) std::swap(next, t);
+            if (found) set.alternatives.push_back(std::move(t));
+            found = true;
+        }
+        if (found) set.maxNodes = counts[i];
         set.templates.push_back(std::move(next));
     }
     set.templates.resize(set.maxNodes - set.minNodes + 1);
     return set;
+}
+
+}  // namespace
+
+TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
+                          std::uint64_t globalMicrobatches) {
+    return plan(profile, cluster, f, globalMicrobatches, false);
+}
+
+std::uint32_t smallestTemplateNodes(const ModelProfile& profile, const ClusterSpec& cluster,
+                                    std::uint64_t globalMicrobatches) {
+    return plan(profile, cluster, 0, globalMicrobatches, true).minNodes;
 }
 
 PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t n,

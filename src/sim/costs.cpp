@@ -55,6 +55,18 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
                      "assumed: the MPI runtime reports an ended process within seconds (kiln measured 1-10 ms on one "
                      "host: perf/RESULTS.md, bench_redundancy)"};
     c.detectHung = {deck.real("fault.hang_timeout_s"), "s", "the deck's fault.hang_timeout_s (heartbeat silence)"};
+    if (deck.real("fault.hang_timeout_s") > 0) {
+        // Found from the step's clock (heartbeat.hpp): the process ends, itself or by a process on its host.
+        const double fixed = deck.real("fault.step_timeout_s");
+        c.hangDeadlineSteps = fixed > 0 ? 0.0 : deck.real("fault.step_deadline");
+        c.hangDeadlineFloor = fixed > 0 ? fixed : deck.real("fault.step_deadline_floor_s");
+        c.detectHung = {c.detectHungAt(0.0), "s",
+                        fixed > 0 ? "the deck's fault.step_timeout_s, then detect_ended_s"
+                                  : fmt::format("the step's deadline, max({:g} x the running layout's step, {:g} s) "
+                                                "(fault.step_deadline, fault.step_deadline_floor_s), then detect_ended_s; "
+                                                "a node whose every process hangs is left to the heartbeat",
+                                                c.hangDeadlineSteps, c.hangDeadlineFloor)};
+    }
     c.recovery = {gpu ? 30.0 : 1.0, "s",
                   gpu ? "assumed: shrink and agreement plus new NCCL communicators at scale (kiln measured 1-8 ms for "
                         "8 CPU ranks)"
@@ -97,6 +109,7 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
         // Bandwidths are given in GB/s, as in the deck.
         if (name.size() > 5 && name.substr(name.size() - 5) == "_gb_s") value *= 1e9;
         *it->second = {value, it->second->unit, "--cost " + item};
+        if (it->second == &c.detectHung) c.hangDeadlineSteps = c.hangDeadlineFloor = 0.0;  // as given
     }
     return c;
 }

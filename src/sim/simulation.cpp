@@ -111,38 +111,81 @@ private:
         }
     }
 
+    // The running layout's pipelines, each whole when all its nodes live.
+    plan::Running running() const {
+        return plan::runningOf(layout_, [this](int node) { return live_[static_cast<std::size_t>(node)] != 0; });
+    }
+    // The regroup for the live nodes now, keeping the whole pipelines.
+    plan::Regroup regroupNow() {
+        const std::uint32_t live = liveCount();
+        plan::Regroup next = plan::regroup(plan_, live, running(), regroupFor(live));
+        if (next.replanned) ++result_.replans;
+        return next;
+    }
+
     // Switches to `inst` on the live nodes as the run does (keeping layers in
-    // place where it can); returns the seconds its migration takes: the node
-    // that receives most, at the inter-node bandwidth.
-    double switchTo(const plan::Instantiation& inst, bool keepLayers) {
+    // place where it can, and the kept pipelines on their nodes); returns the
+    // bytes it moves and the seconds its migration takes: the node that
+    // receives most, at the inter-node bandwidth.
+    struct Switch {
+        double bytes = 0.0, seconds = 0.0;
+    };
+    Switch switchTo(const plan::Instantiation& inst, bool keepLayers, const plan::Regroup* next = nullptr) {
         std::vector<int> ids;
         std::vector<std::vector<int>> ranks;
         liveNodes(ids, ranks);
         const auto micro = plan_.microBatch;
         const auto global = plan_.globalMicrobatches * plan_.microBatch;
-        double seconds = 0;
+        Switch moved;
         if (!keepLayers) {
             layout_ = plan::placeInstantiation(plan_.templates, inst, ids, ranks, micro, global);
         } else {
-            const auto keep = plan::holdingsOfNodes(layout_, ranks, setup_.layerBytes);
-            layout_ = plan::placeInstantiation(plan_.templates, inst, ids, ranks, micro, global, &keep);
-            double most = 0, total = 0;
+            auto keep = plan::holdingsOfNodes(layout_, ranks, setup_.layerBytes);
+            if (next)
+                keep.keptNodes = plan::pinnedNodes(layout_, *next, [this](int node) { return live_[static_cast<std::size_t>(node)] != 0; });
+            // Only nodes that are not kept can receive anything.
+            std::vector<bool> kept(nodes_, false);
+            // (Kept whole: every position pinned and the same template; those receive nothing.)
+            if (next)
+                for (std::size_t i = 0; i < next->keptFrom.size(); ++i) {
+                    const auto& was = layout_.pipelines[next->keptFrom[i]];
+                    const auto& pins = keep.keptNodes[i];
+                    if (was.nodes == next->instantiation.pipelines[i].nodes &&
+                        was.without == next->instantiation.pipelines[i].without &&
+                        std::find(pins.begin(), pins.end(), -1) == pins.end())
+                        for (int n : pins) kept[static_cast<std::size_t>(n)] = true;
+                }
+            plan::Layout next = plan::placeInstantiation(plan_.templates, inst, ids, ranks, micro, global, &keep);
             plan::CurrentHoldings one;  // each node alone, for the node that receives most
             one.layerBytes = setup_.layerBytes;
+            double most = 0;
             for (std::size_t n = 0; n < ranks.size(); ++n) {
+                if (kept[static_cast<std::size_t>(ids[n])]) continue;
                 one.ofNode = {keep.ofNode[n]};
-                const double bytes = plan::bytesToMove(layout_, {ranks[n]}, one);
+                const double bytes = plan::bytesToMove(next, {ranks[n]}, one);
                 most = std::max(most, bytes);
-                total += bytes;
+                moved.bytes += bytes;
             }
-            result_.bytesMigrated += total;
-            seconds = most / costs_.interBandwidth.value;
+            layout_ = std::move(next);
+            result_.bytesMigrated += moved.bytes;
+            moved.seconds = most / costs_.interBandwidth.value;
         }
         // Every switch, as diag.h5 records one (a spare in a failed node's place leaves the same shares).
         result_.layouts.push_back({now_, plan::sharesOf(inst)});
         inst_ = inst;
         step_ = stepOf(inst);
-        return seconds;
+        return moved;
+    }
+
+    // The bytes of layers the ranks of `node` hold in the running layout (weights and moments).
+    double holdingsOf(std::uint32_t node) const {
+        double bytes = 0;
+        for (std::uint32_t i = 0; i < setup_.ranksPerNode; ++i) {
+            const auto role = layout_.role(static_cast<int>(node * setup_.ranksPerNode + i));
+            if (role.idle()) continue;
+            for (std::uint32_t l = role.firstLayer; l < role.endLayer; ++l) bytes += setup_.layerBytes[l] / role.width;
+        }
+        return bytes;
     }
 
     void start(bool requeued) {
@@ -253,12 +296,12 @@ private:
         ++result_.admissions;
         stalls_.push_back({costs_.admission.value, &LostTime::admissions});
         phase_ = Phase::Recovering;
-        const auto& next = regroupFor(liveCount());
+        const plan::Regroup next = regroupNow();
         // The admission's rule: the new nodes join pipelines when the regroup for
         // the nodes now live is not the layout running; otherwise they wait as spares.
         if (next.possible && !plan::runs(layout_, next.instantiation)) {
-            const double seconds = switchTo(next.instantiation, true);
-            stalls_.push_back({seconds, &LostTime::migration});
+            const Switch moved = switchTo(next.instantiation, true, &next);
+            stalls_.push_back({moved.seconds, &LostTime::migration});
         }
         setTolerance(next.possible ? next.tolerance : tolerance_);
         mark();
@@ -305,6 +348,7 @@ private:
             }
             return;
         }
+        for (auto n : hit) result_.failedHoldingBytes += holdingsOf(n);
         for (auto n : hit) {
             live_[n] = 0;
             if (costs_.repair.value > 0) returns_.push({now_ + costs_.repair.value, n});
@@ -316,17 +360,18 @@ private:
             steps_ = done;
         }
         failedSinceStart_ += static_cast<std::uint32_t>(hit.size());
-        const double detect = failure.hang ? costs_.detectHung.value : costs_.detectEnded.value;
+        const double detect = failure.hang ? costs_.detectHungAt(step_) : costs_.detectEnded.value;
         if (setup_.policy == Policy::CheckpointRestart) return requeue(detect, /*layersSurvive=*/false);
         if (!layersSurvive()) return requeue(detect, false);
         if (setup_.policy == Policy::FPerRun && failedSinceStart_ > plan_.f) return requeue(detect, true);
-        const auto& next = regroupFor(liveCount());
+        const plan::Regroup next = regroupNow();
         if (!next.possible) return requeue(detect, true);
         phase_ = Phase::Recovering;
         stalls_.push_back({detect, &LostTime::detection});
         stalls_.push_back({costs_.recovery.value, &LostTime::recovery});
-        const double seconds = switchTo(next.instantiation, true);
-        stalls_.push_back({seconds, &LostTime::migration});
+        const Switch moved = switchTo(next.instantiation, true, &next);
+        result_.failureBytesMigrated += moved.bytes;
+        stalls_.push_back({moved.seconds, &LostTime::migration});
         ++result_.survivedInPlace;
         setTolerance(next.tolerance);
         mark();

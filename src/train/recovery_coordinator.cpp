@@ -18,14 +18,16 @@ std::string lostReason(const std::vector<std::uint32_t>& layers) {
 }  // namespace
 
 RecoveryCoordinator::Verdict RecoveryCoordinator::decide(const plan::RunPlan& plan,
-                                                         const std::vector<std::uint32_t>& layersLost, int nodesLeft) {
+                                                         const std::vector<std::uint32_t>& layersLost, int nodesLeft,
+                                                         const plan::Running& running) {
     Verdict verdict;
     if (!layersLost.empty()) {
         verdict.beyondF = true;
         verdict.reason = lostReason(layersLost);
         return verdict;
     }
-    verdict.next = plan::regroup(plan, static_cast<std::uint32_t>(nodesLeft));
+    const auto live = static_cast<std::uint32_t>(nodesLeft);
+    verdict.next = plan::regroup(plan, live, running, plan::regroup(plan, live));
     if (!verdict.next.possible) {
         verdict.beyondF = true;
         verdict.reason = !verdict.next.why.empty()
@@ -61,9 +63,16 @@ void RecoveryCoordinator::addRound(const fault::RecoveryReport& round) {
 }
 
 std::string RecoveryCoordinator::regroupReason(const plan::Regroup& next) const {
+    if (next.replanned) return fmt::format("after step {} failed, {}", record_.step, next.replan);
+    std::string kept;
+    if (next.kept > 0)
+        kept += fmt::format("; {} pipeline{} that lost no node kept as {}", next.kept, next.kept == 1 ? "" : "s",
+                            next.kept == 1 ? "it was" : "they were");
+    if (next.patched > 0)
+        kept += fmt::format("; {} patched (its neighbours took the failed node's layers)", next.patched);
     return next.activeNodes == plan_.cluster.nodes && plan_.spares > 0
-               ? fmt::format("a spare took the failed node's place after step {} failed", record_.step)
-               : fmt::format("regrouped from the templates after step {} failed", record_.step);
+               ? fmt::format("a spare took the failed node's place after step {} failed{}", record_.step, kept)
+               : fmt::format("regrouped from the templates after step {} failed{}", record_.step, kept);
 }
 
 Recovery RecoveryCoordinator::stopBeyondF(Survivors& survivors, const std::string& reason) {
@@ -78,7 +87,8 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
             const fault::RecoveryReport round = survivors.agree();
             addRound(round);
             survivors.agreed();
-            const Verdict verdict = decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft);
+            const Verdict verdict =
+                decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft, survivors.running());
             if (verdict.beyondF) return stopBeyondF(survivors, verdict.reason);
             Regrouped done;
             try {

@@ -56,6 +56,8 @@ public:
         virtual void agreed() = 0;
         // Layers of the running layout that no live rank holds.
         virtual std::vector<std::uint32_t> layersWithoutLiveHolder() const = 0;
+        // The running layout's pipelines, whole where all of one's nodes live (what a regroup keeps).
+        virtual plan::Running running() const = 0;
         // The survivors placed as `next`, the layers they need moved, connected.
         virtual Regrouped regroup(const plan::Regroup& next) = 0;
         // The job goes on: the failure row (`record`), the FAILURE line
@@ -84,8 +86,10 @@ public:
         plan::Regroup next;
     };
     // The rule, from the round's outcome alone: a layer with no live holder,
-    // or fewer nodes than the smallest template, is beyond f.
-    static Verdict decide(const plan::RunPlan& plan, const std::vector<std::uint32_t>& layersLost, int nodesLeft);
+    // or fewer nodes than the smallest template, is beyond f. Otherwise the
+    // regroup keeps `running`'s whole pipelines (plan::regroup).
+    static Verdict decide(const plan::RunPlan& plan, const std::vector<std::uint32_t>& layersLost, int nodesLeft,
+                          const plan::Running& running);
 
     // A failure at `step`, noticed after `detectSeconds`.
     RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds);

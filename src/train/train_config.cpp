@@ -34,6 +34,8 @@ TrainConfig trainConfigFromDeck(const config::Deck& deck) {
     c.resumeFrom = deck.text("checkpoint.from");
     c.initFrom = deck.text("model.init_from");
     c.stepTimeout = deck.real("fault.step_timeout_s");
+    c.stepDeadlineSteps = deck.real("fault.step_deadline");
+    c.stepDeadlineFloor = deck.real("fault.step_deadline_floor_s");
     c.ncclTimeout = deck.real("fault.nccl_timeout_s");
     return c;
 }

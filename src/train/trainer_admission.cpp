@@ -163,12 +163,12 @@ std::string Trainer::State::settleOnMoreNodes(std::uint64_t step, const std::str
     // The instantiation a failure would regroup into now: when it is not the
     // one running (the job runs on fewer nodes than it started with), the new
     // nodes join pipelines at once; otherwise they wait as spares.
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.liveCount()));
+    const auto next = regroupNow(step);
     std::string what;
     const bool regroups = next.possible && !plan::runs(parallel->layout(), next.instantiation);
     const std::string from = parallel->layout().describe();
     const LayoutChange change =
-        changeLayout(regroups ? std::optional(layoutFor(next.instantiation, /*keepLayers=*/true)) : std::nullopt, step);
+        changeLayout(regroups ? std::optional(layoutFor(next)) : std::nullopt, step);
     if (regroups) {
         what = fmt::format("regrouped from {} to {}, {:.2f} MB of layers moved", from, parallel->layout().describe(),
                            change.bytesMigrated / 1e6);

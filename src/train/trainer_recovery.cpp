@@ -74,6 +74,7 @@ public:
     std::vector<std::uint32_t> layersWithoutLiveHolder() const override {
         return plan::layersWithoutLiveHolder(s_.parallel->layout(), s_.membership.layoutMembers(), s_.world.members());
     }
+    plan::Running running() const override { return s_.running(); }
     Regrouped regroup(const plan::Regroup& next) override { return s_.regroupSurvivors(step_, next); }
     void recovered(const io::FailureRecord& record, const std::string& detail, const plan::Regroup& next, bool lowered,
                    const std::string& why) override {
@@ -107,6 +108,8 @@ private:
 };
 
 Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
+    // Agreements and shrinks wait for failure detection: the boundary's limit, not the step's.
+    comm::setTrainingThreadLimit(stepLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
     // first); `latest` stays the previous one, and its parts go below.
     checkpointing->abandon();
@@ -118,7 +121,7 @@ Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regro
     Regrouped done;
     done.lowered = next.tolerance < membership.tolerance() && next.tolerance < plan.f;
     const auto c0 = Clock::now();
-    plan::Layout layout = layoutFor(next.instantiation, /*keepLayers=*/true);
+    plan::Layout layout = layoutFor(next);
     done.chooseSeconds = since(c0);
     const LayoutChange change = changeLayout(std::move(layout), step);
     membership.layoutTolerates(next.tolerance, next.spares);
@@ -141,6 +144,7 @@ void Trainer::State::abandonStep() {
 Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::Layout> layout, std::uint64_t step) {
     const auto at = [this, step](fault::Phase phase) { injector->at(step, phase); };
     LayoutChange change;
+    stepsOnLayout = 0;  // new stages and communicators: the step deadline waits for the step clock again
     if (layout) {
         const auto m0 = Clock::now();
         // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).
@@ -186,7 +190,7 @@ Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std
     membership.retireStraggler(node);
     io::fence().advance();  // as after a failure: nothing the straggler still writes counts
     if (world.originalRank() == report.holder()) io::fence().publish();
-    const auto next = plan::regroup(plan, static_cast<std::uint32_t>(membership.liveCount()));
+    const auto next = regroupNow(step);
     report.handOver(world, membership.speaker(), step);
     const Regrouped done = regroupSurvivors(step, next);
     const std::string detail = fmt::format("before step {}: {}; node {} retired, re-instantiated as {}, migrated {:.2f} MB "

@@ -154,7 +154,7 @@ void Trainer::State::reportMemory(std::uint64_t step) {
     const auto& role = parallel->role();
     if (!role.idle()) {
         const auto& p = layout.pipelines[static_cast<std::size_t>(role.pipeline)];
-        if (const auto* t = plan.templates.forNodes(p.nodes, p.width); t && role.stage < t->stages.size())
+        if (const auto* t = p.share().templateIn(plan.templates); t && role.stage < t->stages.size())
             planned = t->stages[role.stage].memoryWith(std::min<std::uint64_t>(role.stages - role.stage, p.microbatches));
     }
     // Measured, peaks since the model was built. On the CPU three ways:

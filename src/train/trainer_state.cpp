@@ -4,12 +4,14 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/model/cpu_allocations.hpp"
+#include "kiln/plan/regroup.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 namespace kiln::train {
 namespace {
@@ -59,14 +61,33 @@ void Trainer::State::describeReport() {
     report.describeRun(runDir / "diag.h5", deck.resolvedText(), std::move(names), templateRecords(plan.templates));
 }
 
-plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst, bool keepLayers) const {
+plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst) const {
     const LiveNodes nodes = membership.live();
-    if (!keepLayers)
-        return plan::placeInstantiation(plan.templates, inst, nodes.ids, nodes.ranks, config.microBatch, spec.globalBatch);
+    return plan::placeInstantiation(plan.templates, inst, nodes.ids, nodes.ranks, config.microBatch, spec.globalBatch);
+}
+
+plan::Running Trainer::State::running() const {
+    const LiveNodes nodes = membership.live();
+    const std::set<int> live(nodes.ids.begin(), nodes.ids.end());
+    return plan::runningOf(parallel->layout(), [&live](int node) { return live.count(node) > 0; });
+}
+
+plan::Regroup Trainer::State::regroupNow(std::uint64_t step) const {
+    const auto liveNodes = static_cast<std::uint32_t>(membership.liveCount());
+    plan::Regroup next = plan::regroup(plan, liveNodes, running(), plan::regroup(plan, liveNodes));
+    if (next.replanned) log::info("  step {}: {}", step, next.replan);
+    return next;
+}
+
+plan::Layout Trainer::State::layoutFor(const plan::Regroup& next) const {
+    const LiveNodes nodes = membership.live();
+    const auto& inst = next.instantiation;
     std::vector<double> layerBytes;
     for (std::uint32_t l = 0; l < modelConfig.numLayers(); ++l)
         layerBytes.push_back(12.0 * double(modelConfig.parametersOf(l)));  // weights and two moments, fp32
-    const auto keep = plan::holdingsOfNodes(parallel->layout(), membership.layoutRanks(nodes), std::move(layerBytes));
+    auto keep = plan::holdingsOfNodes(parallel->layout(), membership.layoutRanks(nodes), std::move(layerBytes));
+    const std::set<int> live(nodes.ids.begin(), nodes.ids.end());
+    keep.keptNodes = plan::pinnedNodes(parallel->layout(), next, [&live](int node) { return live.count(node) > 0; });
     return plan::placeInstantiation(plan.templates, inst, nodes.ids, nodes.ranks, config.microBatch, spec.globalBatch,
                                     &keep);
 }

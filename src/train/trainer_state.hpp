@@ -6,6 +6,7 @@
 // and admission (trainer_admission.cpp). Private to train/.
 #pragma once
 
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/loader.hpp"
@@ -28,6 +29,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -88,7 +90,13 @@ struct Trainer::State {
     // The layout of `inst` on the live nodes of the world that stay: nodes in
     // order at start-up; after a failure, each pipeline position on the node
     // that has most of its layers already (fewest bytes to migrate).
-    plan::Layout layoutFor(const plan::Instantiation& inst, bool keepLayers = false) const;
+    plan::Layout layoutFor(const plan::Instantiation& inst) const;
+    // `next` on the live nodes, keeping layers where they are and its kept pipelines on their nodes.
+    plan::Layout layoutFor(const plan::Regroup& next) const;
+    // The running layout's pipelines, whole where every node of one lives (plan::regroup keeps those).
+    plan::Running running() const;
+    // The regroup for the live nodes now, keeping the whole pipelines (a re-plan is said once, here).
+    plan::Regroup regroupNow(std::uint64_t step) const;
     // The samples of the global batch this rank reads: its pipeline's, on the
     // first and last stages (inputs and targets); none elsewhere.
     void sliceLoader();
@@ -233,7 +241,15 @@ struct Trainer::State {
     // How long the training thread may stay away from the loop before the
     // process falls silent (heartbeat.hpp): the deck's, or 10 slowest steps.
     double slowestStep = 0.0;
+    std::deque<double> recentSteps;  // the last committed steps' seconds (stepDeadline's median)
+    std::uint64_t stepsOnLayout = 0;  // committed since the layout last changed
+    // How long the training thread may give no sign at a boundary (checkpoints, evaluation,
+    // admissions, recoveries): fault.step_timeout_s, or 10 times the slowest step, at least 300 s.
     double stepLimit() const;
+    // ... and inside a step: fault.step_deadline times the median of the last steps, at least
+    // fault.step_deadline_floor_s (stepLimit() until a few steps ran on the layout).
+    double stepDeadline() const;
+    void stepTimed(double seconds);
 
     // The boundary after a committed step, before `step` (trainer_boundary.cpp).
     // Work there that fails on some rank is recovered from like a failed

@@ -40,7 +40,7 @@ comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std
 
 Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targetsPerStep, double& wait) {
     Attempt a;
-    comm::trainingThreadAlive();
+    comm::setTrainingThreadLimit(stepDeadline());
     const auto begun = Clock::now();
     try {
         // Only the ranks that read a corrupt chunk see it: they tell the others.
@@ -85,7 +85,10 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
         // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
-        KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
+        {
+            const comm::PeerWait peers;  // waiting for the slowest rank is not this rank's hang
+            KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
+        }
         double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));
         a.probe.resize(a.compute.size());
@@ -162,7 +165,7 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
     done.loss = a.lossSum / targetsPerStep;
     done.stepSeconds = since(t0);
     model::trimCpuCache();  // what this step did not use goes back: a step's sizes repeat
-    slowestStep = std::max(slowestStep, done.stepSeconds);
+    stepTimed(done.stepSeconds);
     comm::setTrainingThreadLimit(stepLimit());
     return Recovery::Continue;
 }

@@ -7,8 +7,14 @@
 #    10 steps with the losses and gradient norms of the failure-free run (1e-5);
 #  - the job ends on its own (exit 0) within 60 s, leaving no kiln process behind.
 # Then a slow rank is not a hung one: with T = 2, rank 3 computes for 10 s without MPI in step 5
-# (fault.inject ...:slow); nobody may be declared failed or a straggler, and the losses are the
-# failure-free run's.
+# (fault.inject ...:slow), below the step deadline (its floor raised to 30 s); nobody may be declared
+# failed or a straggler, and the losses are the failure-free run's.
+# Then hangs found from the step's own clock (issue 51), the heartbeat out of the way (T = 60), the
+# step deadline at its defaults (3 median steps, at least 10 s):
+#  - rank 3 stops itself (SIGSTOP) in step 5: a process on its host ends it once it has been stopped for
+#    the deadline, the job recovers with the failure-free losses, and the stop is declared within 12 s;
+#  - rank 3's training thread sleeps forever outside MPI in step 5 (its other threads live): its process
+#    ends itself after the deadline, with the same outcome.
 # No retries: Open MPI's own detector thread crashed about 1 start in 10 (see comm/heartbeat.hpp); kiln's
 # progress thread replaced it, and a start-up crash here is a failure.
 set -uo pipefail
@@ -41,7 +47,8 @@ python3 "$(dirname "$0")/victims.py" "$kiln" "$work/run/tiny/diag.h5" "$work/han
 echo "PASS: a stopped rank was declared failed, fenced and regrouped around; the job ended on its own in $seconds s"
 
 timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/slow" \
-  "${settings[@]}" --set fault.hang_timeout_s=2 --set fault.inject=3:5:forward:slow >"$work/slow.log" 2>&1
+  "${settings[@]}" --set fault.hang_timeout_s=2 --set fault.step_deadline_floor_s=30 \
+  --set fault.inject=3:5:forward:slow >"$work/slow.log" 2>&1
 status=$?
 [ $status = 0 ] || { cat "$work/slow.log"; echo "FAIL: the slow run ended with status $status"; exit 1; }
 grep -q "computing for 10 s without MPI at step 5" "$work/slow.log" || { cat "$work/slow.log"; echo "FAIL: no slow step"; exit 1; }
@@ -50,4 +57,32 @@ grep -Eq "REBALANCE|STRAGGLER" "$work/slow.log" && { cat "$work/slow.log"; echo 
 "$kiln" diag "$work/slow/tiny/diag.h5" --losses >"$work/slow.losses"
 cmp -s "$work/clean.losses" "$work/slow.losses" || { paste "$work/clean.losses" "$work/slow.losses"; echo "FAIL: losses differ"; exit 1; }
 python3 "$(dirname "$0")/victims.py" "$kiln" "$work/slow/tiny/diag.h5" "$work/slow.log" 6 || { echo "FAIL: a rank was lost"; exit 1; }
-echo "PASS: a rank computing 10 s without MPI (5 times the hang timeout) was not declared failed"
+echo "PASS: a rank computing 10 s without MPI (5 times the hang timeout, below the step deadline) was not declared failed"
+
+# Issue 51: hangs found from the step's clock, not from heartbeats (T = 60 s: far later than the deadline).
+for kind in stop hang; do
+  start=$(date +%s.%N)
+  timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/$kind" \
+    "${settings[@]}" --set fault.hang_timeout_s=60 --set fault.inject=3:5:allreduce:$kind >"$work/$kind.log" 2>&1
+  status=$?
+  seconds=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+  [ $status = 0 ] || { cat "$work/$kind.log"; echo "FAIL: $kind: exit status $status after $seconds s"; exit 1; }
+  if [ $kind = stop ]; then
+    line=$(grep -o "has been stopped for [0-9.]* s, over the step's deadline of [0-9.]* s" "$work/$kind.log" | head -n 1)
+  else
+    line=$(grep -o "gave no sign of life for over [0-9.]* s" "$work/$kind.log" | head -n 1)
+  fi
+  [ -n "$line" ] || { cat "$work/$kind.log"; echo "FAIL: $kind: not ended from the step's clock"; exit 1; }
+  grep -q "FAILURE step 5: failed rank 3" "$work/$kind.log" || { cat "$work/$kind.log"; echo "FAIL: $kind: no recovery"; exit 1; }
+  grep -q "kiln run: steps 0 to 10" "$work/$kind.log" || { cat "$work/$kind.log"; echo "FAIL: $kind: did not finish"; exit 1; }
+  # Declared within 12 s of the hang: the deadline (10 s, the floor) and a check every quarter second.
+  declared=$(echo "$line" | grep -oE "[0-9]+(\.[0-9]+)? s" | head -n 1 | cut -d' ' -f1)
+  python3 -c "import sys; sys.exit(0 if float('$declared') <= 12 else 1)" || { echo "FAIL: $kind: declared after $declared s"; exit 1; }
+  "$kiln" diag "$work/$kind/tiny/diag.h5" --losses >"$work/$kind.losses"
+  paste "$work/clean.losses" "$work/$kind.losses" | awk '
+    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
+      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
+    END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
+  python3 "$(dirname "$0")/victims.py" "$kiln" "$work/$kind/tiny/diag.h5" "$work/$kind.log" 6 || { echo "FAIL: $kind: victims"; exit 1; }
+  echo "PASS: a rank that hung ($kind) in step 5 was ended from the step's clock ($line); the job recovered with the failure-free losses in $seconds s"
+done

@@ -66,6 +66,7 @@ struct FakeSurvivors : RecoveryCoordinator::Survivors {
     }
     void agreed() override { calls.push_back("agreed"); }
     std::vector<std::uint32_t> layersWithoutLiveHolder() const override { return lost; }
+    plan::Running running() const override { return {}; }  // nothing kept: a regroup from scratch
     Regrouped regroup(const plan::Regroup& next) override {
         calls.push_back("regroup");
         if (regroupFailures > 0) {
@@ -159,10 +160,10 @@ TEST(RecoveryCoordinator, TooFewNodesForAPipelineIsBeyondF) {
     // Memory for one layer a rank (10 MB; a layer needs 6.1): a pipeline needs all 4 nodes, so 3 are too few.
     const auto plan = fourNodePlan(1.0e7, 0);
     ASSERT_EQ(plan.templates.minNodes, 4u);
-    const auto verdict = RecoveryCoordinator::decide(plan, {}, 3);
+    const auto verdict = RecoveryCoordinator::decide(plan, {}, 3, {});
     EXPECT_TRUE(verdict.beyondF);
     EXPECT_EQ(verdict.reason, "3 nodes left, and a pipeline needs at least 4");
-    const auto enough = RecoveryCoordinator::decide(fourNodePlan(), {}, 1);
+    const auto enough = RecoveryCoordinator::decide(fourNodePlan(), {}, 1, {});
     EXPECT_FALSE(enough.beyondF) << enough.reason;
     EXPECT_EQ(enough.next.activeNodes, 1u);
 }

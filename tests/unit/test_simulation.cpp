@@ -177,6 +177,26 @@ TEST(Simulation, ASpareTakesTheFailedNodesPlaceAndRepairedNodesComeBack) {
     EXPECT_EQ(r.layouts[1].layout, r.layouts[0].layout);
 }
 
+// Pass criterion (issue 51): without a spare, a failure moves exactly the
+// failed node's holdings (its neighbours take them: a patched pipeline), the
+// repaired node takes them back (as much again), the other pipelines keep
+// their nodes, and nothing is planned anew.
+TEST(Simulation, AFailureMovesTheFailedNodesHoldingsAndItsRepairAsMuchAgain) {
+    auto p = smallPlan(8, 1);
+    p.instantiation = plan::pinnedInstantiation(p.templates, "2+2+2+2", 8, 2, 8, "test");
+    auto setup = setupFor(p, sim::Policy::Kiln, 2000, 0);
+    const auto r = sim::simulate(p, costs(), {at(100, {2}), at(1000, {7})}, setup);
+    EXPECT_EQ(r.survivedInPlace, 2u);
+    EXPECT_EQ(r.admissions, 2u);  // each repaired after 600 s
+    EXPECT_EQ(r.replans, 0u);
+    EXPECT_GT(r.failedHoldingBytes, 0.0);
+    EXPECT_NEAR(r.failureBytesMigrated, r.failedHoldingBytes, 1e-6 * r.failedHoldingBytes);
+    EXPECT_NEAR(r.bytesMigrated, 2.0 * r.failedHoldingBytes, 1e-6 * r.failedHoldingBytes);
+    // After each failure 1+2+2+2 (a patched pipeline of one node), after each repair 2+2+2+2 again.
+    ASSERT_EQ(r.layouts.size(), 5u);
+    EXPECT_EQ(r.layouts.back().layout, r.layouts.front().layout);
+}
+
 TEST(Simulation, RunEndsAfterTheStepsAsked) {
     const auto p = smallPlan(4, 1);
     auto setup = setupFor(p, sim::Policy::Kiln, 1e6, 0);

@@ -15,7 +15,11 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace kiln::comm {
 
@@ -26,13 +30,32 @@ void enableHeartbeatDetector(double timeoutSeconds);
 
 // The training thread's signs of life for the pump below. With a limit > 0,
 // once the thread has given no sign for that long (stuck outside MPI: a hung
-// file read or device call), the pump stops, so that heartbeats stop and the
-// job declares this process failed, as it would a dead one. A thread blocked
-// inside MPI sends heartbeats itself, and kiln's own polling waits (NCCL)
-// give signs, so waiting on a stuck peer does not count. 0 lifts the limit
-// (during a checkpoint write, say). Both also give a sign.
+// file read or device call), the pump ends this process (SIGKILL), so that
+// the job finds an ended process at once and recovers, as it would from a
+// dead one. kiln's own polling waits give signs, and a blocking MPI call
+// made inside a PeerWait does not count, so waiting on a stuck peer never
+// ends the waiter: the stuck peer is ended by its own pump, or by a process
+// on its host when it is stopped (watchHost), or by the heartbeat detector.
+// 0 lifts the limit (during a checkpoint write, say). Both also give a sign.
 void setTrainingThreadLimit(double seconds);
 void trainingThreadAlive();
+// A blocking MPI call that waits for peers (a collective the step cannot poll):
+// the time inside it is not the training thread's absence.
+class PeerWait {
+public:
+    PeerWait();
+    ~PeerWait();
+    PeerWait(const PeerWait&) = delete;
+    PeerWait& operator=(const PeerWait&) = delete;
+};
+// This job's other processes on this host (process id, start-up rank). A
+// process among them that stays stopped (SIGSTOP, a hung process) for longer
+// than the training thread limit in force (the step's deadline) is ended by
+// this process's pump with SIGKILL: the job then recovers from it as from a
+// dead process, without waiting for the heartbeat timeout.
+// `self`: this process's start-up rank; of the processes on the host not
+// stopped, the one with the lowest start-up rank acts.
+void watchHost(int self, std::vector<std::pair<long, int>> neighbours);
 // The limit in force (0: none).
 double trainingThreadLimit();
 // How long a wait for peers may make no progress before it is an error
@@ -55,8 +78,10 @@ public:
 
 private:
     void run(double intervalSeconds);
+    void endStoppedNeighbours();
     MPI_Comm quiet_ = MPI_COMM_NULL;  // a communicator nobody sends on: probing it only progresses
     std::atomic<bool> stop_{false};
+    std::map<long, std::chrono::steady_clock::time_point> stoppedSince_;  // neighbours seen stopped, since when
     std::thread thread_;
 };
 

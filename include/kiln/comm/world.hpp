@@ -83,6 +83,8 @@ private:
     // `merged`, extended by the processes after the first `members_.size()`.
     std::vector<int> adopt(MPI_Comm merged, int ranksPerNode, bool spawned);  // ranksPerNode: rank 0's counts
     void countRanksOnHost(MPI_Comm comm);
+    // The members on this host, for the pump to end when stopped (heartbeat.hpp: watchHost).
+    void watchHostMates() const;
 
     MPI_Comm control_ = MPI_COMM_NULL;
     int rank_ = 0;

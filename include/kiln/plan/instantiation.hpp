@@ -24,11 +24,18 @@
 namespace kiln::plan {
 
 struct PipelineShare {
-    std::uint32_t nodes = 0;  // the template used
+    std::uint32_t nodes = 0;  // the template used (its nodes, less `without`)
     std::uint64_t microbatches = 0;
     double stepTime = 0.0;  // T_p(m_p)
     std::uint32_t width = 0;  // 0: the best width for `nodes`; else pinned (TemplateSet::forNodes)
-    const PipelineTemplate* templateIn(const TemplateSet& set) const { return set.forNodes(nodes, width); }
+    // A template patched after failures (TemplateSet::patched): the template of
+    // templateNodes nodes without the node positions `without`. Empty: none.
+    std::vector<std::uint32_t> without{};
+    std::uint32_t templateNodes = 0;
+    bool isPatched() const { return !without.empty(); }
+    const PipelineTemplate* templateIn(const TemplateSet& set) const {
+        return without.empty() ? set.forNodes(nodes, width) : set.patched(templateNodes, width, without);
+    }
 };
 
 struct Instantiation {
@@ -40,6 +47,15 @@ struct Instantiation {
 // Throws InputError when not even `minPipelines` of the smallest template fit.
 Instantiation instantiate(const TemplateSet& templates, std::uint32_t nodes, std::uint32_t minPipelines,
                           std::uint64_t globalMicrobatches);
+
+// instantiate() around pipelines that stay as they are (a regroup that keeps
+// what a failure left whole): `kept` (templates and widths) run on, at least
+// `minPipelines` more are chosen for `nodes` other nodes, the shortest step
+// over all of them, and the microbatches are distributed over all (`kept`
+// first, in their order). The step time is bisected (the kept pipelines can
+// be hundreds: no list of every T_n(m)). Throws InputError as instantiate().
+Instantiation instantiateAround(const TemplateSet& templates, const std::vector<PipelineShare>& kept,
+                                std::uint32_t nodes, std::uint32_t minPipelines, std::uint64_t globalMicrobatches);
 
 // The distribution step alone, for given pipelines. `slowdown` (empty: all
 // 1): pipeline p computes each microbatch slowdown[p] times as long as its

@@ -22,6 +22,11 @@ struct PipelinePlacement {
     std::vector<std::uint32_t> recompute;  // 1: stage s recomputes its layers in full (Stage::recompute)
     std::uint64_t firstMicrobatch = 0, microbatches = 0;  // of the global batch
     double predictedStepTime = 0.0;
+    // Patched after failures (PipelineShare::without): the template's nodes and the positions it lost.
+    std::uint32_t templateNodes = 0;
+    std::vector<std::uint32_t> without;
+    // Its share, as an instantiation names it (the template it runs).
+    PipelineShare share() const { return {nodes, microbatches, predictedStepTime, width, without, templateNodes}; }
     std::uint32_t stages() const { return static_cast<std::uint32_t>(ranks.size()) / width; }
     std::vector<int> stageRanks(std::uint32_t stage) const {
         return {ranks.begin() + stage * width, ranks.begin() + (stage + 1) * width};
@@ -100,6 +105,11 @@ struct Holding {
 struct CurrentHoldings {
     std::vector<std::vector<Holding>> ofNode;
     std::vector<double> layerBytes;
+    // The node ids, in stage order, of each of the instantiation's first
+    // pipelines that a regroup keeps (Regroup::keptFrom): they stay put; -1
+    // for a position a free node fills (greedily, as any other); empty: the
+    // whole pipeline placed like any other.
+    std::vector<std::vector<int>> keptNodes;
 };
 
 // What the nodes hold in `layout` now: oldRanksOfNode[n] are node n's ranks
@@ -111,9 +121,9 @@ CurrentHoldings holdingsOfNodes(const Layout& layout, const std::vector<std::vec
 // `nodes`: the live nodes, each the ascending list of its ranks; every node
 // must have `templates`' ranks per node. Ranks on none of them are idle.
 // Without `keep`, pipelines take nodes in order, larger pipelines first. With
-// `keep`, each node position of each pipeline goes to the free node that would
-// have to receive the fewest bytes (greedy, heaviest positions first): layers
-// stay where they are as far as possible.
+// `keep`, the kept pipelines stay on their nodes, and each other node position
+// goes to the free node that would have to receive the fewest bytes (greedy,
+// heaviest positions first): layers stay where they are as far as possible.
 Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIds,
                           const std::vector<std::vector<int>>& ranksOfNode, std::uint64_t microBatch,
                           std::uint64_t globalBatch, const CurrentHoldings* keep = nullptr);

@@ -24,6 +24,7 @@ struct RunPlan {
     std::string sparesNote;    // why spares were given up; empty when none was
     std::uint32_t f = 0;       // fault.f, or lower when the nodes do not allow it (LowerF::DownToMinF)
     std::string faultNote;     // why f was lowered; empty when it was not
+    double replanMargin = 0.02;  // fault.replan_margin: how much slower a kept layout may be than a new plan
     std::uint64_t microBatch = 1, globalMicrobatches = 1;
     TemplateSet templates;
     Instantiation instantiation;

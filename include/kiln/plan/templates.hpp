@@ -40,6 +40,9 @@
 #include "kiln/plan/layer_profile.hpp"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <cstdint>
 #include <vector>
 
@@ -108,6 +111,33 @@ struct TemplateSet {
     // nullptr when no n-node pipeline fits (see planTemplates). `width` 0:
     // the best width; otherwise the best n-node pipeline of that width.
     const PipelineTemplate* forNodes(std::uint32_t n, std::uint32_t width = 0) const;
+
+    // A template that lost nodes, patched: forNodes(n, width) without the
+    // node positions `without` (ascending), whose layers the neighbouring
+    // nodes' stages take (a run of lost positions split between the stage
+    // before it and the stage after it where their times balance best), every
+    // stage costed again. A failed pipeline with no node to take the failed
+    // one's place runs on as this: only the failed node's layers move, to its
+    // neighbours, and a node admitted later takes them back. nullptr when
+    // the set has no cost model (read from a plan file), nothing is left, or a
+    // stage of it would not fit one microbatch in memory. Cached: the pointer
+    // stays valid while the set lives.
+    const PipelineTemplate* patched(std::uint32_t n, std::uint32_t width, const std::vector<std::uint32_t>& without) const;
+
+    // What patched() costs stages with (set by planTemplates).
+    std::shared_ptr<const ModelProfile> profile;
+    ClusterSpec cluster;
+
+private:
+    struct PatchKey {
+        std::uint32_t n, width;
+        std::vector<std::uint32_t> without;
+        bool operator<(const PatchKey& o) const {
+            return std::tie(n, width, without) < std::tie(o.n, o.width, o.without);
+        }
+    };
+    std::shared_ptr<std::map<PatchKey, std::shared_ptr<const PipelineTemplate>>> patches_ =
+        std::make_shared<std::map<PatchKey, std::shared_ptr<const PipelineTemplate>>>();
 };
 
 // Templates for n = smallest that fits .. min(layers, largest that leaves
@@ -115,6 +145,11 @@ struct TemplateSet {
 // Throws InputError naming what would fit when no template exists.
 TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
                           std::uint64_t globalMicrobatches);
+
+// planTemplates(...).minNodes without the rest: the fewest nodes a pipeline
+// of this model fits on (same errors).
+std::uint32_t smallestTemplateNodes(const ModelProfile& profile, const ClusterSpec& cluster,
+                                    std::uint64_t globalMicrobatches);
 
 // m_n: the microbatches one n-node pipeline gets when such pipelines fill the cluster.
 std::uint64_t referenceMicrobatches(std::uint32_t n, const ClusterSpec& cluster, std::uint64_t globalMicrobatches);

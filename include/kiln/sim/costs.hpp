@@ -5,6 +5,7 @@
 // queue's wait), which the user replaces with --cost NAME=VALUE.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@ struct Cost {
 
 struct SimCosts {
     Cost detectEnded;        // s: a failure whose processes ended (MPI notices the ended process)
-    Cost detectHung;         // s: a failure that leaves processes hung (heartbeats: fault.hang_timeout_s)
+    Cost detectHung;         // s: a failure that leaves processes hung (the step's deadline, then as ended)
     Cost recovery;           // s: revoke, shrink, regroup, re-instantiate, rebuild (migration and replay apart)
     Cost interBandwidth;     // bytes/s into one node while layers migrate
     Cost admission;          // s: the job waits at a step boundary while admitted processes start
@@ -34,6 +35,14 @@ struct SimCosts {
     Cost hostCopyBandwidth;  // bytes/s per rank: a background checkpoint's copy to host memory
     Cost stepScale;          // measured over predicted step time (1: the planner's prediction)
     Cost repair;             // s until a failed node can be admitted again (0: never)
+    // The step's deadline (fault.step_deadline, fault.step_deadline_floor_s; or fault.step_timeout_s as
+    // the floor with steps 0): a hang is found after max(steps x the step, floor), then the process ends
+    // and is found as an ended one. Both 0: detectHung as it is (given with --cost).
+    double hangDeadlineSteps = 0.0, hangDeadlineFloor = 0.0;
+    double detectHungAt(double stepSeconds) const {
+        if (hangDeadlineSteps <= 0 && hangDeadlineFloor <= 0) return detectHung.value;
+        return std::max(hangDeadlineSteps * stepSeconds, hangDeadlineFloor) + detectEnded.value;
+    }
     // Step seconds measured for layouts ("2:5+1:3", from --costs-from), in place of the planner's.
     std::map<std::string, double> measuredStepSeconds;
 

@@ -69,7 +69,10 @@ struct SimResult {
     LostTime lost;
     std::uint32_t failures = 0;  // failure events that hit the job's live nodes
     std::uint32_t survivedInPlace = 0, requeues = 0, admissions = 0, checkpoints = 0;
-    double bytesMigrated = 0.0;
+    double bytesMigrated = 0.0;         // by every layout change
+    double failureBytesMigrated = 0.0;  // by the regroups after failures alone
+    double failedHoldingBytes = 0.0;    // what the failed nodes held (layers' weights and moments) when they failed
+    std::uint32_t replans = 0;          // regroups that planned the whole layout again (fault.replan_margin)
     double belowFSeconds = 0.0;  // running with a tolerance below the plan's f
     std::uint32_t minTolerance = 0;
     std::vector<TimelinePoint> timeline;

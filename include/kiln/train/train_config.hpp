@@ -30,6 +30,8 @@ struct TrainConfig {
     bool checkpointBackground = true;  // periodic checkpoints written while training goes on
     bool resume = true;
     double stepTimeout = 0.0;    // fault.step_timeout_s; 0: automatic
+    double stepDeadlineSteps = 3.0;   // fault.step_deadline: times the median step
+    double stepDeadlineFloor = 10.0;  // fault.step_deadline_floor_s
     double ncclTimeout = 120.0;  // fault.nccl_timeout_s
     // The longest any wait for the GPU may take (NCCL's and the compute's).
     std::chrono::milliseconds deviceDeadline() const {

@@ -51,6 +51,35 @@ print(json.dumps({"bench": "simulate-llama3-recommended", "rate": f"{sys.argv[2]
 PY
 done
 
+# Issue 51: runs A (Llama 3's rate), C (ten times it) and B (16,384 nodes, a failure every 14 minutes at
+# 131,072 GPUs), one choice and one seed each, the regroup that keeps whole pipelines (the default) against
+# the baseline that plans anew whenever that is faster (fault.replan_margin = 0), in the same run: effective
+# time, hours lost by cause, bytes moved per failed node's holdings, and the seconds each simulation took.
+issue51() {  # NAME MTBF NODES DAYS MARGIN
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$kiln" simulate input/llama-3-8b-h100.ini --set model.preset=llama-2-70b --set train.recompute=auto \
+    --set data.global_batch=2048 --nodes "$3" --days "$4" --node-mtbf-hours "$2" --seeds 1 --f 1 --spares 0 \
+    --no-baselines --set fault.replan_margin="$5" --json >"$work/run-$1-$5.json" 2>/dev/null
+  t1=$(date +%s.%N)
+  python3 - "$work/run-$1-$5.json" "$1" "$5" "$t0" "$t1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); c = d["choices"][0]; s = c["seeds"][0]
+held = s["failed_holding_bytes"] or 1
+print(json.dumps({"bench": "simulate-issue51", "run": sys.argv[2], "replan_margin": float(sys.argv[3]),
+                  "wall_s": round(float(sys.argv[5]) - float(sys.argv[4]), 1), "effective": round(c["effective"], 4),
+                  "failures": s["failures"], "replans": s["replans"],
+                  "bytes_per_failed_holdings": round(s["bytes_migrated"] / held, 3),
+                  "failure_bytes_per_failed_holdings": round(s["failure_bytes_migrated"] / held, 3),
+                  "hours_lost": {k: round(v / 3600, 2) for k, v in s["lost_seconds"].items() if v}}))
+PY
+}
+for margin in 0.02 0; do
+  issue51 A 6335.4 2048 54 "$margin"
+  issue51 C 633.5 2048 54 "$margin"
+done
+issue51 B 3823 16384 28 0.02
+
 # Reality: bench_redundancy's failures and spares cases, run, then simulated.
 common=(--set data.dir="$work/data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1
         --set checkpoint.every=0 --set cluster.ranks_per_node=1 --set plan.pipelines= --set fault.f=1)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace kiln::plan {
 
@@ -24,19 +25,33 @@ void describeTolerance(const RunPlan& plan, Regroup& r) {
                                  r.activeNodes / smallest == 1 ? "" : "s", smallest, smallest == 1 ? "" : "s", plan.f + 1);
 }
 
+// Failed pipeline `p` of `running` without a node to take the failed ones' places: its survivors run
+// on, patched, their neighbours taking the lost nodes' layers; nothing when that does not fit.
+std::optional<PipelineShare> patchedPipeline(const RunPlan& plan, const Running& running, std::size_t p,
+                                             std::uint32_t templateNodes) {
+    PipelineShare patched = running.pipelines[p];
+    patched.without.insert(patched.without.end(), running.lostPositions[p].begin(), running.lostPositions[p].end());
+    std::sort(patched.without.begin(), patched.without.end());
+    patched.templateNodes = templateNodes;
+    patched.nodes = templateNodes - static_cast<std::uint32_t>(patched.without.size());
+    const PipelineTemplate* t = patched.nodes > 0 ? patched.templateIn(plan.templates) : nullptr;
+    if (!t || microbatchesThatFit(*t, plan.templates.memoryPerRank) == 0) return std::nullopt;
+    return patched;
+}
+
 }  // namespace
 
 Regroup regroup(const RunPlan& plan, std::uint32_t liveNodes, const Running& running, const Regroup& full) {
     Regroup kept;
     kept.activeNodes = std::min(liveNodes, plan.cluster.nodes);
     kept.spares = liveNodes - kept.activeNodes;
-    // Nodes of the running pipelines that still live; the others live nodes are idle (or spares).
-    std::uint32_t inPipelines = 0, whole = 0;
+    // Nodes of the running pipelines that still live; the other live nodes are idle (or spares).
+    std::uint32_t inPipelines = 0, wholeCount = 0;
     for (std::size_t p = 0; p < running.pipelines.size(); ++p) {
         inPipelines += running.liveNodes[p];
-        whole += running.whole[p] ? 1 : 0;
+        wholeCount += running.whole[p] ? 1 : 0;
     }
-    if (whole == 0) return full;  // nothing to keep: the new plan is the regroup
+    if (wholeCount == 0) return full;  // nothing to keep: the new plan is the regroup
     // A layout the deck pins (plan.pipelines) runs again whenever the nodes allow: the user's choice.
     if (plan.pinned && full.possible && full.activeNodes == plan.cluster.nodes) return full;
     // Failed pipelines take idle nodes in their failed nodes' places, in order, while there are enough.
@@ -62,19 +77,11 @@ Regroup regroup(const RunPlan& plan, std::uint32_t liveNodes, const Running& run
         } else if (running.whole[p]) {
             ++kept.kept;  // patched, and no node yet to take its layers back
             fixed.push_back(share);
-        } else {
-            // No node to take the failed ones' places: the survivors run on, patched, their neighbours
-            // taking the lost nodes' layers, if that fits; otherwise the survivors join the pool.
-            PipelineShare patched = share;
-            patched.without = share.without;
-            patched.without.insert(patched.without.end(), running.lostPositions[p].begin(), running.lostPositions[p].end());
-            std::sort(patched.without.begin(), patched.without.end());
-            patched.templateNodes = whole.nodes;
-            patched.nodes = whole.nodes - static_cast<std::uint32_t>(patched.without.size());
-            const PipelineTemplate* t = patched.nodes > 0 ? patched.templateIn(plan.templates) : nullptr;
-            if (!t || microbatchesThatFit(*t, plan.templates.memoryPerRank) == 0) continue;
+        } else if (auto patched = patchedPipeline(plan, running, p, whole.nodes)) {
             ++kept.patched;
-            fixed.push_back(patched);
+            fixed.push_back(std::move(*patched));
+        } else {
+            continue;  // its survivors join the pool
         }
         kept.keptFrom.push_back(static_cast<std::uint32_t>(p));
         fixedNodes += fixed.back().nodes;

@@ -23,6 +23,13 @@ rm -rf "$work"
 mkdir -p "$work"
 settings=(--set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0
           --set train.grad_clip=0 --set run.steps=10 --set checkpoint.resume=false)
+# The 10 steps' losses and gradient norms of run NAME against the failure-free run's, to 1e-5.
+same_losses() {
+  paste "$work/clean.losses" "$work/$1.losses" | awk '
+    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
+      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
+    END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
+}
 timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/clean" \
   "${settings[@]}" >"$work/clean.log" 2>&1 || { cat "$work/clean.log"; echo "FAIL: the failure-free run"; exit 1; }
 "$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses" || exit 1
@@ -38,10 +45,7 @@ grep -q "FAILURE step 5: failed rank 3 (node 1 retired; 1 fenced with SIGKILL)" 
 grep -q "kiln run: steps 0 to 10" "$work/hang.log" || { cat "$work/hang.log"; echo "FAIL: did not finish"; exit 1; }
 pgrep -f "kiln run input/tiny-cpu.ini --set run.out_dir=$work/run" >/dev/null && { echo "FAIL: a kiln process is left"; exit 1; }
 "$kiln" diag "$work/run/tiny/diag.h5" --losses >"$work/hang.losses"
-paste "$work/clean.losses" "$work/hang.losses" | awk '
-  { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
-    if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
-  END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
+same_losses hang
 # Issue 50: rank 3 alone was lost.
 python3 "$(dirname "$0")/victims.py" "$kiln" "$work/run/tiny/diag.h5" "$work/hang.log" 6 || { echo "FAIL: victims"; exit 1; }
 echo "PASS: a stopped rank was declared failed, fenced and regrouped around; the job ended on its own in $seconds s"
@@ -79,10 +83,7 @@ for kind in stop hang; do
   declared=$(echo "$line" | grep -oE "[0-9]+(\.[0-9]+)? s" | head -n 1 | cut -d' ' -f1)
   python3 -c "import sys; sys.exit(0 if float('$declared') <= 12 else 1)" || { echo "FAIL: $kind: declared after $declared s"; exit 1; }
   "$kiln" diag "$work/$kind/tiny/diag.h5" --losses >"$work/$kind.losses"
-  paste "$work/clean.losses" "$work/$kind.losses" | awk '
-    { n++; d = $2 - $5; if (d < 0) d = -d; g = $3 - $6; if (g < 0) g = -g
-      if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
-    END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
+  same_losses "$kind"
   python3 "$(dirname "$0")/victims.py" "$kiln" "$work/$kind/tiny/diag.h5" "$work/$kind.log" 6 || { echo "FAIL: $kind: victims"; exit 1; }
   echo "PASS: a rank that hung ($kind) in step 5 was ended from the step's clock ($line); the job recovered with the failure-free losses in $seconds s"
 done

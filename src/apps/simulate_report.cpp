@@ -44,7 +44,8 @@ constexpr Cause kCauses[] = {{"detection", &sim::LostTime::detection},     {"rec
                              {"migration", &sim::LostTime::migration},     {"replay", &sim::LostTime::replay},
                              {"redundancy", &sim::LostTime::redundancy},   {"degraded", &sim::LostTime::degraded},
                              {"checkpoints", &sim::LostTime::checkpoints}, {"admissions", &sim::LostTime::admissions},
-                             {"queue", &sim::LostTime::queue},             {"requeues", &sim::LostTime::requeues},       {"redone", &sim::LostTime::redone}};
+                             {"queue", &sim::LostTime::queue},             {"requeues", &sim::LostTime::requeues},
+                             {"redone", &sim::LostTime::redone},           {"first_steps", &sim::LostTime::firstSteps}};
 
 }  // namespace
 

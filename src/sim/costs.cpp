@@ -16,7 +16,8 @@ std::vector<std::pair<std::string, Cost*>> SimCosts::named() {
             {"admission_s", &admission},          {"requeue_wait_s", &requeueWait},
             {"startup_s", &startup},              {"read_gb_s", &readBandwidth},
             {"write_gb_s", &writeBandwidth},      {"host_copy_gb_s", &hostCopyBandwidth},
-            {"step_scale", &stepScale},           {"repair_s", &repair}};
+            {"step_scale", &stepScale},           {"repair_s", &repair},
+            {"first_step_s", &firstStep}};
 }
 
 namespace {
@@ -37,6 +38,9 @@ void measuredFrom(const std::string& path, SimCosts& c) {
     }
     for (std::size_t i = 0; i < s.layouts.size(); ++i)
         if (s.measuredStepTime[i] > 0) c.measuredStepSeconds[s.layouts[i].layout] = s.measuredStepTime[i];
+    if (!s.steps.empty() && s.steps.front().step == 0 && !s.measuredStepTime.empty() && s.measuredStepTime[0] > 0)
+        c.firstStep = {std::max(0.0, s.steps.front().stepTime - s.measuredStepTime[0]), "s",
+                       fmt::format("{}: its first step over its layout's median step", path)};
     for (std::size_t i = 0; i < s.layouts.size(); ++i)
         if (s.measuredStepTime[i] > 0 && s.layouts[i].predictedStepTime > 0) {
             c.stepScale = {s.measuredStepTime[i] / s.layouts[i].predictedStepTime, "",
@@ -86,6 +90,7 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
     c.repair = {1800.0, "s",
                 "assumed: half an hour until the scheduler hands the job a healthy node to admit (the pool that "
                 "gives a requeued job its nodes)"};
+    c.firstStep = {0.0, "s", "assumed: a start's first step as long as the others (measured with --costs-from)"};
     if (!diagPath.empty()) measuredFrom(diagPath, c);
     auto names = c.named();
     for (const auto& item : overrides) {

@@ -194,6 +194,7 @@ private:
         failedSinceStart_ = 0;
         switchTo(plan_.instantiation, false);
         setTolerance(plan::toleranceOf(plan_.instantiation));
+        if (costs_.firstStep.value > 0) stalls_.push_back({costs_.firstStep.value, &LostTime::firstSteps, requeued});
         if (!requeued) mark();
     }
 

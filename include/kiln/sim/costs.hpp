@@ -35,6 +35,7 @@ struct SimCosts {
     Cost hostCopyBandwidth;  // bytes/s per rank: a background checkpoint's copy to host memory
     Cost stepScale;          // measured over predicted step time (1: the planner's prediction)
     Cost repair;             // s until a failed node can be admitted again (0: never)
+    Cost firstStep;          // s: a start's first step beyond its layout's step (lazy initialisation, first-touch memory)
     // The step's deadline (fault.step_deadline, fault.step_deadline_floor_s; or fault.step_timeout_s as
     // the floor with steps 0): a hang is found after max(steps x the step, floor), then the process ends
     // and is found as an ended one. Both 0: detectHung as it is (given with --cost).

@@ -50,9 +50,10 @@ struct LostTime {
     double queue = 0;        // waiting in the queue for nodes after a stop beyond f
     double requeues = 0;     // start-up, restore, and the checkpoint written on stopping, of requeued jobs
     double redone = 0;       // steps computed again after restoring a checkpoint
+    double firstSteps = 0;   // each start's first step beyond the others (first_step_s)
     double total() const {
         return detection + recovery + migration + replay + redundancy + degraded + checkpoints + admissions + queue +
-               requeues + redone;
+               requeues + redone + firstSteps;
     }
 };
 

@@ -26,7 +26,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 deps=$root/.deps
 build=${KILN_BUILD_DIR:-$root/build}
-ompi_version=5.0.10  # 5.0.11 was tried (issue 50): its launcher (prterun) aborted after 3 of 31 chaos admissions hit by a failure (perf/RESULTS.md)
+ompi_version=5.0.10  # 5.0.11 was tried (issue 50): its launcher (prterun) aborted after 3 of 31 chaos admissions hit by a failure; 5.0.10's does too, about as often (issue 51, perf/RESULTS.md)
 torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
 megatron_core_version=0.16.1  # Megatron-LM's indexed-dataset writer, for tests/reference and perf/

@@ -147,17 +147,19 @@ Instantiation instantiateAround(const TemplateSet& templates, const std::vector<
     if (std::uint64_t(minPipelines) * templates.minNodes > nodes)
         throw InputError(fmt::format("{} nodes cannot hold {} more pipelines: each needs at least {} nodes", nodes,
                                      minPipelines, templates.minNodes));
-    // The kept pipelines by template: hundreds of pipelines, a few templates.
-    std::map<const PipelineTemplate*, std::uint64_t> keptTemplates;
+    // The kept pipelines by template (hundreds of pipelines, a few templates), each with how many
+    // pipelines use it and the microbatches it fits.
+    std::map<const PipelineTemplate*, std::pair<std::uint64_t, std::uint64_t>> keptTemplates;
     for (const auto& share : kept) {
         const PipelineTemplate* t = share.templateIn(templates);
         if (!t) throw Error(fmt::format("no template for {} nodes of width {}", share.nodes, share.width), ErrorScope::AllRanks);
-        ++keptTemplates[t];
+        auto [it, added] = keptTemplates.try_emplace(t, 0, 0);
+        if (added) it->second.second = microbatchesThatFit(*t, templates.memoryPerRank);
+        ++it->second.first;
     }
     const auto capacityAt = [&](double tau, Choice* pool) {
         std::uint64_t total = 0;
-        for (const auto& [t, count] : keptTemplates)
-            total += count * capacity(*t, tau, microbatchesThatFit(*t, templates.memoryPerRank));
+        for (const auto& [t, use] : keptTemplates) total += use.first * capacity(*t, tau, use.second);
         Choice choice = poolChoice(templates, nodes, minPipelines, tau);
         total += choice.capacity;
         if (pool) *pool = std::move(choice);
@@ -165,7 +167,7 @@ Instantiation instantiateAround(const TemplateSet& templates, const std::vector<
     };
     // The longest step any of them could need: one pipeline taking every microbatch.
     double hi = 0.0;
-    for (const auto& [t, count] : keptTemplates) hi = std::max(hi, t->stepTime(globalMicrobatches));
+    for (const auto& [t, use] : keptTemplates) hi = std::max(hi, t->stepTime(globalMicrobatches));
     for (std::uint32_t n = templates.minNodes; n <= std::min(templates.maxNodes, nodes); ++n)
         if (const auto* t = templates.forNodes(n)) hi = std::max(hi, t->stepTime(globalMicrobatches));
     Choice pool;

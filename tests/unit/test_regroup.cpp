@@ -9,6 +9,8 @@
 #include "kiln/plan/run_plan.hpp"
 
 #include <fmt/format.h>
+#include "../support/plan_fixtures.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -30,12 +32,7 @@ RunPlan randomPlan(std::mt19937& rng, std::uint32_t nodes, std::uint32_t layers,
         const double f = time(rng);
         r.profile.layers.push_back({"block", f, 2 * f, bytes(rng), bytes(rng) / 3, bytes(rng)});
     }
-    r.cluster.nodes = nodes - spares;
-    r.cluster.ranksPerNode = 1;
-    r.cluster.stageWidth = 1;
-    r.cluster.memoryPerRank = 1e12;
-    r.cluster.intraBandwidth = 50e9;
-    r.cluster.interBandwidth = 5e9;
+    r.cluster = kiln::test::oneRankNodes(nodes - spares);
     r.spares = spares;
     r.f = 1;
     r.microBatch = 1;

@@ -8,6 +8,8 @@
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 
+#include "../support/plan_fixtures.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -30,12 +32,7 @@ ModelProfile evenProfile(std::uint32_t layers) {
 RunPlan plan(std::uint32_t nodes, std::uint32_t f, std::uint64_t microbatches) {
     RunPlan r;
     r.profile = evenProfile(8);
-    r.cluster.nodes = nodes;
-    r.cluster.ranksPerNode = 1;
-    r.cluster.stageWidth = 1;
-    r.cluster.memoryPerRank = 1e12;
-    r.cluster.intraBandwidth = 50e9;
-    r.cluster.interBandwidth = 5e9;
+    r.cluster = kiln::test::oneRankNodes(nodes);
     r.f = f;
     r.globalMicrobatches = microbatches;
     r.templates = planTemplates(r.profile, r.cluster, f, microbatches);

@@ -105,16 +105,17 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
     return 0;
 }
 
-// A process the running job spawned to admit a node (see comm/spawn.hpp):
-// it joins the job's world, takes the run's state and trains as a member.
+// A process the running job started to admit a node (see comm/spawn.hpp):
+// it gets ready while the job trains, joins the job's world at a step
+// boundary, takes the run's state and trains as a member.
 // Its errors end it alone (an abort would take the job with it): the job
 // sees a failed process and retires the new node.
 int joinRunningJob(const config::Deck& deck) {
     log::speakForJob(false);
     try {
-        comm::World world(comm::mergeWithJob());
-        const train::JoinState join = train::receiveJoinState(world);
-        train::Trainer trainer(deck, world, join);
+        comm::JoinerLink link;
+        comm::World world(comm::World::NotJoinedYet{});
+        train::Trainer trainer(deck, world, link);
         return finishRun(trainer.run(), std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name"),
                          deck.real("fault.finalize_timeout_s"));
     } catch (const std::exception& e) {

@@ -1,31 +1,41 @@
+// Both sides of an admission (spawn.hpp), so that the protocol reads in one
+// place. Over the bridge (the spawner, rank 0, and the new processes):
+//   1. the spawner broadcasts the preparation and the port name;
+//   2. the new processes get ready and reduce to the spawner (one each);
+//   3. at the boundary the spawner sends each a go and takes an ack back,
+//      then the job accepts on the port and the new processes connect.
 #include "kiln/comm/spawn.hpp"
 
-#include "kiln/comm/heartbeat.hpp"
-#include "kiln/base/log.hpp"
+#include "admission_deadline.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/base/log.hpp"
+#include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <csignal>
-#include <thread>
-#include <mutex>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <memory>
-#include <cstdlib>
-#include <string>
-#include <vector>
+#include <mutex>
+#include <thread>
 
 namespace kiln::comm {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kGoTag = 7101, kAckTag = 7102;
+constexpr const char* kJoinDeadlineVariable = "KILN_JOIN_DEADLINE_S";
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // This process's arguments as the kernel has them (MPI_Init may have edited argv).
 std::vector<std::string> ownArguments() {
@@ -42,73 +52,17 @@ std::vector<std::string> ownArguments() {
     return args;
 }
 
-}  // namespace
-
-bool spawnedIntoJob() {
-    MPI_Comm parent = MPI_COMM_NULL;
-    KILN_MPI(MPI_Comm_get_parent(&parent));
-    return parent != MPI_COMM_NULL;
+// Rank 0's vector on every rank of `comm`.
+template <typename T>
+void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
+    std::int64_t size = static_cast<std::int64_t>(values.size());
+    KILN_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
+    values.resize(static_cast<std::size_t>(size));
+    KILN_MPI(MPI_Bcast(values.data(), static_cast<int>(size), type, 0, comm));
 }
 
-namespace {
-
-// MPI_Comm_spawn and the merge after it know nothing of failures on the job's
-// side: a member of the job dying while the new processes connect leaves the
-// spawning root in PMIx_Connect (under ompi_dpm_connect_accept) for ever,
-// while the other survivors, told of the failure, wait for it in the shrink
-// (seen in the chaos campaign: an old rank killed 10 ms after rank 0 took an
-// admission request). The new processes can wait as long in MPI_Init and the
-// merge when their spawner dies. Past the deadline a process ends as a failed
-// node does, so that the others go on without it instead of waiting with it.
-class AdmissionDeadline {
-public:
-    // `who` names this process, `what` the wait.
-    AdmissionDeadline(double seconds, std::string who, std::string what)
-        : thread_([this, seconds, who = std::move(who), what = std::move(what)] {
-              std::unique_lock<std::mutex> lock(mutex_);
-              if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
-              std::fprintf(stderr, "kiln: %s: %s made no progress for %.0f s (MPI_Comm_spawn, MPI_Init and the merge "
-                           "cannot notice a failed peer); this process ends as a failed node, so that the job goes on "
-                           "without it\n",
-                           who.c_str(), what.c_str(), seconds);
-              std::fflush(stderr);
-              std::raise(SIGKILL);
-          }) {}
-    ~AdmissionDeadline() {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            finished_ = true;
-        }
-        done_.notify_all();
-        thread_.join();
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable done_;
-    bool finished_ = false;
-    std::thread thread_;  // last: started once the rest is built
-};
-
-// A spawned process's deadline, from MPI_Init to the end of the merge.
-std::unique_ptr<AdmissionDeadline> joinDeadline;
-constexpr const char* kJoinDeadlineVariable = "KILN_JOIN_DEADLINE_S";
-
-}  // namespace
-
-double spawnDeadlineSeconds() { return std::max(60.0, 4.0 * heartbeatTimeout()); }
-
-void armJoinDeadline() {
-    const char* seconds = std::getenv(kJoinDeadlineVariable);
-    if (seconds == nullptr || joinDeadline) return;
-    joinDeadline = std::make_unique<AdmissionDeadline>(
-        std::atof(seconds), fmt::format("process {} started to join the job", static_cast<long>(::getpid())),
-        "joining the running job");
-}
-
-MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts) {
-    const AdmissionDeadline deadline(spawnDeadlineSeconds(), fmt::format("rank {} ({})", log::rank(), log::host()),
-                                     "admitting nodes");
+// Collective over MPI_COMM_SELF: the new processes, and the intercommunicator to them.
+MPI_Comm spawnFromSelf(int processes, const std::string& hosts) {
     const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
     auto args = ownArguments();
     std::vector<char*> argv;
@@ -122,35 +76,262 @@ MPI_Comm spawnJoiners(MPI_Comm control, int processes, const std::string& hosts)
     // The new processes are part of a fault-tolerant job: one of them dying must not end it (mpirun --with-ft
     // ulfm marks only the first job so).
     KILN_MPI(MPI_Info_set(info, "PMIX_JOB_RECOVERABLE", "true"));
-    // Should this process fail while they start, their MPI_Init cannot connect back: it must return the error
+    // Should the spawner fail while they start, their MPI_Init cannot connect back: it must return the error
     // (MpiSession ends the process as a failed node), not abort, which would end the whole job with its status.
     KILN_MPI(MPI_Info_set(info, "mpi_initial_errhandler", "mpi_errors_return"));
-    // Or their MPI_Init may wait for it for ever: they get the same deadline.
+    // Or their MPI_Init may wait for it for ever: they get a deadline.
     const std::string environment = fmt::format("{}={}", kJoinDeadlineVariable, spawnDeadlineSeconds());
     KILN_MPI(MPI_Info_set(info, "env", environment.c_str()));
     MPI_Comm children = MPI_COMM_NULL;
     std::vector<int> errors(static_cast<std::size_t>(processes), MPI_SUCCESS);
-    const int rc = MPI_Comm_spawn(executable.c_str(), argv.data(), processes, info, 0, control, &children, errors.data());
+    const int rc =
+        MPI_Comm_spawn(executable.c_str(), argv.data(), processes, info, 0, MPI_COMM_SELF, &children, errors.data());
     MPI_Info_free(&info);
     KILN_MPI(rc);
     KILN_MPI(MPI_Comm_set_errhandler(children, MPI_ERRORS_RETURN));
+    return children;
+}
+
+// An intercommunicator merged into an intracommunicator, `high` side last; the intercommunicator is freed
+// (the dynamic communicators left at MPI_Finalize are disconnected there, after the runtime is gone).
+MPI_Comm mergeAndFree(MPI_Comm& inter, bool high) {
     MPI_Comm merged = MPI_COMM_NULL;
-    const int merging = MPI_Intercomm_merge(children, /*high=*/0, &merged);
-    MPI_Comm_free(&children);
-    KILN_MPI(merging);
+    const int rc = MPI_Intercomm_merge(inter, high ? 1 : 0, &merged);
+    MPI_Comm_free(&inter);
+    KILN_MPI(rc);
     KILN_MPI(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
     return merged;
 }
 
-MPI_Comm mergeWithJob() {
+// A spawned process's deadline, from MPI_Init to ready.
+std::unique_ptr<AdmissionDeadline> joinDeadline;
+
+}  // namespace
+
+bool spawnedIntoJob() {
+    MPI_Comm parent = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_get_parent(&parent));
+    return parent != MPI_COMM_NULL;
+}
+
+double spawnDeadlineSeconds() { return std::max(60.0, 4.0 * heartbeatTimeout()); }
+
+void armJoinDeadline() {
+    const char* seconds = std::getenv(kJoinDeadlineVariable);
+    if (seconds == nullptr || joinDeadline) return;
+    joinDeadline = std::make_unique<AdmissionDeadline>(
+        std::atof(seconds), fmt::format("process {} started to join the job", static_cast<long>(::getpid())),
+        "starting and getting ready to join the running job");
+}
+
+// ---- the spawner's side ----
+
+struct JoinersStarting::Shared {
+    std::mutex mutex;
+    std::condition_variable ended;  // the helper thread returned
+    Phase phase = Phase::Starting;
+    std::string problem;
+    MPI_Comm bridge = MPI_COMM_NULL;
+    bool givenUp = false, threadEnded = false, accepted = false;
+    std::string port;
+    Clock::time_point started = Clock::now();
+    double readySeconds = 0;
+
+    void fail(const std::string& why) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (phase != Phase::Failed) problem = why;
+        phase = Phase::Failed;
+    }
+};
+
+namespace {
+
+// The helper thread: steps 1 and 2 of the protocol. MPI_Comm_spawn may wait
+// for ever when a new process fails while it connects; the training thread
+// never waits for this one.
+void startAndPrepare(const std::shared_ptr<JoinersStarting::Shared>& shared, int processes, const std::string& hosts,
+                     std::vector<std::int64_t> preparation) {
+    try {
+        MPI_Comm children = spawnFromSelf(processes, hosts);
+        MPI_Comm bridge = mergeAndFree(children, /*high=*/false);
+        std::string port;
+        {
+            std::lock_guard<std::mutex> lock(shared->mutex);
+            shared->bridge = bridge;
+            port = shared->port;
+            if (shared->givenUp) revoke(bridge);
+        }
+        shared->ended.notify_all();  // a destructor waiting for the bridge
+        broadcastVector(bridge, preparation, MPI_INT64_T);
+        std::vector<char> portChars(port.begin(), port.end());
+        broadcastVector(bridge, portChars, MPI_CHAR);
+        int none = 0, readyCount = 0;
+        KILN_MPI(MPI_Reduce(&none, &readyCount, 1, MPI_INT, MPI_SUM, 0, bridge));
+        if (readyCount != processes)
+            throw Error(fmt::format("{} of {} new processes said they were ready", readyCount, processes),
+                        ErrorScope::ThisRank);
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (shared->phase == JoinersStarting::Phase::Starting) {
+            shared->phase = JoinersStarting::Phase::Ready;
+            shared->readySeconds = since(shared->started);
+        }
+    } catch (const ProcFailedError& e) {
+        shared->fail(fmt::format("a new process failed or was given up while it started: {}", e.what()));
+    } catch (const std::exception& e) {
+        shared->fail(e.what());
+    }
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->threadEnded = true;
+    shared->ended.notify_all();
+}
+
+}  // namespace
+
+JoinersStarting::JoinersStarting(int processes, const std::string& hosts, std::vector<std::int64_t> preparation)
+    : processes_(processes), shared_(std::make_shared<Shared>()) {
+    char port[MPI_MAX_PORT_NAME] = {};
+    KILN_MPI(MPI_Open_port(MPI_INFO_NULL, port));
+    shared_->port = port;
+    std::thread(startAndPrepare, shared_, processes, hosts, std::move(preparation)).detach();
+}
+
+JoinersStarting::~JoinersStarting() {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    // Still starting (the job ends, say): a few seconds for the spawn to return, so that the bridge exists and
+    // its revocation ends the new processes now, not at their own deadline (mpirun waits for them).
+    if (!shared_->accepted && shared_->bridge == MPI_COMM_NULL && shared_->phase == Phase::Starting)
+        shared_->ended.wait_for(lock, std::chrono::seconds(10),
+                                [this] { return shared_->threadEnded || shared_->bridge != MPI_COMM_NULL; });
+    if (!shared_->accepted) {
+        // The new processes wait on the bridge: revoked, they end.
+        shared_->givenUp = true;
+        if (shared_->bridge != MPI_COMM_NULL) revoke(shared_->bridge);
+    }
+    // A helper thread still inside MPI_Comm_spawn cannot be interrupted: it is left there, with what it shares.
+    if (shared_->ended.wait_for(lock, std::chrono::seconds(2), [this] { return shared_->threadEnded; })) {
+        if (shared_->bridge != MPI_COMM_NULL) MPI_Comm_free(&shared_->bridge);
+        MPI_Close_port(shared_->port.c_str());
+    } else {
+        log::warn("admission: the new processes' MPI_Comm_spawn has not returned; left behind");
+    }
+}
+
+JoinersStarting::Phase JoinersStarting::phase() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->phase == Phase::Starting && since(shared_->started) > spawnDeadlineSeconds()) {
+        shared_->phase = Phase::Failed;
+        shared_->problem = fmt::format("the new processes were not ready within {:.0f} s; given up",
+                                       spawnDeadlineSeconds());
+        shared_->givenUp = true;
+        if (shared_->bridge != MPI_COMM_NULL) revoke(shared_->bridge);
+    }
+    return shared_->phase;
+}
+
+std::string JoinersStarting::problem() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->problem;
+}
+
+double JoinersStarting::readySeconds() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->readySeconds;
+}
+
+const std::string& JoinersStarting::port() const { return shared_->port; }
+
+void JoinersStarting::go() {
+    // Ready: the helper thread has ended, the bridge is this thread's.
+    const MPI_Comm bridge = shared_->bridge;
+    int go = 1;
+    for (int p = 1; p <= processes_; ++p) KILN_MPI(MPI_Send(&go, 1, MPI_INT, p, kGoTag, bridge));
+    // An ack from each: none died since it said it was ready (a connect with a dead process would never end).
+    for (int p = 1; p <= processes_; ++p) KILN_MPI(MPI_Recv(&go, 1, MPI_INT, p, kAckTag, bridge, MPI_STATUS_IGNORE));
+}
+
+void JoinersStarting::accepted() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->accepted = true;
+}
+
+MPI_Comm acceptJoiners(MPI_Comm control, int root, JoinersStarting* starting) {
+    std::string problem;
+    if (starting != nullptr) {
+        try {
+            starting->go();
+        } catch (const std::exception& e) {
+            problem = fmt::format("a new process can no longer be told to connect: {}", e.what());
+        }
+    }
+    problem = firstError(control, problem);  // throws ProcFailedError when a rank of control failed
+    if (!problem.empty()) throw Error(problem, ErrorScope::AllRanks);
+    const AdmissionDeadline deadline(spawnDeadlineSeconds(), fmt::format("rank {} ({})", log::rank(), log::host()),
+                                     "taking the admitted processes in");
+    MPI_Comm inter = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_accept(starting != nullptr ? starting->port().c_str() : "", MPI_INFO_NULL, root, control, &inter));
+    KILN_MPI(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
+    MPI_Comm merged = mergeAndFree(inter, /*high=*/false);
+    if (starting != nullptr) starting->accepted();
+    return merged;
+}
+
+// ---- the new process's side ----
+
+JoinerLink::JoinerLink() {
     MPI_Comm parent = MPI_COMM_NULL;
     KILN_MPI(MPI_Comm_get_parent(&parent));
     if (parent == MPI_COMM_NULL) throw Error("this process was not started by a running job", ErrorScope::ThisRank);
     KILN_MPI(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
-    MPI_Comm merged = MPI_COMM_NULL;
-    KILN_MPI(MPI_Intercomm_merge(parent, /*high=*/1, &merged));
-    KILN_MPI(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
-    joinDeadline.reset();  // joined
+    bridge_ = mergeAndFree(parent, /*high=*/true);
+    broadcastVector(bridge_, preparation_, MPI_INT64_T);
+    std::vector<char> port;
+    broadcastVector(bridge_, port, MPI_CHAR);
+    port_.assign(port.begin(), port.end());
+}
+
+JoinerLink::~JoinerLink() {
+    if (bridge_ != MPI_COMM_NULL) MPI_Comm_free(&bridge_);
+}
+
+void JoinerLink::ready() {
+    int one = 1, unused = 0;
+    KILN_MPI(MPI_Reduce(&one, &unused, 1, MPI_INT, MPI_SUM, 0, bridge_));
+    joinDeadline.reset();  // ready: from here on a failed spawner is reported on the bridge
+}
+
+MPI_Comm JoinerLink::join() {
+    // The job takes the new processes in at its next step boundary; a spawner that fails meanwhile is reported
+    // (ULFM). The wait is still bounded, generously, for a spawner that would hang without being ended.
+    int go = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    KILN_MPI(MPI_Irecv(&go, 1, MPI_INT, 0, kGoTag, bridge_, &request));
+    const auto waiting = Clock::now();
+    const double patience = 10.0 * spawnDeadlineSeconds();
+    for (int done = 0; !done;) {
+        try {
+            KILN_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        } catch (const ProcFailedError&) {
+            throw Error("the running job gave this process up, or the rank that started it failed, before it was taken "
+                        "in; it ends, and the job goes on without it",
+                        ErrorScope::ThisRank);
+        }
+        if (done) break;
+        if (since(waiting) > patience) {
+            MPI_Cancel(&request);
+            throw Error(fmt::format("the running job did not take this process in within {:.0f} s", patience),
+                        ErrorScope::ThisRank);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    KILN_MPI(MPI_Send(&go, 1, MPI_INT, 0, kAckTag, bridge_));
+    const AdmissionDeadline deadline(spawnDeadlineSeconds(),
+                                     fmt::format("process {} joining the job", static_cast<long>(::getpid())),
+                                     "connecting to the running job");
+    MPI_Comm inter = MPI_COMM_NULL;
+    KILN_MPI(MPI_Comm_connect(port_.c_str(), MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter));
+    KILN_MPI(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
+    MPI_Comm merged = mergeAndFree(inter, /*high=*/true);
+    MPI_Comm_free(&bridge_);
     return merged;
 }
 

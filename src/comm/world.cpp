@@ -180,11 +180,14 @@ void World::countRanksOnHost(MPI_Comm comm) {
     KILN_MPI(MPI_Comm_free(&host));
 }
 
-World::World(MPI_Comm merged) {
+World::World(NotJoinedYet) {
     host_ = hostName();
     faultTolerant_ = ulfmActive();
     // The processes spawned together share the hosts' cores (and GPUs) among themselves.
     countRanksOnHost(MPI_COMM_WORLD);
+}
+
+void World::join(MPI_Comm merged) {
     adopt(merged, /*ranksPerNode: the job's*/ 0, /*spawned=*/true);
     log::setIdentity(originalRank(), host_);
     watchHostMates();

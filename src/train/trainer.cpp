@@ -220,7 +220,8 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
             s.report.event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
         }
-        if (!last && a.admitNodes > 0 && s.admitAtBoundary(step + 1, a.admitNodes) != Continue) return beyondF();
+        if (a.admitGivenUp > 0) s.admissionGivenUp(step + 1, a.admitGivenUp);
+        if (!last && a.admitNodes > 0 && s.admitAtBoundary(step + 1) != Continue) return beyondF();
     }
     if (stepsDone > 0) {
         // Before the final checkpoint, whose staging is not a step's memory.

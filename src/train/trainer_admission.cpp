@@ -1,6 +1,7 @@
-// Admission of new nodes into a running job: processes spawned at a step
-// boundary become members, receive the run's state and wait as spares, or
-// take layers at once when the job runs on fewer nodes than it started with
+// Admission of new nodes into a running job: their processes start while the
+// job trains (comm/spawn.hpp), get ready, and at the next step boundary
+// become members, receive the run's state and wait as spares, or take layers
+// at once when the job runs on fewer nodes than it started with
 // (settleOnMoreNodes, which a retired straggler's return goes through too).
 #include "trainer_state.hpp"
 
@@ -15,6 +16,8 @@
 #include "kiln/comm/spawn.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/cursor.hpp"
+#include "kiln/fault/admit_request.hpp"
+#include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/plan_fingerprint.hpp"
@@ -38,13 +41,14 @@ void broadcastJoin(MPI_Comm comm, std::vector<std::int64_t>& row) {
     KILN_MPI(MPI_Bcast(row.data(), static_cast<int>(size), MPI_INT64_T, 0, comm));
 }
 
-}  // namespace
+// What a starting process needs of the job before it joins: to plan as the
+// job did, its start-up nodes, ranks per node and fault.f; for the fault
+// injector, the first start-up rank the new processes will have.
+constexpr std::size_t kPreparationFields = 4;
 
-JoinState receiveJoinState(comm::World& world) {
-    std::vector<std::int64_t> row;
-    broadcastJoin(world.control(), row);
-    return unpackJoinState(row);
-}
+std::string nodesAskedFor(int nodes) { return fmt::format("{} node{} asked for", nodes, nodes == 1 ? "" : "s"); }
+
+}  // namespace
 
 JoinState Trainer::State::joinState() const {
     JoinState join;
@@ -63,14 +67,54 @@ JoinState Trainer::State::joinState() const {
     return join;
 }
 
-Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& join)
+void Trainer::State::watchAdmission(std::uint64_t step) {
+    if (world.rank() != 0 || admission) return;
+    const auto request = fault::takeAdmitRequest(runDir / "admit");
+    if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
+    if (request.nodes == 0) return;
+    const JoinState now = joinState();
+    const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
+    admission = std::make_unique<comm::JoinersStarting>(
+        request.nodes * perNode, request.hosts,
+        std::vector<std::int64_t>{now.startupNodes, now.ranksPerNode, now.f,
+                                  static_cast<std::int64_t>(world.nodes().nodeOfRank.size())});
+    admissionNodes = request.nodes;
+    log::info("  admit      after step {}: {}; their processes start while the job trains", step,
+              nodesAskedFor(request.nodes));
+}
+
+void Trainer::State::admissionGivenUp(std::uint64_t step, int nodes) {
+    if (admission && admission->phase() == comm::JoinersStarting::Phase::Failed) {
+        log::warn("admission after step {}: {}", step, admission->problem());
+        admission.reset();
+        admissionNodes = 0;
+    }
+    report.notice(step, "admit",
+                  fmt::format("after step {}: {}, none admitted: their processes failed while they started (the "
+                              "log says why); the job went on without waiting for them",
+                              step, nodesAskedFor(nodes)));
+}
+
+Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink& link)
     : state_(std::make_unique<State>(deck, world)) {
     State& s = *state_;
+    const auto& preparation = link.preparation();
+    if (preparation.size() != kPreparationFields)
+        throw Error(fmt::format("the running job sent {} preparation fields, this build expects {}: the job runs "
+                                "another build of kiln",
+                                preparation.size(), kPreparationFields),
+                    ErrorScope::ThisRank);
+    int rankAmongNew = 0;
+    KILN_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rankAmongNew));
+    const int futureRank = static_cast<int>(preparation[3]) + rankAmongNew;
+    log::setIdentity(futureRank, world.host());  // the start-up rank it is to have, in all it says
+    // Before joining, while the job trains: the deck, the data sources, the device and the plan.
     s.prepare(/*joining=*/true);
+    const auto startupNodes = static_cast<std::uint32_t>(preparation[0]);
     // The job's plan, made again from the same deck for the same nodes.
-    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, join.startupNodes);
-    cluster.nodes = join.startupNodes;
-    cluster.ranksPerNode = join.ranksPerNode;
+    plan::ClusterSpec cluster = plan::clusterFromDeck(deck, startupNodes);
+    cluster.nodes = startupNodes;
+    cluster.ranksPerNode = static_cast<std::uint32_t>(preparation[1]);
     if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // as the job counted it
     // A profile the job measured at start-up is the job's, not this process's to measure again.
     std::optional<plan::ModelProfile> measured;
@@ -84,11 +128,22 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     }
     s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
-    if (join.f != s.plan.f)
+    if (static_cast<std::int64_t>(s.plan.f) != preparation[2])
         throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "
                                 "or plan differs",
-                                s.plan.f, join.f),
+                                s.plan.f, preparation[2]),
                     ErrorScope::ThisRank);
+    {
+        std::vector<fault::Injection> injections;
+        fault::parseInjections(deck.text("fault.inject"), injections);  // checked with the deck
+        fault::FaultInjector(injections, futureRank).at(0, fault::Phase::Ready);
+    }
+    link.ready();
+    // At the job's step boundary: the run's state as it is now.
+    world.join(link.join());
+    std::vector<std::int64_t> row;
+    broadcastJoin(world.control(), row);
+    const JoinState join = unpackJoinState(row);
     std::vector<std::string> names;
     for (const auto& source : s.spec.sources) names.push_back(source.name);
     const data::Cursor cursor = data::cursorFromRow(join.cursor, names);
@@ -106,37 +161,34 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, const JoinState& 
     s.settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
 }
 
-Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
+Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {
     const auto t0 = Clock::now();
+    // Who started the ready processes, found again: a recovery since the step may have renumbered the ranks.
+    const bool ready = admission && admission->phase() == comm::JoinersStarting::Phase::Ready;
+    int from = ready ? world.rank() : world.size();
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &from, 1, MPI_INT, MPI_MIN, world.control()));
+    if (from == world.size()) return Recovery::Continue;  // their spawner failed since: they end with it
+    int nodes = from == world.rank() ? admissionNodes : 0;
+    KILN_MPI(MPI_Bcast(&nodes, 1, MPI_INT, from, world.control()));
+    double startSeconds = from == world.rank() ? admission->readySeconds() : 0.0;
+    KILN_MPI(MPI_Bcast(&startSeconds, 1, MPI_DOUBLE, from, world.control()));
     const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
     MPI_Comm merged = MPI_COMM_NULL;
     std::string problem;
     try {
-        try {
-            merged = comm::spawnJoiners(world.control(), nodes * perNode, admitHosts);
-        } catch (const ProcFailedError&) {
-            throw;
-        } catch (const std::exception& e) {
-            problem = e.what();
-        }
-        problem = comm::firstError(world.control(), problem);
+        merged = comm::acceptJoiners(world.control(), from, from == world.rank() ? admission.get() : nullptr);
     } catch (const ProcFailedError&) {
-        // The new processes wait in the merge: a revoked communicator ends them.
-        if (merged != MPI_COMM_NULL) {
-            comm::revoke(merged);
-            MPI_Comm_free(&merged);
-        }
+        if (from == world.rank()) admission.reset();  // the new processes wait on the bridge or in the merge: they end
         throw;
+    } catch (const std::exception& e) {
+        problem = e.what();  // every rank alike (acceptJoiners)
     }
-    admitHosts.clear();
+    if (from == world.rank()) {
+        admission.reset();
+        admissionNodes = 0;
+    }
     if (!problem.empty()) {
-        if (merged != MPI_COMM_NULL) {
-            comm::revoke(merged);
-            MPI_Comm_free(&merged);
-        }
-        const std::string why = fmt::format("after step {}: {} node{} asked for, none admitted: {}", step, nodes,
-                                            nodes == 1 ? "" : "s", problem);
-        report.notice(step, "admit", why);
+        report.notice(step, "admit", fmt::format("after step {}: {}, none admitted: {}", step, nodesAskedFor(nodes), problem));
         return Recovery::Continue;
     }
     const auto before = world.members();
@@ -149,10 +201,11 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step, int nodes) {
     if (what.empty()) what = "they wait as spares";
     std::vector<std::string> names;
     for (int node : added) names.push_back(world.nodes().nodeNames[static_cast<std::size_t>(node)]);
-    const std::string detail =
-        fmt::format("after step {}: {} node{} admitted ({}; start-up ranks {} to {}) in {:.1f} ms; {}", step, added.size(),
-                    added.size() == 1 ? "" : "s", fmt::join(names, ", "), before.empty() ? 0 : world.members()[before.size()],
-                    world.members().back(), 1e3 * since(t0), what);
+    const std::string detail = fmt::format(
+        "after step {}: {} node{} admitted ({}; start-up ranks {} to {}) in {:.1f} ms, after {:.2f} s of start-up "
+        "while the job trained; {}",
+        step, added.size(), added.size() == 1 ? "" : "s", fmt::join(names, ", "),
+        before.empty() ? 0 : world.members()[before.size()], world.members().back(), 1e3 * since(t0), startSeconds, what);
     report.notice(step, "admit", detail);
     return Recovery::Continue;
 }

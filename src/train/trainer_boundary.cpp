@@ -77,11 +77,10 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
     }
 }
 
-Trainer::State::Recovery Trainer::State::admitAtBoundary(std::uint64_t step, int nodes) {
-    admitPending = 0;
+Trainer::State::Recovery Trainer::State::admitAtBoundary(std::uint64_t step) {
     return atBoundary(step, "nodes were admitted", [&] {
         if (checkpointing->pending()) completeCheckpoint();
-        return admit(step, nodes);
+        return admit(step);
     });
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/spawn.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/loader.hpp"
@@ -63,8 +64,13 @@ struct Trainer::State {
     std::unique_ptr<fault::FaultInjector> injector;
     // Who is in the job, what was retired, what the layout tolerates (membership.hpp).
     Membership membership;
-    int admitPending = 0;            // rank 0: nodes an admission request asks for, until admitted
-    std::string admitHosts;          // rank 0: where it wants them
+    // On the rank that took an admission request: the new nodes' processes,
+    // starting while the job trains, until the job takes them in (or gives
+    // them up). Their nodes' count rides the step's collective once ready.
+    std::unique_ptr<comm::JoinersStarting> admission;
+    int admissionNodes = 0;
+    // Takes an admission request (rank 0, none starting) and starts its processes; reports one that failed.
+    void watchAdmission(std::uint64_t step);
     // On the ranks that probe now: benched stragglers and the reference node
     // (Membership::referenceNode), so that the speed monitor can take a
     // straggler back once it has recovered.
@@ -214,7 +220,8 @@ struct Trainer::State {
         std::string dataError;       // a rank's batch could not be read: every rank stops with this
         double lossSum = 0.0, gradNorm = 0.0;
         bool stopRequested = false;  // some rank got the stop signal: all stop after this step
-        int admitNodes = 0;          // nodes to admit after this step (an admission request)
+        int admitNodes = 0;          // nodes whose processes are ready to be admitted after this step
+        int admitGivenUp = 0;        // nodes whose processes failed while they started
         int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
         StageWork work;
         double sync = 0.0;
@@ -264,7 +271,9 @@ struct Trainer::State {
     Recovery checkpointSafely(std::uint64_t at, std::uint64_t step, bool background);
     // The nodes an admission request asked for taken in (after a pending
     // background checkpoint is published: the newcomers take no part in it).
-    Recovery admitAtBoundary(std::uint64_t step, int nodes);
+    Recovery admitAtBoundary(std::uint64_t step);
+    // Said on every member: the `nodes` asked for were given up (their processes failed while they started).
+    void admissionGivenUp(std::uint64_t step, int nodes);
     // The held-out evaluation after `steps` steps (trainer_eval.cpp): the
     // first train.eval_batches global batches of data.eval_mix through the
     // current pipelines, forwards only; its loss in the log and diag.h5
@@ -279,12 +288,13 @@ struct Trainer::State {
     bool evaluationDue(std::uint64_t steps, std::uint64_t end) const;
     Recovery atBoundary(std::uint64_t step, const char* what, const std::function<Recovery()>& work);
 
-    // At the boundary before `step`, on every member: start `nodes` new nodes'
-    // processes (comm/spawn.hpp), hand them the run's state and take them in
-    // as spares, or at once into pipelines when the job runs with fewer than
-    // the start-up instantiation's nodes (trainer_admission.cpp). A rank
-    // failing meanwhile is recovered from like any failure.
-    Recovery admit(std::uint64_t step, int nodes);
+    // At the boundary before `step`, on every member: take in the new nodes
+    // whose processes a member started and found ready (comm/spawn.hpp),
+    // hand them the run's state and keep them as spares, or
+    // put them at once into pipelines when the job runs with fewer than the
+    // start-up instantiation's nodes (trainer_admission.cpp). A rank failing
+    // meanwhile is recovered from like any failure.
+    Recovery admit(std::uint64_t step);
     // The run's state for the processes being admitted.
     JoinState joinState() const;
     // A fresh run's start (trainer_start.cpp): the plan for this job's nodes

@@ -64,12 +64,12 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // the squared gradient norm, and the stop signal (so that every
         // rank learns of it in the same step).
         const bool stop = stopSignal() != 0 || (world.rank() == 0 && stopFileExists());
-        if (world.rank() == 0 && admitPending == 0) {
-            const auto request = fault::takeAdmitRequest(runDir / "admit");
-            if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
-            admitPending = request.nodes;
-            admitHosts = request.hosts;
-        }
+        watchAdmission(step);
+        // Ready: the nodes' count; given up: minus it.
+        const auto admitting = admission ? admission->phase() : comm::JoinersStarting::Phase::Starting;
+        const double admitField = admitting == comm::JoinersStarting::Phase::Ready    ? double(admissionNodes)
+                                  : admitting == comm::JoinersStarting::Phase::Failed ? -double(admissionNodes)
+                                                                                      : 0.0;
         // Gathered rather than summed: every rank also learns every rank's
         // compute and probe times (the speed monitor's input), and sums the
         // first kSummed fields in rank order.
@@ -79,7 +79,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         double digestHigh = 0.0, digestLow = 0.0;
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
-                                      world.rank() == 0 ? double(admitPending) : 0.0,
+                                      admitField,
                                       checkpointing->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
@@ -99,6 +99,8 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
             digests[r] = comm::joinDigest(row[kSummed + 2], row[kSummed + 3]);
+            a.admitNodes = std::max(a.admitNodes, static_cast<int>(row[3]));
+            a.admitGivenUp = std::max(a.admitGivenUp, static_cast<int>(-row[3]));
         }
         // Every rank saw the same digests: all name the difference together, and nobody commits.
         if (!comm::disagreementAmong(agreed.decision(), digests).empty())
@@ -106,7 +108,6 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         a.lossSum = sums[0];
         a.gradNorm = std::sqrt(sums[1]);
         a.stopRequested = sums[2] > 0;
-        a.admitNodes = static_cast<int>(sums[3]);
         a.checkpointWriting = static_cast<int>(sums[4]);
         a.sync = work.sumsSeconds + since(s0);
     } catch (const ProcFailedError& e) {

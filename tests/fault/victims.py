@@ -24,8 +24,9 @@ import sys
 _CHOSEN = [
     re.compile(r"\[rank (\d+) on [^]]*\]: fault injection: (killing|stopping|this thread sleeps forever)"),
     re.compile(r"kiln: error on rank (\d+) \([^)]*\): fault injection:"),
-    # A joiner that never got ready is ended by kiln's spawn deadline on purpose (the schedule killed its peer).
-    re.compile(r"kiln: rank (\d+) \([^)]*\): admitting nodes made no progress"),
+    # A job rank whose connect to joiners never ended is ended by kiln's admission deadline on purpose (the
+    # schedule killed a peer during it).
+    re.compile(r"kiln: rank (\d+) \([^)]*\): taking the admitted processes in made no progress"),
 ]
 # Frames of Open MPI's failure-notice and shrink path (DESIGN.md: the shrink crash of 5.0.10).
 _OMPI_FRAMES = re.compile(r"ompi_comm_(shrink|activate|set_rank_failed|revoke)|MPIX_Comm_(shrink|agree)|libmpi\.so")
@@ -37,6 +38,8 @@ _KILN_FRAMES = re.compile(r"_ZN4kiln|kiln::|/kiln\(|kiln_torch\.so")
 def chosen_in(log_text):
     ranks = set()
     for line in log_text.splitlines():
+        if line.rstrip().endswith(" in ready"):
+            continue  # a process started to join, killed before it joined: never a member, nothing to record
         for pattern in _CHOSEN:
             m = pattern.search(line)
             if m:

@@ -24,7 +24,7 @@ TEST(FaultInjection, StragglerItemsParse) {
 
 // The deck checks fault.inject before the injector parses it: both must know every phase.
 TEST(FaultInjection, TheDeckTakesEveryPhaseTheInjectorKnows) {
-    for (int p = 0; p <= static_cast<int>(Phase::Eval); ++p) {
+    for (int p = 0; p <= static_cast<int>(Phase::Ready); ++p) {
         const std::string item = std::string("1:2:") + phaseName(static_cast<Phase>(p));
         std::vector<Injection> items;
         EXPECT_EQ(parseInjections(item, items), "") << item;

@@ -40,10 +40,11 @@ public:
     enum class NodeSource { Slurm, Emulated, Host };
     // Collective over MPI_COMM_WORLD.
     explicit World(int ranksPerNode);
-    // On a process spawned into a running job (see spawn.hpp): collective
-    // with the job's grow() over `merged`; this process gets the next free
-    // start-up rank, its node a new node id.
-    explicit World(MPI_Comm merged);
+    // On a process started to join a running job (see spawn.hpp): a world
+    // not joined yet. It knows this host's share of the processes started
+    // with it (ranksOnHost, rankOnHost), and nothing else until join().
+    struct NotJoinedYet {};
+    explicit World(NotJoinedYet);
     ~World();
     World(const World&) = delete;
     World& operator=(const World&) = delete;
@@ -77,6 +78,10 @@ public:
     // nodes of `ranksPerNode` ranks each (consecutive spawned ranks), and
     // `merged` becomes control(). Returns their new node ids.
     std::vector<int> grow(MPI_Comm merged, int ranksPerNode);
+    // On a World(NotJoinedYet): collective with the job's grow() over
+    // `merged`; this process gets the next free start-up rank, its node a new
+    // node id, and `merged` becomes control().
+    void join(MPI_Comm merged);
 
 private:
     // What grow() and the spawned side share: the tables, sent by rank 0 of

@@ -38,10 +38,11 @@ namespace kiln::fault {
 // elsewhere); Migrated: every transfer done, before the agreement that commits the new layout;
 // Rebuild: the layout committed, before its communicators and stages are built. A layout change
 // of an admission or a straggler's retirement passes through the same four migration phases.
-// Eval stays last: tests walk every phase up to it.
+// Ready: on a process started to join a running job, before it says it is ready (RANK: the start-up
+// rank it is to have, STEP 0). Ready stays last: tests walk every phase up to it.
 enum class Phase {
     Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish,
-    Regroup, Migrate, Agree, Received, Migrated, Rebuild, Eval
+    Regroup, Migrate, Agree, Received, Migrated, Rebuild, Eval, Ready
 };
 
 const char* phaseName(Phase phase);

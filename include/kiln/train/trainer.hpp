@@ -16,6 +16,10 @@
 #include <memory>
 #include <vector>
 
+namespace kiln::comm {
+class JoinerLink;
+}
+
 namespace kiln::train {
 
 struct TrainSummary {
@@ -62,17 +66,15 @@ inline constexpr std::int64_t kJoinStateVersion = 2;
 std::vector<std::int64_t> packJoinState(const JoinState& join);
 JoinState unpackJoinState(const std::vector<std::int64_t>& row);
 
-// On a spawned process, after comm::World's spawned-side constructor:
-// collective with the job, which sends this while it admits new nodes.
-JoinState receiveJoinState(comm::World& world);
-
 class Trainer {
 public:
     Trainer(const config::Deck& deck, comm::World& world);
-    // A process admitted into a running job: it starts at the job's next step
-    // as a spare (or takes layers at once when the job ran with fewer
-    // pipelines than fault.f + 1 needs); collective with the job's admission.
-    Trainer(const config::Deck& deck, comm::World& world, const JoinState& join);
+    // A process started to join a running job (`world` not joined yet): it
+    // reads its deck, data sources and plan first, says it is ready over
+    // `link`, and joins at the job's next step boundary as a spare (or takes
+    // layers at once when the job ran with fewer pipelines than fault.f + 1
+    // needs); collective with the job's admission from there on.
+    Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink& link);
     ~Trainer();
     // Trains until run.steps (or `untilStep` when smaller); collective.
     TrainSummary run(std::uint64_t untilStep = ~0ull);

@@ -1,7 +1,7 @@
 // Both sides of an admission (spawn.hpp), so that the protocol reads in one
 // place. Over the bridge (the spawner, rank 0, and the new processes):
 //   1. the spawner broadcasts the preparation and the port name;
-//   2. the new processes get ready and reduce to the spawner (one each);
+//   2. the new processes get ready and each says so to the spawner;
 //   3. at the boundary the spawner sends each a go and takes an ack back,
 //      then the job accepts on the port and the new processes connect.
 #include "kiln/comm/spawn.hpp"
@@ -32,7 +32,7 @@ namespace kiln::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kGoTag = 7101, kAckTag = 7102;
+constexpr int kReadyTag = 7100, kGoTag = 7101, kAckTag = 7102;
 constexpr const char* kJoinDeadlineVariable = "KILN_JOIN_DEADLINE_S";
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -165,11 +165,22 @@ void startAndPrepare(const std::shared_ptr<JoinersStarting::Shared>& shared, int
         broadcastVector(bridge, preparation, MPI_INT64_T);
         std::vector<char> portChars(port.begin(), port.end());
         broadcastVector(bridge, portChars, MPI_CHAR);
-        int none = 0, readyCount = 0;
-        KILN_MPI(MPI_Reduce(&none, &readyCount, 1, MPI_INT, MPI_SUM, 0, bridge));
-        if (readyCount != processes)
-            throw Error(fmt::format("{} of {} new processes said they were ready", readyCount, processes),
-                        ErrorScope::ThisRank);
+        // Polled, not a blocking collective: a new process that hangs must leave this thread free to see that
+        // it was given up (and a blocking wait on the bridge for seconds disturbed the job's own communication).
+        std::vector<int> ready(static_cast<std::size_t>(processes), 0);
+        std::vector<MPI_Request> requests(static_cast<std::size_t>(processes), MPI_REQUEST_NULL);
+        for (int p = 1; p <= processes; ++p)
+            KILN_MPI(MPI_Irecv(&ready[static_cast<std::size_t>(p - 1)], 1, MPI_INT, p, kReadyTag, bridge,
+                               &requests[static_cast<std::size_t>(p - 1)]));
+        for (int all = 0; !all;) {
+            KILN_MPI(MPI_Testall(processes, requests.data(), &all, MPI_STATUSES_IGNORE));
+            if (all) break;
+            {
+                std::lock_guard<std::mutex> lock(shared->mutex);
+                if (shared->givenUp) throw Error("given up before they were ready", ErrorScope::ThisRank);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
         std::lock_guard<std::mutex> lock(shared->mutex);
         if (shared->phase == JoinersStarting::Phase::Starting) {
             shared->phase = JoinersStarting::Phase::Ready;
@@ -294,8 +305,8 @@ JoinerLink::~JoinerLink() {
 }
 
 void JoinerLink::ready() {
-    int one = 1, unused = 0;
-    KILN_MPI(MPI_Reduce(&one, &unused, 1, MPI_INT, MPI_SUM, 0, bridge_));
+    int one = 1;
+    KILN_MPI(MPI_Send(&one, 1, MPI_INT, 0, kReadyTag, bridge_));
     joinDeadline.reset();  // ready: from here on a failed spawner is reported on the bridge
 }
 

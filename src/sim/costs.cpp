@@ -79,9 +79,9 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
     // The new processes start while the job trains (comm/spawn.hpp): the job waits only for their join.
     c.admission = {gpu ? 5.0 : 0.05, "s",
                    gpu ? "assumed: the join at a step boundary (connect and merge over every process at scale, the "
-                         "state broadcast; 17-57 ms measured for 2-8 CPU processes: perf/RESULTS.md, admission); the "
+                         "state broadcast; 19-32 ms measured for 1-4 new CPU processes: perf/RESULTS.md, admission); the "
                          "new processes' start-up overlaps training"
-                       : "measured: 17-57 ms to join ready CPU processes at a step boundary (perf/bench_admission.sh); "
+                       : "measured: 19-32 ms to join ready CPU processes at a step boundary (perf/bench_admission.sh); "
                          "their start-up overlaps training"};
     c.requeueWait = {600.0, "s", "assumed: back through the queue after a stop beyond f"};
     c.startup = {gpu ? 300.0 : 10.0, "s", "assumed: launch, plan, open the data on the requeued allocation"};

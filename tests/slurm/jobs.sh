@@ -81,11 +81,12 @@ echo "PASS 1: MPI-parallel prep through kiln-prep.sbatch (job $job, 2 nodes, COM
 train+=(--set data.dir="$work/data")
 
 # 2. Inside the job: rank 2 killed by injection at step 5; rank 0 computes 10 s at step 12,
-#    while this script kills start-up rank 4 from outside. f = 2 on 1+1+1.
+#    while this script kills start-up rank 4 from outside. f = 2 on 1+1+1. The step deadline's floor
+#    is above that computation, which must not pass for a hang (at the 10 s default it raced it).
 await_idle
 job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/survive.out" jobscripts/kiln-run.sbatch input/tiny-cpu.ini \
       "${train[@]}" --set run.out_dir="$work/survive" --set run.steps=30 --set fault.f=2 --set plan.pipelines=1+1+1 \
-      --set fault.inject=2:5:allreduce,0:12:forward:slow) || fail "sbatch survive"
+      --set fault.inject=2:5:allreduce,0:12:forward:slow --set fault.step_deadline_floor_s=30) || fail "sbatch survive"
 await_log "$work/survive.out" "computing for 10 s without MPI at step 12" 120
 victim=
 for pid in $(pgrep -f "kiln run input/tiny-cpu.ini"); do

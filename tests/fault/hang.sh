@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A hung rank, end to end. 6 ranks as 3 nodes of 2, pipelines 2+1, f = 1,
 # fault.hang_timeout_s = 4 (Open MPI's heartbeat detector on); rank 3 stops
-# itself with SIGSTOP in step 5 (it does not die: only heartbeats reveal it).
+# itself with SIGSTOP in step 5 (it does not die: only heartbeats reveal it; the step deadline's floor is
+# raised to 60 s, out of the heartbeat's way: at 10 s it raced a heartbeat slowed by a loaded host).
 # Pass criteria, printed as PASS:
 #  - the survivors declare it failed, a survivor on its host kills it (fenced), they regroup and finish all
 #    10 steps with the losses and gradient norms of the failure-free run (1e-5);
@@ -35,7 +36,8 @@ timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-
 "$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses" || exit 1
 start=$(date +%s)
 timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" \
-  "${settings[@]}" --set fault.hang_timeout_s=4 --set fault.inject=3:5:allreduce:stop >"$work/hang.log" 2>&1
+  "${settings[@]}" --set fault.hang_timeout_s=4 --set fault.step_deadline_floor_s=60 \
+  --set fault.inject=3:5:allreduce:stop >"$work/hang.log" 2>&1
 status=$?
 seconds=$(( $(date +%s) - start ))
 [ $status = 0 ] || { cat "$work/hang.log"; echo "FAIL: exit status $status after $seconds s"; exit 1; }

@@ -10,6 +10,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/broadcast.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
@@ -50,15 +51,6 @@ std::vector<std::string> ownArguments() {
     }
     if (!args.empty()) args.erase(args.begin());  // the executable goes separately, as /proc/self/exe
     return args;
-}
-
-// Rank 0's vector on every rank of `comm`.
-template <typename T>
-void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
-    std::int64_t size = static_cast<std::int64_t>(values.size());
-    KILN_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
-    values.resize(static_cast<std::size_t>(size));
-    KILN_MPI(MPI_Bcast(values.data(), static_cast<int>(size), type, 0, comm));
 }
 
 // Collective over MPI_COMM_SELF: the new processes, and the intercommunicator to them.

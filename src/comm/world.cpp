@@ -1,4 +1,5 @@
 #include "kiln/comm/world.hpp"
+#include "kiln/comm/broadcast.hpp"
 
 #include "kiln/comm/revoke_guard.h"
 
@@ -44,15 +45,6 @@ std::vector<std::string> gatherHosts(MPI_Comm comm, const std::string& host, int
     std::vector<std::string> hosts;
     for (int r = 0; r < size; ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * width]);
     return hosts;
-}
-
-// Rank 0's `values` on every rank of `comm` (any length).
-template <typename T>
-void broadcastVector(MPI_Comm comm, std::vector<T>& values, MPI_Datatype type) {
-    long count = static_cast<long>(values.size());
-    KILN_MPI(MPI_Bcast(&count, 1, MPI_LONG, 0, comm));
-    values.resize(static_cast<std::size_t>(count));
-    KILN_MPI(MPI_Bcast(values.data(), static_cast<int>(count), type, 0, comm));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/packing.hpp"
+#include "kiln/comm/broadcast.hpp"
 #include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
@@ -32,14 +33,6 @@
 
 namespace kiln::train {
 namespace {
-
-// Rank 0's packed join state on every rank of `comm`.
-void broadcastJoin(MPI_Comm comm, std::vector<std::int64_t>& row) {
-    std::int64_t size = static_cast<std::int64_t>(row.size());
-    KILN_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
-    row.resize(static_cast<std::size_t>(size));
-    KILN_MPI(MPI_Bcast(row.data(), static_cast<int>(size), MPI_INT64_T, 0, comm));
-}
 
 // What a starting process needs of the job before it joins: to plan as the
 // job did, its start-up nodes, ranks per node and fault.f; for the fault
@@ -72,11 +65,10 @@ void Trainer::State::watchAdmission(std::uint64_t step) {
     const auto request = fault::takeAdmitRequest(runDir / "admit");
     if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
     if (request.nodes == 0) return;
-    const JoinState now = joinState();
     const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
     admission = std::make_unique<comm::JoinersStarting>(
         request.nodes * perNode, request.hosts,
-        std::vector<std::int64_t>{now.startupNodes, now.ranksPerNode, now.f,
+        std::vector<std::int64_t>{membership.startupNodes(), perNode, plan.f,
                                   static_cast<std::int64_t>(world.nodes().nodeOfRank.size())});
     admissionNodes = request.nodes;
     log::info("  admit      after step {}: {}; their processes start while the job trains", step,
@@ -142,7 +134,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink&
     // At the job's step boundary: the run's state as it is now.
     world.join(link.join());
     std::vector<std::int64_t> row;
-    broadcastJoin(world.control(), row);
+    comm::broadcastVector(world.control(), row, MPI_INT64_T);
     const JoinState join = unpackJoinState(row);
     std::vector<std::string> names;
     for (const auto& source : s.spec.sources) names.push_back(source.name);
@@ -168,10 +160,12 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {
     int from = ready ? world.rank() : world.size();
     KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &from, 1, MPI_INT, MPI_MIN, world.control()));
     if (from == world.size()) return Recovery::Continue;  // their spawner failed since: they end with it
-    int nodes = from == world.rank() ? admissionNodes : 0;
-    KILN_MPI(MPI_Bcast(&nodes, 1, MPI_INT, from, world.control()));
-    double startSeconds = from == world.rank() ? admission->readySeconds() : 0.0;
-    KILN_MPI(MPI_Bcast(&startSeconds, 1, MPI_DOUBLE, from, world.control()));
+    // The spawner's count of nodes and how long their start-up took, in one broadcast.
+    double asked[2] = {from == world.rank() ? double(admissionNodes) : 0.0,
+                       from == world.rank() ? admission->readySeconds() : 0.0};
+    KILN_MPI(MPI_Bcast(asked, 2, MPI_DOUBLE, from, world.control()));
+    const int nodes = static_cast<int>(asked[0]);
+    const double startSeconds = asked[1];
     const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
     MPI_Comm merged = MPI_COMM_NULL;
     std::string problem;
@@ -196,7 +190,7 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {
     parallel->renumber(world, before);
     membership.layoutMadeForMembers();
     std::vector<std::int64_t> join = packJoinState(joinState());
-    broadcastJoin(world.control(), join);
+    comm::broadcastVector(world.control(), join, MPI_INT64_T);
     std::string what = settleOnMoreNodes(step, fmt::format("nodes admitted after step {}", step));
     if (what.empty()) what = "they wait as spares";
     std::vector<std::string> names;

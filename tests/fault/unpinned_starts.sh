@@ -8,8 +8,9 @@
 # Pass criteria, printed as PASS:
 #  1. Every start ends with status 0 within its limit (none hangs, none stops on a disagreement) and trains
 #     every step, on the planner's choice with a start-up profile.
-#  2. The planner's choices are not all one layout text across the starts (the measured profiles differ
-#     from start to start), so the starts exercise the agreement and not one fixed plan; reported, not required.
+#  2. Each start measured its own profile: the predicted throughputs of the planner's choice (printed to five
+#     digits, from the measured times) are not all one value across the starts, so the starts exercise the
+#     agreement on a measured profile and not one fixed or cached plan. The layouts chosen are listed.
 set -uo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 starts4=${5:-25} starts6=${6:-25}
 rm -rf "$work"
@@ -33,6 +34,7 @@ start() {  # NAME RANKS RANKS_PER_NODE
     failed=$((failed + 1)); echo "FAILED: $name (status $rc)"; tail -8 "$work/$name.log"
   fi
   grep -m1 "^  layout " "$work/$name.log" | sed 's/^ *//' >>"$work/layouts"
+  grep -m1 -o "predicted step [0-9.]* [a-z]*; [0-9.]* samples/s" "$work/$name.log" | awk '{print $(NF-1)}' >>"$work/throughputs"
   rm -rf "$work/runs/$name"
 }
 for i in $(seq 1 "$starts4"); do start four-$i 4 1; done
@@ -40,4 +42,7 @@ for i in $(seq 1 "$starts6"); do start six-$i 6 2; done
 echo "starts $total: hung $hung, failed $failed"
 [ "$hung" = 0 ] && [ "$failed" = 0 ] || { echo "FAIL: $hung of $total starts hung, $failed failed"; exit 1; }
 echo "PASS 1: $total starts ($starts4 of 4 ranks, $starts6 of 6) with measured profiles and the planner's layout all trained to the end"
-echo "PASS 2: layouts chosen: $(sort "$work/layouts" | uniq -c | sed 's/^ *//' | paste -sd ';' -)"
+distinct=$(sort -u "$work/throughputs" | wc -l) measured=$(wc -l <"$work/throughputs")
+[ "$measured" = "$total" ] || { echo "FAIL: $measured of $total starts printed the planner's predicted throughput"; exit 1; }
+[ "$total" -lt 2 ] || [ "$distinct" -gt 1 ] || { echo "FAIL: all $total starts predicted the same throughput ($(head -1 "$work/throughputs") samples/s): the profile was not measured per start"; exit 1; }
+echo "PASS 2: $distinct distinct predicted throughputs over $total starts; layouts chosen: $(sort "$work/layouts" | uniq -c | sed 's/^ *//' | paste -sd ';' -)"

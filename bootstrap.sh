@@ -4,7 +4,8 @@
 #   ./bootstrap.sh demo    install what is missing, build, run the demo job
 #   ./bootstrap.sh test    install what is missing, build, run the whole test suite
 #   ./bootstrap.sh build   install what is missing and build
-#   ./bootstrap.sh install PREFIX   build, then install kiln, kiln-mpirun, jobscripts and decks under PREFIX
+#   ./bootstrap.sh install PREFIX   build, then install kiln, kiln-mpirun, jobscripts, decks, Open MPI and the
+#                          libraries kiln needs under PREFIX: a prefix that needs nothing of the checkout
 #   ./bootstrap.sh setup   only install what is missing
 #   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
 #                          (the torch wheel from PyPI, into .deps/torch-VERSION) and its NCCL
@@ -47,6 +48,7 @@ apt_packages=(
   libpcre2-dev          # the pre-tokenizer regexes of Hugging Face tokenizer.json
   fortunes vim-runtime   # text for the demo corpora
   slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
+  patchelf               # relative run paths in an installed prefix (tools/bundle_runtime.sh)
 )
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
@@ -233,7 +235,8 @@ case $cmd in
   install)
     install_debian_packages; install_openmpi5; configure_and_build
     cmake --install "$build" --prefix "${2:?usage: $0 install PREFIX}"
-    say "installed under $2: put $2/bin on PATH, then sbatch $2/share/kiln/jobscripts/kiln-run.sbatch DECK"
+    bash "$root/tools/bundle_runtime.sh" "$2" "$deps/ompi"
+    say "installed under $2 (it needs nothing of this checkout): put $2/bin on PATH, then sbatch $2/share/kiln/jobscripts/kiln-run.sbatch DECK"
     ;;
   test)
     install_debian_packages; install_openmpi5; install_reference_python; configure_and_build

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The command blocks of the guide's pages, for the tests that run them (tour.sh, guide.sh).
 
-    blocks.py FILE SECTION PREFIX   writes each ```sh block of FILE (of its section SECTION, a "## " heading, when
-                                    not empty) to PREFIX-NN.sh and prints how many there are
+    blocks.py FILE SECTION PREFIX [--slurm]
+                                    writes each ```sh block of FILE (of its section SECTION, a "## " heading, when
+                                    not empty) to PREFIX-NN.sh and prints how many there are; with --slurm, the
+                                    ```sh slurm blocks too, in their place (for a test that runs them under a
+                                    private Slurm)
     blocks.py --unrun ROOT PAGE...  prints every ```sh block of README.md and docs/*.md under ROOT outside the
                                     pages the tests run (PAGE, or PAGE#HEADING: that section); exits 1 if any
 
@@ -15,6 +18,7 @@ import re
 import sys
 
 RUNNABLE = re.compile(r"^```sh\n(.*?)^```$", re.M | re.S)
+WITH_SLURM = re.compile(r"^```sh(?: slurm)?\n(.*?)^```$", re.M | re.S)
 
 
 def section_of(text, heading):
@@ -25,10 +29,10 @@ def section_of(text, heading):
     return text[start:end if end > 0 else None]
 
 
-def write_blocks(path, heading, prefix):
+def write_blocks(path, heading, prefix, slurm=""):
     text = section_of(open(path, encoding="utf-8").read(), heading)
     count = 0
-    for match in RUNNABLE.finditer(text):
+    for match in (WITH_SLURM if slurm == "--slurm" else RUNNABLE).finditer(text):
         count += 1
         with open(f"{prefix}-{count:02d}.sh", "w", encoding="utf-8") as out:
             out.write(match.group(1))
@@ -65,4 +69,4 @@ def unrun(root, pages):
 if __name__ == "__main__":
     if sys.argv[1] == "--unrun":
         sys.exit(unrun(sys.argv[2], sys.argv[3:]))
-    write_blocks(*sys.argv[1:4])
+    write_blocks(*sys.argv[1:5])

@@ -2,9 +2,13 @@
 # The README's ten-minute tour, run as a reader would paste it: every ```sh block of its "A ten-minute tour"
 # section in order, in one shell started in the checkout, HOME a scratch directory (the tour works in
 # ~/kiln-tour); then every ```sh block of docs/diagnostics.md in the tour's directory, where its run is.
-# Blocks marked ```sh slurm need a cluster: slurm_jobs runs those jobscripts under a private Slurm.
+# The tour's ```sh slurm block runs in its place, under a private Slurm of 3 nodes of 2 CPUs
+# (tests/slurm/cluster.sh): its sbatch lines without GPUs as jobs (sbatch --wait), those with GPUs, which this
+# machine does not have, checked (the jobscript exists from the reader's directory, one rank per GPU, the deck
+# with its overrides passes `kiln deck --check` and agrees with Slurm's ranks per node).
 # Pass criteria, each printed as PASS:
-#  1. Every block of the tour runs without an error (set -e, pipefail), in order.
+#  1. Every block of the tour runs without an error (set -e, pipefail), in order; its CPU Slurm job ends
+#     COMPLETED, having trained every step, and its GPU one passes the checks above.
 #  2. The tour's failure was survived: runs/killed/diag.h5 records a failure event, and the killed run ends
 #     with the loss of the run without it (to 1e-5).
 #  3. Every command block of docs/diagnostics.md runs against the tour's run.
@@ -17,19 +21,25 @@ mkdir -p "$work/home"
 fail() { echo "FAIL: $*"; exit 1; }
 # The blocks, each a script file: NAME-NN.sh (tests/docs/blocks.py).
 blocks() { python3 "$root/tests/docs/blocks.py" "$@"; }
-count=$(blocks "$root/README.md" "## A ten-minute tour" "$work/tour")
-[ "$count" -ge 6 ] || fail "found $count runnable blocks in the README's tour"
+count=$(blocks "$root/README.md" "## A ten-minute tour" "$work/tour" --slurm)
+[ "$count" -ge 7 ] || fail "found $count command blocks in the README's tour"
+cluster=$(mktemp -d /tmp/kiln-tour-slurm.XXXXXX)
+trap 'bash "$root/tests/slurm/cluster.sh" stop "$cluster"; rm -rf "$cluster"' EXIT
+eval "$(bash "$root/tests/slurm/cluster.sh" start "$cluster" 3 2)" || fail "the test Slurm did not start"
 # One shell for all blocks (exports and cd carry over), as in a terminal.
 {
   echo "set -eo pipefail"
   echo "export HOME=$work/home PATH=$build:\$PATH"
+  echo "source $root/tests/docs/tour_sbatch.sh"
   echo "cd $root"
   for f in "$work"/tour-*.sh; do echo "echo '>>> block $(basename "$f")'"; cat "$f"; done
   echo "echo TOUR-DIR \$PWD"
 } >"$work/tour.sh"
 bash "$work/tour.sh" >"$work/tour.log" 2>&1 || { tail -n 40 "$work/tour.log"; fail "a block of the tour failed (above)"; }
 tour=$(awk '/^TOUR-DIR/ {print $2}' "$work/tour.log")
-echo "PASS 1: the tour's $count command blocks ran in order ($tour)"
+jobs=$(grep -c "^tour-sbatch: job .* COMPLETED" "$work/tour.log") gpu=$(grep -c "^tour-sbatch: GPU form checked" "$work/tour.log")
+[ "$jobs" -ge 1 ] && [ "$gpu" -ge 1 ] || { tail -n 40 "$work/tour.log"; fail "the tour's Slurm block ran $jobs CPU jobs and checked $gpu GPU forms"; }
+echo "PASS 1: the tour's $count command blocks ran in order ($tour), $jobs Slurm job completed, $gpu GPU form checked"
 
 kiln=$build/kiln
 "$kiln" diag "$tour/runs/killed/diag.h5" --json | python3 -c '

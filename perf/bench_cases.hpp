@@ -3,13 +3,13 @@
 // nodes of 8 GPUs with 80 GB each, 300 GB/s inside a node, 50 GB/s between.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/plan/cluster.hpp"
 
 namespace kiln::bench {
 
-inline model::ModelConfig gpt3Config() {
-    model::ModelConfig c;
+inline arch::ModelConfig gpt3Config() {
+    arch::ModelConfig c;
     c.vocabSize = 50257;
     c.blocks = 96;
     c.dModel = 12288;

@@ -71,7 +71,7 @@ int main() {
         }
     }
 
-    kiln::model::ModelConfig l24;
+    kiln::arch::ModelConfig l24;
     l24.vocabSize = 50257;
     l24.blocks = 22;
     l24.dModel = 2048;

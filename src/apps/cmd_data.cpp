@@ -5,12 +5,12 @@
 // NumPy array (the reference's training parity test trains on them).
 #include "batch_dump.hpp"
 #include "cli_options.hpp"
-#include "kiln/base/log.hpp"
 #include "kiln/base/error.hpp"
-#include "kiln/comm/error_agreement.hpp"
+#include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
+#include "kiln/data/agreed_batch.hpp"
 #include "kiln/data/batch_fingerprint.hpp"
 #include "kiln/data/cursor_io.hpp"
 #include "kiln/data/loader.hpp"
@@ -115,14 +115,8 @@ int dataMain(int argc, char** argv) {
     if (!dumpPath.empty()) dump = std::make_unique<BatchDump>(world.control(), dumpPath, steps, G, spec.seqLen + 1);
     for (std::uint64_t s = 0; s < steps; ++s) {
         // A rank whose slice cannot be read (a corrupt chunk) stops every rank with its message.
-        const data::Batch* batch = nullptr;
-        std::string problem;
-        try {
-            batch = &loader.current();
-        } catch (const InputError& e) {
-            problem = e.what();
-        }
-        if (const auto error = comm::firstError(world.control(), problem); !error.empty()) throw InputError(error);
+        const auto [batch, error] = data::currentBatchOrFirstError(loader, world.control());
+        if (!error.empty()) throw InputError(error);
         std::uint64_t part = data::sliceFingerprint(*batch), fingerprint = 0;
         KILN_MPI(MPI_Reduce(&part, &fingerprint, 1, MPI_UINT64_T, MPI_SUM, 0, world.control()));
         log::info("step {}  fingerprint {:016x}  data wait {:.1f} ms", batch->step, fingerprint, 1e3 * loader.lastWaitSeconds());

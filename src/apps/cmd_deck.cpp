@@ -2,7 +2,7 @@
 #include "cli_options.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/config/deck_schema.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
@@ -48,7 +48,7 @@ void listKeys() {
 std::string modelSummary(const config::Deck& deck) {
     if (deck.integer("model.vocab") == 0)
         return "the vocabulary comes from the data's tokenizer (kiln plan or kiln run count the parameters)";
-    const auto m = model::modelConfigFromDeck(deck, 0);
+    const auto m = arch::modelConfigFromDeck(deck, 0);
     return fmt::format("{}, vocabulary {}, sequence {}: {:.4g} M parameters ({:.3g} B)", m.shapeText(), m.vocabSize,
                        m.seqLen, double(m.parameters()) / 1e6, double(m.parameters()) / 1e9);
 }

@@ -4,7 +4,7 @@
 #include "kiln/config/deck.hpp"
 #include "kiln/data/batch_planner.hpp"
 #include "kiln/model/device.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/model/profiler.hpp"
 #include "subcommands.hpp"
 
@@ -34,7 +34,7 @@ int profileMain(int argc, char** argv) {
     const auto deck = config::Deck::fromFile(deckPath, overrides);
     if (vocab == 0) vocab = data::Corpus(data::loaderSpecFromDeck(deck)).tokenizer().vocabSize;
     if (microBatch == 0) microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
-    const auto config = model::modelConfigFromDeck(deck, vocab);
+    const auto config = arch::modelConfigFromDeck(deck, vocab);
     // Where the run will compute: a GPU run is planned with GPU times.
     const auto device = model::chooseDevice(deck.text("train.device"), deck.setting("train.device").origin, 0);
     const auto profile = model::profileModel(config, microBatch, repeat, static_cast<int>(deck.integer("train.threads")),

@@ -32,7 +32,7 @@ PlanningInputs planningInputs(const config::Deck& deck, const std::string& comma
             noLoader = e.what();
         }
     }
-    const auto model = model::modelConfigFromDeck(deck, corpus ? corpus->tokenizer().vocabSize : 0);
+    const auto model = arch::modelConfigFromDeck(deck, corpus ? corpus->tokenizer().vocabSize : 0);
     auto cluster = plan::clusterFromDeck(deck, static_cast<std::uint32_t>(deck.integer("plan.nodes")));
     if (onCpu && corpus) cluster.loaderBytesPerRank = double(corpus->memoryBudget());
     if (cluster.nodes == 0) throw InputError(fmt::format("{}: {} needs plan.nodes > 0 (the nodes to plan for)", deck.name(), command));

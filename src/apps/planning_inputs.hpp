@@ -16,7 +16,7 @@
 namespace kiln::apps {
 
 struct PlanningInputs {
-    model::ModelConfig model;
+    arch::ModelConfig model;
     plan::ClusterSpec cluster;
     std::optional<plan::ModelProfile> measured;
     std::string noLoader;  // why the loader's memory is not counted (its data could not be opened)

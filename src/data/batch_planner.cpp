@@ -1,5 +1,6 @@
 #include "kiln/data/batch_planner.hpp"
 
+#include "kiln/base/hash.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/data/keyed_permutation.hpp"
 
@@ -118,7 +119,7 @@ StepPlan BatchPlanner::plan(const Cursor& at, const SampleTaken& taken) {
     // Consecutive samples of one source are consecutive windows of its stream.
     // A keyed shuffle of the batch spreads them, so that any slice of the batch
     // (a pipeline's share, a microbatch) holds a fair mix of sources and documents.
-    const KeyedPermutation shuffle(spec_.globalBatch, mix64(spec_.seed ^ mix64(at.step + 0x62617463ull)));
+    const KeyedPermutation shuffle(spec_.globalBatch, base::mix64(spec_.seed ^ base::mix64(at.step + 0x62617463ull)));
     plan.samples.reserve(spec_.globalBatch);
     for (std::uint64_t i = 0; i < spec_.globalBatch; ++i) {
         const std::size_t s = schedule_.pick(counts, c.samples - c.segmentStart);

@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 #include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
@@ -47,7 +48,7 @@ namespace {
 
 // The group and its attributes (collective metadata when the file is parallel).
 h5::Handle createCursorGroup(hid_t file, const std::string& groupName, const Cursor& cursor, const CursorContext& ctx) {
-    h5::Handle group(KILN_H5(H5Gcreate2(file, groupName.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
+    h5::Handle group = h5::createGroup(file, groupName, groupName);
     h5::writeAttribute(group, "format", std::string("kiln-loader-cursor"));
     h5::writeAttribute(group, "format_version", std::int64_t{1});
     h5::writeAttribute(group, "sources", joinNames(cursor));
@@ -73,10 +74,7 @@ void writeCursorRows(hid_t file, const std::string& groupName, const std::vector
                         ErrorScope::AllRanks);
         flat.insert(flat.end(), row.begin(), row.end());
     }
-    hsize_t dims[2] = {rows.size(), width};
-    h5::Handle space(KILN_H5(H5Screate_simple(2, dims, nullptr), groupName));
-    h5::Handle set(KILN_H5(H5Dcreate2(group, "rows", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
-    if (!flat.empty()) KILN_H5(H5Dwrite(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), groupName);
+    h5::writeArray<std::uint64_t>(group, "rows", {rows.size(), width}, flat, groupName);
 }
 
 void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const Cursor& cursor, const CursorContext& ctx) {
@@ -87,22 +85,15 @@ void writeCursor(hid_t file, const std::string& groupName, MPI_Comm comm, const 
     const std::vector<std::uint64_t> row = cursorToRow(cursor);
     // Attributes and dataset creation are collective metadata: every rank, same values.
     h5::Handle group = createCursorGroup(file, groupName, cursor, ctx);
-    hsize_t dims[2] = {static_cast<hsize_t>(size), row.size()};
-    h5::Handle space(KILN_H5(H5Screate_simple(2, dims, nullptr), groupName));
-    h5::Handle rows(KILN_H5(H5Dcreate2(group, "rows", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), groupName));
-    hsize_t start[2] = {static_cast<hsize_t>(rank), 0}, count[2] = {1, row.size()};
-    KILN_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), groupName);
-    h5::Handle memSpace(KILN_H5(H5Screate_simple(2, count, nullptr), groupName));
-    h5::Handle transfer(KILN_H5(H5Pcreate(H5P_DATASET_XFER), groupName));
-    KILN_H5(H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE), groupName);
-    KILN_H5(H5Dwrite(rows, H5T_NATIVE_UINT64, memSpace, space, transfer, row.data()), groupName);
+    const auto ranks = static_cast<std::uint64_t>(size), me = static_cast<std::uint64_t>(rank);
+    h5::Handle rows = h5::createArray<std::uint64_t>(group, "rows", {ranks, row.size()}, groupName);
+    h5::writeBlock(rows, {me, 0}, {1, row.size()}, row.data(), groupName, h5::Transfer::Collective);
 }
 
 Cursor readCursor(hid_t file, const std::string& groupName, const CursorContext& expected, const std::string& where) {
     h5::LibraryLock lock(h5::libraryMutex());
-    if (H5Lexists(file, groupName.c_str(), H5P_DEFAULT) <= 0)
-        throw InputError(fmt::format("{}: no loader cursor (group {})", where, groupName));
-    h5::Handle group(KILN_H5(H5Gopen2(file, groupName.c_str(), H5P_DEFAULT), where));
+    if (!h5::exists(file, groupName)) throw InputError(fmt::format("{}: no loader cursor (group {})", where, groupName));
+    h5::Handle group = h5::openGroup(file, groupName, where);
     CursorContext saved;
     saved.seqLen = h5::readUintAttribute(group, "seq_len", where);
     saved.seed = h5::readUintAttribute(group, "seed", where);
@@ -118,14 +109,11 @@ Cursor readCursor(hid_t file, const std::string& groupName, const CursorContext&
     expectSame(where, "data.shuffle_window", saved.windowBlocks, expected.windowBlocks);
     const auto names = splitNames(h5::readStringAttribute(group, "sources", where));
 
-    h5::Handle rows(KILN_H5(H5Dopen2(group, "rows", H5P_DEFAULT), where));
-    h5::Handle space(KILN_H5(H5Dget_space(rows), where));
-    hsize_t dims[2] = {0, 0};
-    if (KILN_H5(H5Sget_simple_extent_ndims(space), where) != 2) throw InputError(fmt::format("{}: cursor rows are not 2-D", where));
-    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), where);
-    std::vector<std::uint64_t> all(dims[0] * dims[1]);
-    KILN_H5(H5Dread(rows, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()), where);
-    for (hsize_t r = 1; r < dims[0]; ++r)
+    h5::Handle rows = h5::openDataset(group, "rows", where);
+    const auto dims = h5::extent(rows, where);
+    if (dims.size() != 2) throw InputError(fmt::format("{}: cursor rows are not 2-D", where));
+    const std::vector<std::uint64_t> all = h5::readArray<std::uint64_t>(rows, where);
+    for (std::uint64_t r = 1; r < dims[0]; ++r)
         if (!std::equal(all.begin(), all.begin() + dims[1], all.begin() + r * dims[1]))
             throw InputError(fmt::format("{}: the loader cursor rows of rank 0 and rank {} disagree; the ranks that wrote "
                                          "it were not in step, so this cursor cannot be trusted",

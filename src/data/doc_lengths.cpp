@@ -7,6 +7,7 @@
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/parallel_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <fmt/format.h>
 
@@ -47,24 +48,15 @@ std::uint32_t groupSum(const std::uint32_t* lengths, std::uint64_t count) {
 }
 
 h5::Handle createContiguous(hid_t file, const char* name, std::uint64_t length, const std::string& context) {
-    hsize_t dims[1] = {length};
-    h5::Handle space(KILN_H5(H5Screate_simple(1, dims, nullptr), context));
-    h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
-    KILN_H5(H5Pset_layout(props, H5D_CONTIGUOUS), context);
     // Placed at creation: its offset is known and stays (what readers pread at).
-    KILN_H5(H5Pset_alloc_time(props, H5D_ALLOC_TIME_EARLY), context);
-    return h5::Handle(KILN_H5(H5Dcreate2(file, name, H5T_STD_U32LE, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
+    return h5::createArray<std::uint32_t>(file, name, {length}, context, h5::Storage::ContiguousAllocated);
 }
 
 // Independent writes (every rank its own range, in its own pieces).
 void writeRange(hid_t set, std::uint64_t at, const std::vector<std::uint32_t>& values, const std::string& context) {
     if (values.empty()) return;
     h5::LibraryLock lock(h5::libraryMutex());
-    hsize_t start[1] = {at}, count[1] = {values.size()};
-    h5::Handle fileSpace(KILN_H5(H5Dget_space(set), context));
-    KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start, nullptr, count, nullptr), context);
-    h5::Handle memSpace(KILN_H5(H5Screate_simple(1, count, nullptr), context));
-    KILN_H5(H5Dwrite(set, H5T_NATIVE_UINT32, memSpace, fileSpace, H5P_DEFAULT, values.data()), context);
+    h5::writeBlock(set, {at}, {values.size()}, values.data(), context);
 }
 
 // Calls `add(length)` for every document of `shard`, in order, checking its
@@ -73,24 +65,18 @@ template <typename Add>
 void forEachLength(const LengthsShard& shard, Add&& add) {
     const std::string context = shard.file.string();
     h5::LibraryLock lock(h5::libraryMutex());
-    h5::Handle file(H5Fopen(context.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    h5::Handle file = h5::openReadOnly(context);
     if (!file.valid()) throw InputError(fmt::format("{}: cannot open the shard to list its documents' lengths", context));
-    h5::Handle set(H5Dopen2(file, "doc_offsets", H5P_DEFAULT));
-    if (!set.valid()) h5::missingDataset(context, "doc_offsets");
+    h5::Handle set = h5::openDataset(file, "doc_offsets", context);
     const std::uint64_t entries = h5::extent1d(set, context);
     if (entries != shard.numDocs + 1)
         throw InputError(fmt::format("{}: /doc_offsets holds {} entries, the manifest says {} documents", context, entries,
                                      shard.numDocs));
-    h5::Handle fileSpace(KILN_H5(H5Dget_space(set), context));
     std::vector<std::uint64_t> offsets;
     std::uint64_t previous = 0;
     for (std::uint64_t at = 0; at < entries; at += kOffsetPiece) {
         const std::uint64_t n = std::min(kOffsetPiece, entries - at);
-        offsets.resize(n);
-        hsize_t start[1] = {at}, count[1] = {n};
-        KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start, nullptr, count, nullptr), context);
-        h5::Handle memSpace(KILN_H5(H5Screate_simple(1, count, nullptr), context));
-        KILN_H5(H5Dread(set, H5T_NATIVE_UINT64, memSpace, fileSpace, H5P_DEFAULT, offsets.data()), context);
+        offsets = h5::readBlock<std::uint64_t>(set, {at}, {n}, context);
         for (std::uint64_t i = 0; i < n; ++i) {
             const std::uint64_t doc = at + i;
             if (doc == 0) {
@@ -185,7 +171,7 @@ public:
         h5::LibraryLock lock(h5::libraryMutex());
         h5::quietErrors();
         temporary_ = io::temporarySibling(path);
-        serial_ = h5::Handle(KILN_H5(H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), temporary_.string()));
+        serial_ = h5::createFile(temporary_.string(), temporary_.string());
     }
     ~LengthsFile() {
         if (!serial_.valid()) return;
@@ -199,7 +185,7 @@ public:
         if (parallel_) return parallel_->commit();
         {
             h5::LibraryLock lock(h5::libraryMutex());
-            KILN_H5(H5Fflush(serial_, H5F_SCOPE_GLOBAL), temporary_.string());
+            h5::flush(serial_, temporary_.string());
             serial_.reset();
         }
         io::commitTemporary(temporary_, path_);
@@ -287,7 +273,7 @@ DocLengths::DocLengths(const std::filesystem::path& path, const SourceManifest& 
     h5::quietErrors();
     const std::string context = path.string();
     {
-        h5::Handle file(H5Fopen(context.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+        h5::Handle file = h5::openReadOnly(context);
         if (!file.valid()) unsound(path, "cannot open the length index (truncated or not HDF5)");
         const std::string format = h5::hasAttribute(file, "format") ? h5::readStringAttribute(file, "format", context) : "";
         if (format != kDocLengthsFormat)
@@ -304,19 +290,13 @@ DocLengths::DocLengths(const std::filesystem::path& path, const SourceManifest& 
         if (h5::readUintAttribute(file, "group", context) != kLengthGroup)
             unsound(path, fmt::format("groups of {} lengths, this kiln reads groups of {}",
                                       h5::readUintAttribute(file, "group", context), kLengthGroup));
-        h5::Handle create(KILN_H5(H5Fget_create_plist(file), context));
-        hsize_t userBlock = 1;
-        KILN_H5(H5Pget_userblock(create, &userBlock), context);
         const auto placeOf = [&](const char* name, std::uint64_t length) -> std::uint64_t {
-            h5::Handle set(H5Dopen2(file, name, H5P_DEFAULT));
-            if (!set.valid()) h5::missingDataset(context, name);
-            h5::Handle type(KILN_H5(H5Dget_type(set), context));
-            if (h5::extent1d(set, context) != length || H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 4 ||
-                H5Tget_order(type) != H5T_ORDER_LE)
+            h5::Handle set = h5::openDataset(file, name, context);
+            if (h5::extent1d(set, context) != length || !h5::storedAs(set, h5::fileType<std::uint32_t>(), context))
                 unsound(path, fmt::format("/{} is not {} little-endian uint32 values", name, length));
-            const haddr_t at = H5Dget_offset(set);
-            if (at == HADDR_UNDEF || userBlock != 0) unsound(path, fmt::format("/{} is not stored contiguously", name));
-            return at;
+            const auto at = h5::byteOffset(file, set, context);
+            if (!at) unsound(path, fmt::format("/{} is not stored contiguously", name));
+            return *at;
         };
         lengthsAt_ = placeOf(kLengthsSet, numDocs_);
         sumsAt_ = placeOf(kSumsSet, groupsOf(numDocs_));

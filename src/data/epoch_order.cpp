@@ -1,5 +1,6 @@
 #include "kiln/data/epoch_order.hpp"
 
+#include "kiln/base/hash.hpp"
 #include "kiln/data/keyed_permutation.hpp"
 
 #include <stdexcept>
@@ -15,7 +16,7 @@ constexpr std::uint64_t kWindowSalt = 0x77696e646f77ull;  // "window"
 std::uint64_t epochKey(std::uint64_t seed, const char* source, std::uint64_t epoch) {
     std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the source name
     for (const char* c = source; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
-    return mix64(mix64(seed) ^ mix64(h) ^ mix64(epoch + 0x65706f6368ull));
+    return base::mix64(base::mix64(seed) ^ base::mix64(h) ^ base::mix64(epoch + 0x65706f6368ull));
 }
 
 EpochOrder::EpochOrder(std::uint64_t numDocs, std::uint64_t blockDocs, std::uint64_t windowBlocks, std::uint64_t key)
@@ -46,7 +47,7 @@ std::uint64_t EpochOrder::docAt(std::uint64_t p) const {
     // Groups are full-sized but for one short block, so the estimate is off by at most one.
     std::uint64_t g = p / (windowBlocks_ * blockDocs_);
     if (g + 1 < numGroups_ && groupStart(g + 1) <= p) ++g;
-    const std::uint64_t v = KeyedPermutation(groupSize(g), key_ ^ mix64(kWindowSalt + g))(p - groupStart(g));
+    const std::uint64_t v = KeyedPermutation(groupSize(g), key_ ^ base::mix64(kWindowSalt + g))(p - groupStart(g));
 
     // The group's documents are its blocks laid out in slot order; one of them may be short.
     std::uint64_t slot, k;

@@ -1,18 +1,13 @@
 #include "kiln/data/keyed_permutation.hpp"
 
+#include "kiln/base/hash.hpp"
+
 #include <bit>
 #include <stdexcept>
 
 namespace kiln::data {
 
-std::uint64_t mix64(std::uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-KeyedPermutation::KeyedPermutation(std::uint64_t n, std::uint64_t key) : n_(n), key_(mix64(key)) {
+KeyedPermutation::KeyedPermutation(std::uint64_t n, std::uint64_t key) : n_(n), key_(base::mix64(key)) {
     if (n == 0) throw std::invalid_argument("KeyedPermutation of an empty range");
     const int bits = std::max(2, static_cast<int>(std::bit_width(n - 1)));
     halfBits_ = (bits + 1) / 2;
@@ -20,7 +15,7 @@ KeyedPermutation::KeyedPermutation(std::uint64_t n, std::uint64_t key) : n_(n), 
 }
 
 std::uint64_t KeyedPermutation::round(std::uint64_t half, int r) const {
-    return mix64(key_ ^ mix64(half + (static_cast<std::uint64_t>(r) << 58))) & halfMask_;
+    return base::mix64(key_ ^ base::mix64(half + (static_cast<std::uint64_t>(r) << 58))) & halfMask_;
 }
 
 std::uint64_t KeyedPermutation::encrypt(std::uint64_t x) const {

@@ -1,8 +1,8 @@
 #include "kiln/data/loader_spec.hpp"
 
+#include "kiln/base/hash.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
-#include "kiln/data/keyed_permutation.hpp"
 
 #include <fmt/format.h>
 
@@ -15,8 +15,8 @@ std::uint64_t LoaderSpec::weightsHash() const {
     for (const auto& s : sources) total += s.weight;
     std::uint64_t h = 0x6d6978ull;  // "mix"
     for (const auto& s : sources) {
-        for (char c : s.name) h = mix64(h ^ static_cast<unsigned char>(c));
-        h = mix64(h ^ std::bit_cast<std::uint64_t>(s.weight / total));
+        for (char c : s.name) h = base::mix64(h ^ static_cast<unsigned char>(c));
+        h = base::mix64(h ^ std::bit_cast<std::uint64_t>(s.weight / total));
     }
     return h;
 }

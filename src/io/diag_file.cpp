@@ -46,11 +46,11 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     : path_(path), sources_(sources.size()) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
-    stepType_ = stepRecordType();
-    eventType_ = eventRecordType();
-    instantiationType_ = instantiationRecordType();
-    failureType_ = failureRecordType();
-    evalType_ = evalRecordType();
+    stepType_ = stepRecord().type("diag");
+    eventType_ = eventRecord().type("diag");
+    instantiationType_ = instantiationRecord().type("diag");
+    failureType_ = failureRecord().type("diag");
+    evalType_ = evalRecord().type("diag");
     h5::Handle access(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), path));
     KILN_H5(H5Pset_libver_bounds(access, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path);  // SWMR needs the latest format
     // A diag.h5 that exists is never overwritten. Appending copies its records
@@ -102,7 +102,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         instantiations_ = createTable(file_, "instantiations", instantiationType_, 0, path);
         failures_ = createTable(file_, "failures", failureType_, 0, path);
         evals_ = createTable(file_, "eval", evalType_, 0, path);
-        h5::writeRecords(file_, "templates", templateRecordType(), templates, path);
+        h5::writeRecords(file_, "templates", templateRecord(), templates, path);
     }
     std::vector<std::uint64_t> flatTokens;
     for (const auto& row : oldTokens) flatTokens.insert(flatTokens.end(), row.begin(), row.end());
@@ -209,32 +209,32 @@ void DiagFile::evaluation(const EvalRecord& record) {
 
 std::vector<EvalRecord> DiagFile::readEvals(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<EvalRecord>(file, "eval", evalRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<EvalRecord>(file, "eval", evalRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<FailureRecord> DiagFile::readFailures(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<FailureRecord>(file, "failures", failureRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<FailureRecord>(file, "failures", failureRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<InstantiationRecord> DiagFile::readInstantiations(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<InstantiationRecord>(file, "instantiations", instantiationRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<InstantiationRecord>(file, "instantiations", instantiationRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<TemplateStageRecord> DiagFile::readTemplates(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<TemplateStageRecord>(file, "templates", templateRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<TemplateStageRecord>(file, "templates", templateRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<StepRecord> DiagFile::readSteps(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<StepRecord>(file, "steps", stepRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<StepRecord>(file, "steps", stepRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<EventRecord> DiagFile::readEvents(hid_t file) {
     h5::LibraryLock lock(h5::libraryMutex());
-    return h5::readRecords<EventRecord>(file, "events", eventRecordType(), "diag", /*optional=*/true);
+    return h5::readRecords<EventRecord>(file, "events", eventRecord(), "diag", /*optional=*/true);
 }
 
 std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, std::vector<std::string>& sources) {

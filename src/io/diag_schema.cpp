@@ -2,117 +2,99 @@
 
 #include "kiln/io/diag_file.hpp"
 
-#include <hdf5.h>
-
 #include <map>
 #include <stdexcept>
 
 namespace kiln::io {
 
-h5::Handle stepRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StepRecord)), "diag"));
-    KILN_H5(H5Tinsert(t, "step", HOFFSET(StepRecord, step), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "loss", HOFFSET(StepRecord, loss), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "lr", HOFFSET(StepRecord, lr), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "grad_norm", HOFFSET(StepRecord, gradNorm), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "tokens", HOFFSET(StepRecord, tokens), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "step_time", HOFFSET(StepRecord, stepTime), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "data_wait", HOFFSET(StepRecord, dataWait), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "forward", HOFFSET(StepRecord, forward), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "backward", HOFFSET(StepRecord, backward), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "sync", HOFFSET(StepRecord, sync), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "optimizer", HOFFSET(StepRecord, optimizer), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "pipeline_wait", HOFFSET(StepRecord, pipelineWait), H5T_NATIVE_DOUBLE), "diag");
-    return t;
+const h5::Record<StepRecord>& stepRecord() {
+    static const auto record = h5::Record<StepRecord>()
+                                   .field("step", &StepRecord::step)
+                                   .field("loss", &StepRecord::loss)
+                                   .field("lr", &StepRecord::lr)
+                                   .field("grad_norm", &StepRecord::gradNorm)
+                                   .field("tokens", &StepRecord::tokens)
+                                   .field("step_time", &StepRecord::stepTime)
+                                   .field("data_wait", &StepRecord::dataWait)
+                                   .field("forward", &StepRecord::forward)
+                                   .field("backward", &StepRecord::backward)
+                                   .field("sync", &StepRecord::sync)
+                                   .field("optimizer", &StepRecord::optimizer)
+                                   .field("pipeline_wait", &StepRecord::pipelineWait);
+    return record;
 }
 
-h5::Handle templateRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateStageRecord)), "diag"));
-    KILN_H5(H5Tinsert(t, "template_nodes", HOFFSET(TemplateStageRecord, templateNodes), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "stage", HOFFSET(TemplateStageRecord, stage), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "node", HOFFSET(TemplateStageRecord, node), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "rank_in_node", HOFFSET(TemplateStageRecord, rankInNode), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "first_layer", HOFFSET(TemplateStageRecord, firstLayer), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "end_layer", HOFFSET(TemplateStageRecord, endLayer), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "time_s", HOFFSET(TemplateStageRecord, time), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(TemplateStageRecord, sync), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "memory_bytes", HOFFSET(TemplateStageRecord, memory), H5T_NATIVE_DOUBLE), "diag");
-    return t;
+const h5::Record<TemplateStageRecord>& templateRecord() {
+    static const auto record = h5::Record<TemplateStageRecord>()
+                                   .field("template_nodes", &TemplateStageRecord::templateNodes)
+                                   .field("stage", &TemplateStageRecord::stage)
+                                   .field("node", &TemplateStageRecord::node)
+                                   .field("rank_in_node", &TemplateStageRecord::rankInNode)
+                                   .field("first_layer", &TemplateStageRecord::firstLayer)
+                                   .field("end_layer", &TemplateStageRecord::endLayer)
+                                   .field("time_s", &TemplateStageRecord::time)
+                                   .field("sync_s", &TemplateStageRecord::sync)
+                                   .field("memory_bytes", &TemplateStageRecord::memory);
+    return record;
 }
 
-h5::Handle failureRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(FailureRecord)), "diag"));
-    const auto ranks = h5::fixedString(sizeof(FailureRecord::failedRanks), "diag");
-    const auto nodes = h5::fixedString(sizeof(FailureRecord::retiredNodes), "diag");
-    const auto layout = h5::fixedString(sizeof(FailureRecord::layout), "diag");
-    KILN_H5(H5Tinsert(t, "step", HOFFSET(FailureRecord, step), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "time", HOFFSET(FailureRecord, time), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "failed_ranks", HOFFSET(FailureRecord, failedRanks), ranks), "diag");
-    KILN_H5(H5Tinsert(t, "retired_nodes", HOFFSET(FailureRecord, retiredNodes), nodes), "diag");
-    KILN_H5(H5Tinsert(t, "rounds", HOFFSET(FailureRecord, rounds), H5T_NATIVE_UINT32), "diag");
-    const std::pair<const char*, std::size_t> phases[] = {
-        {"detect_s", HOFFSET(FailureRecord, detect)},       {"revoke_s", HOFFSET(FailureRecord, revoke)},
-        {"shrink_s", HOFFSET(FailureRecord, shrink)},       {"regroup_s", HOFFSET(FailureRecord, regroup)},
-        {"instantiate_s", HOFFSET(FailureRecord, instantiate)}, {"migrate_s", HOFFSET(FailureRecord, migrate)},
-        {"rebuild_s", HOFFSET(FailureRecord, rebuild)},     {"replay_s", HOFFSET(FailureRecord, replay)}};
-    for (const auto& [name, offset] : phases) KILN_H5(H5Tinsert(t, name, offset, H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "bytes_migrated", HOFFSET(FailureRecord, bytesMigrated), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "layout", HOFFSET(FailureRecord, layout), layout), "diag");
-    return t;
+const h5::Record<FailureRecord>& failureRecord() {
+    static const auto record = h5::Record<FailureRecord>()
+                                   .field("step", &FailureRecord::step)
+                                   .field("time", &FailureRecord::time)
+                                   .field("failed_ranks", &FailureRecord::failedRanks)
+                                   .field("retired_nodes", &FailureRecord::retiredNodes)
+                                   .field("rounds", &FailureRecord::rounds)
+                                   .field("detect_s", &FailureRecord::detect)
+                                   .field("revoke_s", &FailureRecord::revoke)
+                                   .field("shrink_s", &FailureRecord::shrink)
+                                   .field("regroup_s", &FailureRecord::regroup)
+                                   .field("instantiate_s", &FailureRecord::instantiate)
+                                   .field("migrate_s", &FailureRecord::migrate)
+                                   .field("rebuild_s", &FailureRecord::rebuild)
+                                   .field("replay_s", &FailureRecord::replay)
+                                   .field("bytes_migrated", &FailureRecord::bytesMigrated)
+                                   .field("layout", &FailureRecord::layout);
+    return record;
 }
 
-h5::Handle instantiationRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(InstantiationRecord)), "diag"));
-    const auto layout = h5::fixedString(sizeof(InstantiationRecord::layout), "diag");
-    const auto ranks = h5::fixedString(sizeof(InstantiationRecord::ranks), "diag");
-    KILN_H5(H5Tinsert(t, "step", HOFFSET(InstantiationRecord, step), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "time", HOFFSET(InstantiationRecord, time), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "pipelines", HOFFSET(InstantiationRecord, pipelines), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "nodes_used", HOFFSET(InstantiationRecord, nodesUsed), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "nodes_idle", HOFFSET(InstantiationRecord, nodesIdle), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "pinned", HOFFSET(InstantiationRecord, pinned), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "predicted_step_s", HOFFSET(InstantiationRecord, predictedStepTime), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "layout", HOFFSET(InstantiationRecord, layout), layout), "diag");
-    KILN_H5(H5Tinsert(t, "ranks", HOFFSET(InstantiationRecord, ranks), ranks), "diag");
-    KILN_H5(H5Tinsert(t, "tolerance", HOFFSET(InstantiationRecord, tolerance), H5T_NATIVE_UINT32), "diag");
-    KILN_H5(H5Tinsert(t, "spares", HOFFSET(InstantiationRecord, spares), H5T_NATIVE_UINT32), "diag");
-    return t;
+const h5::Record<InstantiationRecord>& instantiationRecord() {
+    static const auto record = h5::Record<InstantiationRecord>()
+                                   .field("step", &InstantiationRecord::step)
+                                   .field("time", &InstantiationRecord::time)
+                                   .field("pipelines", &InstantiationRecord::pipelines)
+                                   .field("nodes_used", &InstantiationRecord::nodesUsed)
+                                   .field("nodes_idle", &InstantiationRecord::nodesIdle)
+                                   .field("pinned", &InstantiationRecord::pinned)
+                                   .field("predicted_step_s", &InstantiationRecord::predictedStepTime)
+                                   .field("layout", &InstantiationRecord::layout)
+                                   .field("ranks", &InstantiationRecord::ranks)
+                                   .field("tolerance", &InstantiationRecord::tolerance)
+                                   .field("spares", &InstantiationRecord::spares);
+    return record;
 }
 
-h5::Handle evalRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EvalRecord)), "diag"));
-    KILN_H5(H5Tinsert(t, "step", HOFFSET(EvalRecord, step), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "loss", HOFFSET(EvalRecord, loss), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "perplexity", HOFFSET(EvalRecord, perplexity), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "tokens", HOFFSET(EvalRecord, tokens), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "seconds", HOFFSET(EvalRecord, seconds), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "time", HOFFSET(EvalRecord, time), H5T_NATIVE_DOUBLE), "diag");
-    return t;
+const h5::Record<EvalRecord>& evalRecord() {
+    static const auto record = h5::Record<EvalRecord>()
+                                   .field("step", &EvalRecord::step)
+                                   .field("loss", &EvalRecord::loss)
+                                   .field("perplexity", &EvalRecord::perplexity)
+                                   .field("tokens", &EvalRecord::tokens)
+                                   .field("seconds", &EvalRecord::seconds)
+                                   .field("time", &EvalRecord::time);
+    return record;
 }
 
-h5::Handle eventRecordType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(EventRecord)), "diag"));
-    const auto kind = h5::fixedString(sizeof(EventRecord::kind), "diag");
-    const auto detail = h5::fixedString(sizeof(EventRecord::detail), "diag");
-    KILN_H5(H5Tinsert(t, "time", HOFFSET(EventRecord, time), H5T_NATIVE_DOUBLE), "diag");
-    KILN_H5(H5Tinsert(t, "step", HOFFSET(EventRecord, step), H5T_NATIVE_UINT64), "diag");
-    KILN_H5(H5Tinsert(t, "kind", HOFFSET(EventRecord, kind), kind), "diag");
-    KILN_H5(H5Tinsert(t, "detail", HOFFSET(EventRecord, detail), detail), "diag");
-    return t;
+const h5::Record<EventRecord>& eventRecord() {
+    static const auto record = h5::Record<EventRecord>()
+                                   .field("time", &EventRecord::time)
+                                   .field("step", &EventRecord::step)
+                                   .field("kind", &EventRecord::kind)
+                                   .field("detail", &EventRecord::detail);
+    return record;
 }
 
 namespace {
-
-std::vector<std::string> memberNames(hid_t type) {
-    std::vector<std::string> names;
-    const int n = H5Tget_nmembers(type);
-    for (int i = 0; i < n; ++i) {
-        char* name = H5Tget_member_name(type, static_cast<unsigned>(i));
-        names.emplace_back(name);
-        H5free_memory(name);
-    }
-    return names;
-}
 
 const std::map<std::string, std::string>& columnMeanings() {
     static const std::map<std::string, std::string> meanings = {
@@ -177,10 +159,10 @@ const std::map<std::string, std::string>& columnMeanings() {
     return meanings;
 }
 
-DiagTable recordTable(const std::string& name, const std::string& meaning, hid_t type) {
+DiagTable recordTable(const std::string& name, const std::string& meaning, const std::vector<std::string>& columns) {
     DiagTable table{name, meaning, {}};
     const auto& meanings = columnMeanings();
-    for (const auto& column : memberNames(type)) {
+    for (const auto& column : columns) {
         const auto found = meanings.find(name + "/" + column);
         if (found == meanings.end())
             throw std::logic_error("diag.h5 column " + name + "/" + column + " has no meaning in diag_schema.cpp");
@@ -194,15 +176,15 @@ DiagTable recordTable(const std::string& name, const std::string& meaning, hid_t
 std::vector<DiagTable> diagTables() {
     std::vector<DiagTable> tables = {
         {"config", "the resolved deck, as text", {}},
-        recordTable("steps", "one record per step", stepRecordType()),
+        recordTable("steps", "one record per step", stepRecord().names()),
         {"source_tokens", "(steps, sources) tokens of each source in each step's batch; attribute `sources` names the "
                           "columns",
          {}},
-        recordTable("templates", "the pipeline templates of the run, one record per stage", templateRecordType()),
-        recordTable("instantiations", "one record per layout the run used", instantiationRecordType()),
-        recordTable("failures", "one record per recovery, with the seconds of each phase", failureRecordType()),
-        recordTable("eval", "one record per held-out evaluation", evalRecordType()),
-        recordTable("events", "what happened besides steps, one record each", eventRecordType()),
+        recordTable("templates", "the pipeline templates of the run, one record per stage", templateRecord().names()),
+        recordTable("instantiations", "one record per layout the run used", instantiationRecord().names()),
+        recordTable("failures", "one record per recovery, with the seconds of each phase", failureRecord().names()),
+        recordTable("eval", "one record per held-out evaluation", evalRecord().names()),
+        recordTable("events", "what happened besides steps, one record each", eventRecord().names()),
     };
     std::size_t columns = 0;
     for (const auto& t : tables) columns += t.columns.size();

@@ -1,8 +1,8 @@
 #include "kiln/model/gpt.hpp"
 
+#include "kiln/base/hash.hpp"
 #include "kiln/model/autocast_scope.hpp"
 
-#include "kiln/data/keyed_permutation.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 #include "layer_parts.hpp"
 
@@ -16,8 +16,8 @@ using detail::ShardedParameters;
 
 class EmbeddingLayer final : public LayerImpl {
 public:
-    EmbeddingLayer(const ModelConfig& c, SliceHandle slice)
-        : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
+    EmbeddingLayer(const arch::ModelConfig& c, SliceHandle slice)
+        : slice_(std::move(slice)), vocab_(arch::unitRange(c.vocabSize, slice_->width, slice_->rank)) {
         ShardedParameters param(*this, c, 0, *slice_);
         tokens_ = param("token_embedding", detail::initialTokenTable(c));
         positions_ = param("position_embedding", torch::randn({c.seqLen, c.dModel}) * kInitStd);
@@ -30,15 +30,15 @@ public:
 
 private:
     SliceHandle slice_;
-    UnitRange vocab_;
+    arch::UnitRange vocab_;
     torch::Tensor tokens_, positions_;
 };
 
 class TransformerBlock final : public LayerImpl {
 public:
-    TransformerBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
-        : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
-          headDim_(c.dModel / c.heads), recomputeAttention_(c.recompute == ModelConfig::Recompute::Selective) {
+    TransformerBlock(const arch::ModelConfig& c, std::uint32_t index, SliceHandle slice)
+        : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
+          headDim_(c.dModel / c.heads), recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective) {
         const int64_t C = c.dModel, H = static_cast<int64_t>(c.mlpRatio) * c.dModel;
         const double residualStd = detail::residualInitStd(c);
         ShardedParameters param(*this, c, index, *slice_);
@@ -86,7 +86,7 @@ private:
 
 class OutputLayer final : public LayerImpl {
 public:
-    OutputLayer(const ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)) {
+    OutputLayer(const arch::ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)) {
         ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
         lnWeight_ = param("ln_weight", torch::ones({c.dModel}));
         lnBias_ = param("ln_bias", torch::zeros({c.dModel}));
@@ -108,16 +108,16 @@ private:
 
 namespace detail {
 
-std::uint64_t layerSeed(const ModelConfig& config, std::uint32_t index) {
-    return data::mix64(config.seed ^ data::mix64(0x6c61796572ull + index));
+std::uint64_t layerSeed(const arch::ModelConfig& config, std::uint32_t index) {
+    return base::mix64(config.seed ^ base::mix64(0x6c61796572ull + index));
 }
 
-torch::Tensor initialTokenTable(const ModelConfig& c) {
+torch::Tensor initialTokenTable(const arch::ModelConfig& c) {
     torch::manual_seed(layerSeed(c, 0));
     return torch::randn({c.vocabSize, c.dModel}) * kInitStd;
 }
 
-torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice) {
+torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, arch::UnitRange vocab, TensorSlice& slice) {
     if (!slice.split()) return torch::embedding(table, ids);
     const auto local = ids - vocab.first;
     const auto mine = (local >= 0).logical_and(local < vocab.count());
@@ -175,7 +175,7 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
 
 }  // namespace detail
 
-Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice) {
     if (!slice) slice = std::make_shared<TensorSlice>();
     // A generator seeded from (seed, index) alone, held for the construction:
     // the weights do not depend on which rank builds the layer, or in which order.
@@ -186,19 +186,19 @@ Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle sli
     return std::make_shared<TransformerBlock>(config, index, std::move(slice));
 }
 
-Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::uint32_t last, SliceHandle slice)
+Gpt::Gpt(const arch::ModelConfig& config, std::uint32_t first, std::uint32_t last, SliceHandle slice)
     : config_(config), first_(first), slice_(slice ? std::move(slice) : std::make_shared<TensorSlice>()) {
     last = std::min(last, config.numLayers());
     for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i, slice_));
 }
 
-Gpt::Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice)
+Gpt::Gpt(const arch::ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice)
     : config_(config), first_(first), layers_(std::move(layers)),
       slice_(slice ? std::move(slice) : std::make_shared<TensorSlice>()) {}
 
 torch::Tensor Gpt::lossSum(const torch::Tensor& logits, const torch::Tensor& targets) const {
     if (!slice_->split()) return crossEntropySum(logits, targets);
-    return vocabParallelCrossEntropySum(logits, targets, unitRange(config_.vocabSize, slice_->width, slice_->rank).first,
+    return vocabParallelCrossEntropySum(logits, targets, arch::unitRange(config_.vocabSize, slice_->width, slice_->rank).first,
                                         *slice_);
 }
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "kiln/model/gpt.hpp"
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 
 #include <cmath>
@@ -15,35 +15,35 @@ namespace kiln::model::detail {
 constexpr double kInitStd = 0.02;
 
 // Residual projections (into the residual stream) scaled down by sqrt(2 * blocks), as GPT-2 does.
-inline double residualInitStd(const ModelConfig& c) { return kInitStd / std::sqrt(2.0 * c.blocks); }
+inline double residualInitStd(const arch::ModelConfig& c) { return kInitStd / std::sqrt(2.0 * c.blocks); }
 
 // Registers a layer's parameters in parameterShapes() order, each the
 // slice's shard of the whole tensor it is given: the whole tensor is drawn
 // alike on every rank, so a shard holds exactly the values the unsplit layer has.
 class ShardedParameters {
 public:
-    ShardedParameters(torch::nn::Module& module, const ModelConfig& c, std::uint32_t layer, const TensorSlice& slice)
-        : module_(module), specs_(shardSpecs(c, layer)), slice_(slice) {}
+    ShardedParameters(torch::nn::Module& module, const arch::ModelConfig& c, std::uint32_t layer, const TensorSlice& slice)
+        : module_(module), specs_(arch::shardSpecs(c, layer)), slice_(slice) {}
     torch::Tensor operator()(const std::string& name, const torch::Tensor& whole) {
         return module_.register_parameter(name, shardOf(whole, specs_.at(next_++), slice_.width, slice_.rank));
     }
 
 private:
     torch::nn::Module& module_;
-    std::vector<ShardSpec> specs_;
+    std::vector<arch::ShardSpec> specs_;
     const TensorSlice& slice_;
     std::size_t next_ = 0;
 };
 
 // The generator seed of layer `index`'s initial weights.
-std::uint64_t layerSeed(const ModelConfig& config, std::uint32_t index);
+std::uint64_t layerSeed(const arch::ModelConfig& config, std::uint32_t index);
 // The token embedding's initial values (V x d_model), drawn from layer 0's
 // seed: the embedding's, and a tied head's, the same on every rank that builds either.
-torch::Tensor initialTokenTable(const ModelConfig& config);
+torch::Tensor initialTokenTable(const arch::ModelConfig& config);
 
 // Token embedding rows, split over the vocabulary in a split stage: the
 // other ranks' ids look up zeros, and the sum over the stage completes every row.
-torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, UnitRange vocab, TensorSlice& slice);
+torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, arch::UnitRange vocab, TensorSlice& slice);
 
 // Causal attention of (B, heads, T, hd) queries, keys and values. With
 // `recompute` (train.recompute = selective) backward recomputes it from q, k
@@ -53,6 +53,6 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
                               bool recompute = false);
 
 // The llama family's layers (llama_layers.cpp).
-Layer buildLlamaLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice);
+Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice);
 
 }  // namespace kiln::model::detail

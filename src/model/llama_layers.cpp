@@ -42,8 +42,8 @@ namespace {
 
 class LlamaEmbedding final : public LayerImpl {
 public:
-    LlamaEmbedding(const ModelConfig& c, SliceHandle slice)
-        : slice_(std::move(slice)), vocab_(unitRange(c.vocabSize, slice_->width, slice_->rank)) {
+    LlamaEmbedding(const arch::ModelConfig& c, SliceHandle slice)
+        : slice_(std::move(slice)), vocab_(arch::unitRange(c.vocabSize, slice_->width, slice_->rank)) {
         ShardedParameters param(*this, c, 0, *slice_);
         tokens_ = param("token_embedding", initialTokenTable(c));
     }
@@ -52,16 +52,16 @@ public:
 
 private:
     SliceHandle slice_;
-    UnitRange vocab_;
+    arch::UnitRange vocab_;
     torch::Tensor tokens_;
 };
 
 class LlamaBlock final : public LayerImpl {
 public:
-    LlamaBlock(const ModelConfig& c, std::uint32_t index, SliceHandle slice)
-        : slice_(std::move(slice)), heads_(unitRange(c.heads, slice_->width, slice_->rank).count()),
-          kvHeads_(unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
-          recomputeAttention_(c.recompute == ModelConfig::Recompute::Selective),
+    LlamaBlock(const arch::ModelConfig& c, std::uint32_t index, SliceHandle slice)
+        : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
+          kvHeads_(arch::unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
+          recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective),
           eps_(c.normEps), theta_(c.ropeTheta) {
         const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
                            kv = std::int64_t{c.keyValueHeads()} * headDim_;
@@ -112,7 +112,7 @@ private:
 
 class LlamaOutput final : public LayerImpl {
 public:
-    LlamaOutput(const ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)), eps_(c.normEps) {
+    LlamaOutput(const arch::ModelConfig& c, SliceHandle slice) : slice_(std::move(slice)), eps_(c.normEps) {
         ShardedParameters param(*this, c, c.numLayers() - 1, *slice_);
         norm_ = param("norm_weight", torch::ones({c.dModel}));
         head_ = param("head_weight",
@@ -132,7 +132,7 @@ private:
 
 }  // namespace
 
-Layer buildLlamaLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice) {
     if (index == 0) return std::make_shared<LlamaEmbedding>(config, std::move(slice));
     if (index == config.numLayers() - 1) return std::make_shared<LlamaOutput>(config, std::move(slice));
     return std::make_shared<LlamaBlock>(config, index, std::move(slice));

@@ -33,8 +33,8 @@ struct InStep {
     std::uint32_t blocks = 1;     // in the chain
 };
 
-InStep measureInStep(const ModelConfig& config, std::uint64_t microBatch, int repeat, torch::Device device, bool bf16) {
-    ModelConfig one = config;
+InStep measureInStep(const arch::ModelConfig& config, std::uint64_t microBatch, int repeat, torch::Device device, bool bf16) {
+    arch::ModelConfig one = config;
     one.blocks = std::min<std::uint32_t>(config.blocks, 4);
     Gpt chain(one);
     chain.to(device);
@@ -112,7 +112,7 @@ InStep measureInStep(const ModelConfig& config, std::uint64_t microBatch, int re
 
 }  // namespace
 
-plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads,
+plan::ModelProfile profileModel(const arch::ModelConfig& config, std::uint64_t microBatch, int repeat, int threads,
                                 torch::Device device, bool bf16, bool eachKindOnce) {
     if (threads >= 0) useComputeThreads(threads, 1);
     plan::ModelProfile profile{config, microBatch, device.is_cuda() ? "cuda" : "cpu", {}};

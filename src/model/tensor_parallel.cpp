@@ -82,8 +82,8 @@ torch::Tensor vocabParallelCrossEntropySum(const torch::Tensor& logits, const to
                                             targets.reshape({-1}), vocabFirst, &slice);
 }
 
-std::vector<torch::Tensor> unitViews(const torch::Tensor& held, const ShardSpec& spec, UnitRange heldRange,
-                                     UnitRange want) {
+std::vector<torch::Tensor> unitViews(const torch::Tensor& held, const arch::ShardSpec& spec, arch::UnitRange heldRange,
+                                     arch::UnitRange want) {
     if (spec.replicated()) return {held};
     if (want.first < heldRange.first || want.end > heldRange.end)
         throw Error(fmt::format("units [{}, {}) are not within the held [{}, {})", want.first, want.end, heldRange.first,
@@ -97,9 +97,9 @@ std::vector<torch::Tensor> unitViews(const torch::Tensor& held, const ShardSpec&
     return views;
 }
 
-torch::Tensor shardOf(const torch::Tensor& full, const ShardSpec& spec, std::int64_t width, std::int64_t index) {
+torch::Tensor shardOf(const torch::Tensor& full, const arch::ShardSpec& spec, std::int64_t width, std::int64_t index) {
     if (spec.replicated() || width == 1) return full.clone();
-    const auto views = unitViews(full, spec, {0, spec.units}, unitRange(spec.units, width, index));
+    const auto views = unitViews(full, spec, {0, spec.units}, arch::unitRange(spec.units, width, index));
     return torch::cat(views, spec.dim).contiguous();
 }
 

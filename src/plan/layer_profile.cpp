@@ -3,6 +3,8 @@
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
+#include "kiln/io/hdf5_record.hpp"
 #include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
@@ -23,33 +25,32 @@ struct Row {
     double optimizer;  // absent from format 1 files: read as 0
 };
 
-h5::Handle rowType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(Row)), "profile"));
-    const auto kind = h5::fixedString(sizeof(Row::kind), "profile");
-    KILN_H5(H5Tinsert(t, "kind", HOFFSET(Row, kind), kind), "profile");
-    KILN_H5(H5Tinsert(t, "forward_s", HOFFSET(Row, forward), H5T_NATIVE_DOUBLE), "profile");
-    KILN_H5(H5Tinsert(t, "backward_s", HOFFSET(Row, backward), H5T_NATIVE_DOUBLE), "profile");
-    KILN_H5(H5Tinsert(t, "param_bytes", HOFFSET(Row, paramBytes), H5T_NATIVE_UINT64), "profile");
-    KILN_H5(H5Tinsert(t, "optimizer_s", HOFFSET(Row, optimizer), H5T_NATIVE_DOUBLE), "profile");
-    KILN_H5(H5Tinsert(t, "output_bytes", HOFFSET(Row, outputBytes), H5T_NATIVE_UINT64), "profile");
-    KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(Row, activationBytes), H5T_NATIVE_UINT64), "profile");
-    return t;
+const h5::Record<Row>& rowRecord() {
+    static const auto record = h5::Record<Row>()
+                                   .field("kind", &Row::kind)
+                                   .field("forward_s", &Row::forward)
+                                   .field("backward_s", &Row::backward)
+                                   .field("param_bytes", &Row::paramBytes)
+                                   .field("optimizer_s", &Row::optimizer)
+                                   .field("output_bytes", &Row::outputBytes)
+                                   .field("activation_bytes", &Row::activationBytes);
+    return record;
 }
 
-const std::vector<std::pair<const char*, std::uint32_t model::ModelConfig::*>> kShape = {
-    {"model_blocks", &model::ModelConfig::blocks},       {"model_d_model", &model::ModelConfig::dModel},
-    {"model_heads", &model::ModelConfig::heads},         {"model_mlp_ratio", &model::ModelConfig::mlpRatio},
-    {"model_vocab", &model::ModelConfig::vocabSize},     {"model_seq_len", &model::ModelConfig::seqLen}};
+const std::vector<std::pair<const char*, std::uint32_t arch::ModelConfig::*>> kShape = {
+    {"model_blocks", &arch::ModelConfig::blocks},       {"model_d_model", &arch::ModelConfig::dModel},
+    {"model_heads", &arch::ModelConfig::heads},         {"model_mlp_ratio", &arch::ModelConfig::mlpRatio},
+    {"model_vocab", &arch::ModelConfig::vocabSize},     {"model_seq_len", &arch::ModelConfig::seqLen}};
 // The llama family's shape: absent from profiles written before it existed (which are gpt2's: 0).
-const std::vector<std::pair<const char*, std::uint32_t model::ModelConfig::*>> kLlamaShape = {
-    {"model_kv_heads", &model::ModelConfig::kvHeads}, {"model_ffn_hidden", &model::ModelConfig::ffnHidden}};
+const std::vector<std::pair<const char*, std::uint32_t arch::ModelConfig::*>> kLlamaShape = {
+    {"model_kv_heads", &arch::ModelConfig::kvHeads}, {"model_ffn_hidden", &arch::ModelConfig::ffnHidden}};
 
 }  // namespace
 
 namespace {
 
 // Values a block keeps for backward per token (fp32 elements), without attention's T x T scores.
-double blockValuesPerToken(const model::ModelConfig& c) {
+double blockValuesPerToken(const arch::ModelConfig& c) {
     const double C = c.dModel, H = c.mlpWidth();
     // gpt2: ln1 in, qkv out (3C), attended (C), proj in, ln2 in, fc out (H), gelu out (H).
     if (!c.llama()) return 7 * C + 2 * H;
@@ -62,7 +63,7 @@ double blockValuesPerToken(const model::ModelConfig& c) {
 
 // Attention's values kept per sample: written out (libtorch 1.13), the scores and probabilities, 2 x heads x T x T;
 // fused (libtorch 2's scaled_dot_product_attention), the output and one log-sum-exp per head and position.
-double attentionValuesPerSample(const model::ModelConfig& c) {
+double attentionValuesPerSample(const arch::ModelConfig& c) {
     const double T = c.seqLen;
 #if KILN_FUSED_ATTENTION
     return double(c.heads) * T;
@@ -73,16 +74,16 @@ double attentionValuesPerSample(const model::ModelConfig& c) {
 
 }  // namespace
 
-std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch) {
+std::uint64_t activationBytesEstimate(const arch::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch) {
     const std::uint64_t BT = microBatch * c.seqLen, C = c.dModel;
     if (layer == 0) return 4 * BT * C;
     if (layer == c.numLayers() - 1) return 4 * (BT * C * 2 + 2 * BT * c.vocabSize);  // norm input/output, logits, softmax
     // Selective recomputation keeps nothing of attention's inside (its q, k and v are the block's already).
-    const double attention = c.recompute == model::ModelConfig::Recompute::Selective ? 0.0 : attentionValuesPerSample(c);
+    const double attention = c.recompute == arch::ModelConfig::Recompute::Selective ? 0.0 : attentionValuesPerSample(c);
     return static_cast<std::uint64_t>(4.0 * (double(BT) * blockValuesPerToken(c) + double(microBatch) * attention));
 }
 
-double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer) {
+double splitActivationShare(const arch::ModelConfig& c, std::uint32_t layer) {
     if (layer == 0) return 0.0;  // the embedding's output is whole on every rank of a stage
     const double BT = c.seqLen, C = c.dModel, V = c.vocabSize;
     if (layer == c.numLayers() - 1) return 2 * BT * V / (BT * C * 2 + 2 * BT * V);  // the logits and softmax are split
@@ -91,7 +92,7 @@ double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer) {
     return (all - 2 * BT * C) / all;
 }
 
-ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBatch, double tflops) {
+ModelProfile syntheticProfile(const arch::ModelConfig& c, std::uint64_t microBatch, double tflops) {
     ModelProfile p{c, microBatch, fmt::format("synthetic {} TFLOP/s", tflops), {}};
     const double tokens = double(microBatch) * c.seqLen;
     for (std::uint32_t i = 0; i < c.numLayers(); ++i) {
@@ -99,7 +100,7 @@ ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBa
         // The embedding is a lookup: give it a token cost so that no layer is free.
         const double forward = std::max(c.forwardFlopsPerToken(i), 2.0 * c.dModel) * tokens / (tflops * 1e12);
         // Selective recomputation runs attention's core (q k^T and the weighted sum of v) again in backward.
-        const bool selective = c.recompute == model::ModelConfig::Recompute::Selective && kind == std::string("block");
+        const bool selective = c.recompute == arch::ModelConfig::Recompute::Selective && kind == std::string("block");
         const double recomputed = selective ? 4.0 * c.seqLen * c.dModel * tokens / (tflops * 1e12) : 0.0;
         const std::uint64_t output = static_cast<std::uint64_t>(tokens) * 4 * (i + 1 == c.numLayers() ? c.vocabSize : c.dModel);
         p.layers.push_back({kind, forward, 2.0 * forward + recomputed, 4 * c.parametersOf(i), output,
@@ -108,7 +109,7 @@ ModelProfile syntheticProfile(const model::ModelConfig& c, std::uint64_t microBa
     return p;
 }
 
-void requireSameModel(const ModelProfile& p, const model::ModelConfig& c, const std::string& path) {
+void requireSameModel(const ModelProfile& p, const arch::ModelConfig& c, const std::string& path) {
     std::vector<std::string> differences;
     for (const auto& [name, member] : kShape)
         if (p.model.*member != c.*member)
@@ -116,17 +117,17 @@ void requireSameModel(const ModelProfile& p, const model::ModelConfig& c, const 
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
     if (p.model.family != c.family)
         differences.push_back(fmt::format("model.family is {} in the profile but {} in the deck",
-                                          model::familyName(p.model.family), model::familyName(c.family)));
+                                          arch::familyName(p.model.family), arch::familyName(c.family)));
     for (const auto& [name, member] : kLlamaShape)
         if (c.llama() && p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
     // A profile measured with selective recomputation holds other activations and backward times; none and
     // full measure the same layers (full's recomputation is the cost model's).
-    const auto selective = [](const model::ModelConfig& m) { return m.recompute == model::ModelConfig::Recompute::Selective; };
+    const auto selective = [](const arch::ModelConfig& m) { return m.recompute == arch::ModelConfig::Recompute::Selective; };
     if (selective(p.model) != selective(c))
         differences.push_back(fmt::format("train.recompute is {} in the profile but {} in the deck",
-                                          model::recomputeName(p.model.recompute), model::recomputeName(c.recompute)));
+                                          arch::recomputeName(p.model.recompute), arch::recomputeName(c.recompute)));
     if (!differences.empty())
         throw InputError(fmt::format("{} profiles another model:\n  {}\n  Profile this one with kiln profile DECK, or "
                                      "leave plan.profile empty for a synthetic profile",
@@ -138,7 +139,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
     h5::quietErrors();
     const std::string temporary = io::temporarySibling(path).string();
     {
-        h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
+        h5::Handle file = h5::createFile(temporary, path);
         h5::writeAttribute(file, "format", std::string("kiln-layer-profile"));
         h5::writeAttribute(file, "format_version", std::int64_t{1});
         h5::writeAttribute(file, "device", p.device);
@@ -147,7 +148,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         h5::writeAttribute(file, "model_family", std::uint64_t{static_cast<std::uint32_t>(p.model.family)});
         for (const auto& [name, member] : kLlamaShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
-        h5::writeAttribute(file, "recompute", std::string(model::recomputeName(p.model.recompute)));
+        h5::writeAttribute(file, "recompute", std::string(arch::recomputeName(p.model.recompute)));
         std::vector<Row> rows;
         for (const auto& l : p.layers) {
             Row r{};
@@ -160,7 +161,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
             r.optimizer = l.optimizerSeconds;
             rows.push_back(r);
         }
-        h5::writeRecords(file, "layers", rowType(), rows, path);
+        h5::writeRecords(file, "layers", rowRecord(), rows, path);
     }
     io::commitTemporary(temporary, path);
 }
@@ -175,15 +176,15 @@ ModelProfile readProfile(const std::string& path) {
     p.microBatch = h5::readUintAttribute(file, "micro_batch", path);
     for (const auto& [name, member] : kShape) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     if (h5::hasAttribute(file, "model_family"))
-        p.model.family = h5::readUintAttribute(file, "model_family", path) == 1 ? model::Family::Llama : model::Family::Gpt2;
+        p.model.family = h5::readUintAttribute(file, "model_family", path) == 1 ? arch::Family::Llama : arch::Family::Gpt2;
     for (const auto& [name, member] : kLlamaShape)
         if (h5::hasAttribute(file, name)) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     // Absent from profiles written before it was measured: nothing counted.
     if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
     // Absent from profiles written before train.recompute: measured without.
     if (h5::hasAttribute(file, "recompute"))
-        p.model.recompute = model::recomputeFromName(h5::readStringAttribute(file, "recompute", path));
-    for (const auto& r : h5::readRecords<Row>(file, "layers", rowType(), path))
+        p.model.recompute = arch::recomputeFromName(h5::readStringAttribute(file, "recompute", path));
+    for (const auto& r : h5::readRecords<Row>(file, "layers", rowRecord(), path))
         p.layers.push_back({std::string(r.kind, strnlen(r.kind, sizeof(r.kind))), r.forward, r.backward, r.paramBytes,
                             r.outputBytes, r.activationBytes, r.optimizer});
     if (p.layers.size() != p.model.numLayers())

@@ -3,6 +3,8 @@
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
+#include "kiln/io/hdf5_record.hpp"
 #include "kiln/io/parallel_file.hpp"
 
 #include <fmt/format.h>
@@ -34,44 +36,44 @@ struct PipelineRow {
     double stepTime;
 };
 
-h5::Handle templateType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(TemplateRow)), "plan"));
-    KILN_H5(H5Tinsert(t, "nodes", HOFFSET(TemplateRow, nodes), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "stages", HOFFSET(TemplateRow, stages), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "ranks_per_node", HOFFSET(TemplateRow, ranksPerNode), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "stage_width", HOFFSET(TemplateRow, width), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "reference_microbatches", HOFFSET(TemplateRow, referenceMicrobatches), H5T_NATIVE_UINT64), "plan");
-    KILN_H5(H5Tinsert(t, "bottleneck_s", HOFFSET(TemplateRow, bottleneck), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "fill_drain_s", HOFFSET(TemplateRow, fillDrain), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(TemplateRow, sync), H5T_NATIVE_DOUBLE), "plan");
-    return t;
+const h5::Record<TemplateRow>& templateRecord() {
+    static const auto record = h5::Record<TemplateRow>()
+                                   .field("nodes", &TemplateRow::nodes)
+                                   .field("stages", &TemplateRow::stages)
+                                   .field("ranks_per_node", &TemplateRow::ranksPerNode)
+                                   .field("stage_width", &TemplateRow::width)
+                                   .field("reference_microbatches", &TemplateRow::referenceMicrobatches)
+                                   .field("bottleneck_s", &TemplateRow::bottleneck)
+                                   .field("fill_drain_s", &TemplateRow::fillDrain)
+                                   .field("sync_s", &TemplateRow::sync);
+    return record;
 }
 
-h5::Handle stageType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(StageRow)), "plan"));
-    KILN_H5(H5Tinsert(t, "template_nodes", HOFFSET(StageRow, templateNodes), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "template_width", HOFFSET(StageRow, templateWidth), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "stage", HOFFSET(StageRow, stage), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "first_layer", HOFFSET(StageRow, firstLayer), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "end_layer", HOFFSET(StageRow, endLayer), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "time_s", HOFFSET(StageRow, time), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "sync_s", HOFFSET(StageRow, sync), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "memory_bytes", HOFFSET(StageRow, memory), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "param_bytes", HOFFSET(StageRow, paramBytes), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "activation_bytes", HOFFSET(StageRow, activationBytes), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "update_bytes", HOFFSET(StageRow, updateBytes), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "runtime_bytes", HOFFSET(StageRow, runtimeBytes), H5T_NATIVE_DOUBLE), "plan");
-    KILN_H5(H5Tinsert(t, "recompute", HOFFSET(StageRow, recompute), H5T_NATIVE_UINT32), "plan");
-    return t;
+const h5::Record<StageRow>& stageRecord() {
+    static const auto record = h5::Record<StageRow>()
+                                   .field("template_nodes", &StageRow::templateNodes)
+                                   .field("template_width", &StageRow::templateWidth)
+                                   .field("stage", &StageRow::stage)
+                                   .field("first_layer", &StageRow::firstLayer)
+                                   .field("end_layer", &StageRow::endLayer)
+                                   .field("time_s", &StageRow::time)
+                                   .field("sync_s", &StageRow::sync)
+                                   .field("memory_bytes", &StageRow::memory)
+                                   .field("param_bytes", &StageRow::paramBytes)
+                                   .field("activation_bytes", &StageRow::activationBytes)
+                                   .field("update_bytes", &StageRow::updateBytes)
+                                   .field("runtime_bytes", &StageRow::runtimeBytes)
+                                   .field("recompute", &StageRow::recompute);
+    return record;
 }
 
-h5::Handle pipelineType() {
-    h5::Handle t(KILN_H5(H5Tcreate(H5T_COMPOUND, sizeof(PipelineRow)), "plan"));
-    KILN_H5(H5Tinsert(t, "nodes", HOFFSET(PipelineRow, nodes), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "stage_width", HOFFSET(PipelineRow, width), H5T_NATIVE_UINT32), "plan");
-    KILN_H5(H5Tinsert(t, "microbatches", HOFFSET(PipelineRow, microbatches), H5T_NATIVE_UINT64), "plan");
-    KILN_H5(H5Tinsert(t, "step_time_s", HOFFSET(PipelineRow, stepTime), H5T_NATIVE_DOUBLE), "plan");
-    return t;
+const h5::Record<PipelineRow>& pipelineRecord() {
+    static const auto record = h5::Record<PipelineRow>()
+                                   .field("nodes", &PipelineRow::nodes)
+                                   .field("stage_width", &PipelineRow::width)
+                                   .field("microbatches", &PipelineRow::microbatches)
+                                   .field("step_time_s", &PipelineRow::stepTime);
+    return record;
 }
 
 }  // namespace
@@ -110,7 +112,7 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
 
     const std::string temporary = io::temporarySibling(path).string();
     {
-        h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path));
+        h5::Handle file = h5::createFile(temporary, path);
         h5::writeAttribute(file, "format", std::string("kiln-plan"));
         h5::writeAttribute(file, "format_version", std::int64_t{kVersion});
         h5::writeAttribute(file, "nodes", std::uint64_t{nodes});
@@ -118,17 +120,13 @@ void writePlan(const std::string& path, const TemplateSet& set, const Instantiat
         h5::writeAttribute(file, "global_microbatches", globalMicrobatches);
         h5::writeAttribute(file, "min_nodes", std::uint64_t{set.minNodes});
         h5::writeAttribute(file, "max_nodes", std::uint64_t{set.maxNodes});
-        h5::Handle scalarSpace(KILN_H5(H5Screate(H5S_SCALAR), path));
-        h5::Handle memory(KILN_H5(H5Acreate2(file, "memory_per_rank_bytes", H5T_IEEE_F64LE, scalarSpace, H5P_DEFAULT, H5P_DEFAULT), path));
-        KILN_H5(H5Awrite(memory, H5T_NATIVE_DOUBLE, &set.memoryPerRank), path);
-        h5::writeRecords(file, "templates", templateType(), templates, path);
-        h5::writeRecords(file, "stages", stageType(), stages, path);
-        auto instantiation = h5::writeRecords(file, "instantiation", pipelineType(), pipelines, path);
+        h5::writeAttribute(file, "memory_per_rank_bytes", set.memoryPerRank);
+        h5::writeRecords(file, "templates", templateRecord(), templates, path);
+        h5::writeRecords(file, "stages", stageRecord(), stages, path);
+        auto instantiation = h5::writeRecords(file, "instantiation", pipelineRecord(), pipelines, path);
         h5::writeAttribute(instantiation, "nodes_used", std::uint64_t{inst.nodesUsed});
         h5::writeAttribute(instantiation, "nodes_idle", std::uint64_t{inst.nodesIdle});
-        h5::Handle scalar(KILN_H5(H5Screate(H5S_SCALAR), path));
-        h5::Handle attr(KILN_H5(H5Acreate2(instantiation, "step_time_s", H5T_IEEE_F64LE, scalar, H5P_DEFAULT, H5P_DEFAULT), path));
-        KILN_H5(H5Awrite(attr, H5T_NATIVE_DOUBLE, &inst.stepTime), path);
+        h5::writeAttribute(instantiation, "step_time_s", inst.stepTime);
     }
     io::commitTemporary(temporary, path);
 }
@@ -143,14 +141,11 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
                                      "layers); write it again with kiln plan DECK --out FILE",
                                      path, h5::readIntAttribute(file, "format_version", path), kVersion));
     set = TemplateSet{};
-    {
-        h5::Handle memory(KILN_H5(H5Aopen(file, "memory_per_rank_bytes", H5P_DEFAULT), path));
-        KILN_H5(H5Aread(memory, H5T_NATIVE_DOUBLE, &set.memoryPerRank), path);
-    }
+    set.memoryPerRank = h5::readRealAttribute(file, "memory_per_rank_bytes", path);
     set.minNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "min_nodes", path));
     set.maxNodes = static_cast<std::uint32_t>(h5::readUintAttribute(file, "max_nodes", path));
-    const auto templates = h5::readRecords<TemplateRow>(file, "templates", templateType(), path);
-    const auto stages = h5::readRecords<StageRow>(file, "stages", stageType(), path);
+    const auto templates = h5::readRecords<TemplateRow>(file, "templates", templateRecord(), path);
+    const auto stages = h5::readRecords<StageRow>(file, "stages", stageRecord(), path);
     for (const auto& row : templates) {
         PipelineTemplate t;
         if (row.stages > 0) {
@@ -171,7 +166,7 @@ void readPlan(const std::string& path, TemplateSet& set, Instantiation& inst) {
         }
     }
     inst = Instantiation{};
-    for (const auto& p : h5::readRecords<PipelineRow>(file, "instantiation", pipelineType(), path)) {
+    for (const auto& p : h5::readRecords<PipelineRow>(file, "instantiation", pipelineRecord(), path)) {
         inst.pipelines.push_back({p.nodes, p.microbatches, p.stepTime, p.width});
         inst.nodesUsed += p.nodes;
         inst.stepTime = std::max(inst.stepTime, p.stepTime);

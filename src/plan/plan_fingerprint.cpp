@@ -4,8 +4,8 @@
 
 namespace kiln::plan {
 
-comm::Fingerprint fingerprintOf(const ModelProfile& profile) {
-    comm::Fingerprint f("the layer profile the plan is made from");
+base::Fingerprint fingerprintOf(const ModelProfile& profile) {
+    base::Fingerprint f("the layer profile the plan is made from");
     f.add("micro_batch", profile.microBatch).add("device", profile.device).add("runtime_bytes", profile.runtimeBytes);
     f.add("layers", profile.layers.size());
     for (std::size_t i = 0; i < profile.layers.size(); ++i) {
@@ -18,8 +18,8 @@ comm::Fingerprint fingerprintOf(const ModelProfile& profile) {
     return f;
 }
 
-comm::Fingerprint fingerprintOf(const TemplateSet& templates) {
-    comm::Fingerprint f("the pipeline templates");
+base::Fingerprint fingerprintOf(const TemplateSet& templates) {
+    base::Fingerprint f("the pipeline templates");
     f.add("min_nodes", templates.minNodes).add("max_nodes", templates.maxNodes);
     f.add("memory_per_rank", templates.memoryPerRank);
     const auto addTemplate = [&](const std::string& what, const PipelineTemplate& t) {
@@ -38,8 +38,8 @@ comm::Fingerprint fingerprintOf(const TemplateSet& templates) {
     return f;
 }
 
-comm::Fingerprint fingerprintOf(const Instantiation& inst, const std::string& decision) {
-    comm::Fingerprint f(decision);
+base::Fingerprint fingerprintOf(const Instantiation& inst, const std::string& decision) {
+    base::Fingerprint f(decision);
     f.add("pipelines", inst.pipelines.size()).add("nodes_used", inst.nodesUsed).add("nodes_idle", inst.nodesIdle);
     for (std::size_t p = 0; p < inst.pipelines.size(); ++p) {
         const auto& share = inst.pipelines[p];
@@ -50,8 +50,8 @@ comm::Fingerprint fingerprintOf(const Instantiation& inst, const std::string& de
     return f;
 }
 
-comm::Fingerprint fingerprintOf(const Layout& layout, const std::string& decision) {
-    comm::Fingerprint f(decision);
+base::Fingerprint fingerprintOf(const Layout& layout, const std::string& decision) {
+    base::Fingerprint f(decision);
     f.add("micro_batch", layout.microBatch).add("global_batch", layout.globalBatch).add("layers", layout.layers);
     f.add("pipelines", layout.pipelines.size()).add("idle_nodes", layout.idleNodes).add("roles", layout.roles.size());
     for (std::size_t p = 0; p < layout.pipelines.size(); ++p) {

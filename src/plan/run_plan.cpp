@@ -22,7 +22,7 @@ std::string seconds(double s) {
 
 }  // namespace
 
-ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source) {
+ModelProfile profileFromDeck(const config::Deck& deck, const arch::ModelConfig& model, std::string& source) {
     const std::uint64_t microBatch = static_cast<std::uint64_t>(deck.integer("train.micro_batch"));
     const std::string path = deck.text("plan.profile");
     if (path.empty()) {
@@ -69,7 +69,7 @@ bool profileMeasuredAtStartUp(const config::Deck& deck) {
     return deck.text("plan.profile").empty() && deck.real("plan.device_tflops") == 0.0;
 }
 
-RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster, LowerF lower,
+RunPlan planRun(const config::Deck& deck, const arch::ModelConfig& model, const ClusterSpec& cluster, LowerF lower,
                 const GivenProfile& given) {
     RunPlan plan;
     plan.cluster = cluster;

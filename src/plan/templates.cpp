@@ -1,7 +1,7 @@
 #include "kiln/plan/templates.hpp"
 
 #include "kiln/base/error.hpp"
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 
 #include <fmt/format.h>
 
@@ -57,7 +57,7 @@ public:
                                   (layer.kind == "block" ? 1.5 : 1.0) * tensorSums;
             params_[i + 1] = params_[i] + double(layer.paramBytes);
             optimizer_[i + 1] = optimizer_[i] + layer.optimizerSeconds / w;
-            const double paramShare = known && width > 1 ? double(model::parametersPerRank(p.model, index, width)) /
+            const double paramShare = known && width > 1 ? double(arch::parametersPerRank(p.model, index, width)) /
                                                                double(p.model.parametersOf(index))
                                                          : 1.0;
             rankParams_[i + 1] = rankParams_[i] + double(layer.paramBytes) * paramShare;
@@ -88,7 +88,7 @@ public:
     // Whether stage [a, b) recomputes its layers in full: always with
     // train.recompute = full; with auto, where it would not fit otherwise.
     bool recomputes(std::uint32_t a, std::uint32_t b, std::uint64_t inFlight) const {
-        using R = model::ModelConfig::Recompute;
+        using R = arch::ModelConfig::Recompute;
         return mode_ == R::Full || (mode_ == R::Auto && !fitsAs(a, b, inFlight, false));
     }
     double stageTime(std::uint32_t a, std::uint32_t b, Link link, bool full) const {
@@ -101,7 +101,7 @@ public:
     }
     // The times a stage can take (auto: either way).
     std::vector<double> possibleTimes(std::uint32_t a, std::uint32_t b, Link link) const {
-        using R = model::ModelConfig::Recompute;
+        using R = arch::ModelConfig::Recompute;
         if (mode_ == R::Auto) return {stageTime(a, b, link, false), stageTime(a, b, link, true)};
         return {stageTime(a, b, link, mode_ == R::Full)};
     }
@@ -165,7 +165,7 @@ private:
     std::size_t layers_;
     std::uint32_t width_;
     double runtime_;
-    model::ModelConfig::Recompute mode_;  // train.recompute
+    arch::ModelConfig::Recompute mode_;  // train.recompute
     std::vector<double> compute_, computeFull_, optimizer_, params_, rankParams_, activations_, inputs_, output_,
         layerParams_, rebuilt_;
     std::vector<std::vector<double>> largest_;
@@ -432,14 +432,14 @@ std::vector<std::uint32_t> stageWidths(const ModelProfile& profile, const Cluste
                                          "(cluster.ranks_per_node): a stage spans ranks of one node and every rank is in "
                                          "one stage\n  Use a divisor of {}, or 0 to let the planner choose.",
                                          cluster.stageWidthOrigin, cluster.stageWidth, g, g));
-        if (const auto why = model::widthProblem(profile.model, cluster.stageWidth); !why.empty())
+        if (const auto why = arch::widthProblem(profile.model, cluster.stageWidth); !why.empty())
             throw InputError(fmt::format("{} = {}: {}\n  Use a smaller width, or 0 to let the planner choose.",
                                          cluster.stageWidthOrigin, cluster.stageWidth, why));
         return {cluster.stageWidth};
     }
     std::vector<std::uint32_t> widths;
     for (std::uint32_t w = 1; w <= g; ++w)
-        if (g % w == 0 && model::widthProblem(profile.model, w).empty()) widths.push_back(w);
+        if (g % w == 0 && arch::widthProblem(profile.model, w).empty()) widths.push_back(w);
     return widths;
 }
 

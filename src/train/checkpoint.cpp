@@ -129,7 +129,7 @@ torch::Tensor shardOfLayer(model::Gpt& model, AdamW& optimizer, std::uint32_t la
                            int rank) {
     const auto slot = static_cast<std::uint32_t>(std::find(writers.begin(), writers.end(), rank) - writers.begin());
     const auto width = static_cast<std::uint32_t>(writers.size());
-    return packAtom(layerState(model, optimizer, layer - model.firstLayer()), model::shardSpecs(model.config(), layer),
+    return packAtom(layerState(model, optimizer, layer - model.firstLayer()), arch::shardSpecs(model.config(), layer),
                     HeldShard{slot, width}, slot, width);
 }
 
@@ -200,7 +200,7 @@ torch::Tensor collectLayer(MPI_Comm comm, model::Gpt& model, AdamW& optimizer, s
                 whole.push_back(flat.slice(0, offset, offset + n).view(shape));
                 offset += n;
             }
-        const auto specs = model::shardSpecs(config, layer);
+        const auto specs = arch::shardSpecs(config, layer);
         const auto width = static_cast<std::uint32_t>(writers.size());
         for (std::uint32_t slot = 0; slot < width; ++slot) {
             torch::Tensor shard;
@@ -233,7 +233,7 @@ torch::Tensor collectLayer(MPI_Comm comm, model::Gpt& model, AdamW& optimizer, s
 }
 
 // One layer's group: params, adam_m and adam_v, each tensor checksummed.
-void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const torch::Tensor& flat,
+void writeLayer(hid_t file, const arch::ModelConfig& config, std::uint32_t layer, const torch::Tensor& flat,
                 const std::string& ctx) {
     h5::Handle group = makeGroup(file, layerGroup(layer), ctx);
     h5::Handle params = makeGroup(group, "params", ctx), m = makeGroup(group, "adam_m", ctx),
@@ -346,7 +346,7 @@ std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& mode
         h5::Handle params(KILN_H5(H5Gopen2(g, "params", H5P_DEFAULT), ctx)), m(KILN_H5(H5Gopen2(g, "adam_m", H5P_DEFAULT), ctx)),
             v(KILN_H5(H5Gopen2(g, "adam_v", H5P_DEFAULT), ctx));
         auto named = model.layer(l).named_parameters();
-        const auto specs = model::shardSpecs(model.config(), model.firstLayer() + l);
+        const auto specs = arch::shardSpecs(model.config(), model.firstLayer() + l);
         const auto shapes = model.config().parameterShapes(model.firstLayer() + l);
         const auto& slice = model.slice();
         for (std::size_t k = 0; k < named.size(); ++k) {

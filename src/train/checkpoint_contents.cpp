@@ -95,7 +95,7 @@ CheckpointContents readContents(const std::filesystem::path& path, bool verify) 
     return c;
 }
 
-std::vector<std::vector<float>> readWeights(const std::filesystem::path& path, const model::ModelConfig& config,
+std::vector<std::vector<float>> readWeights(const std::filesystem::path& path, const arch::ModelConfig& config,
                                             std::uint32_t layer) {
     const std::string ctx = path.string();
     h5::Handle file = io::openForReading(ctx, "checkpoint");

@@ -13,7 +13,7 @@ namespace kiln::train::format {
 
 namespace h5 = io::h5;
 
-std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c) {
+std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const arch::ModelConfig& c) {
     return {{"model.blocks", c.blocks},
             {"model.d_model", c.dModel},
             {"model.heads", c.heads},
@@ -26,26 +26,26 @@ std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelCon
             {"model.tie_embeddings", c.tieEmbeddings ? 1u : 0u}};
 }
 
-void writeShape(hid_t file, const model::ModelConfig& c) {
+void writeShape(hid_t file, const arch::ModelConfig& c) {
     for (const auto& [key, value] : shapeOf(c)) h5::writeAttribute(file, attributeName(key), value);
     h5::writeAttribute(file, "model_rope_theta", c.ropeTheta);
     h5::writeAttribute(file, "model_norm_eps", c.normEps);
 }
 
-model::ModelConfig readShape(hid_t file, const std::string& context) {
+arch::ModelConfig readShape(hid_t file, const std::string& context) {
     const auto read = [&](const std::string& key, bool sinceLlama = false) -> std::uint32_t {
         const std::string name = attributeName(key);
         if (sinceLlama && !h5::hasAttribute(file, name)) return 0;
         return static_cast<std::uint32_t>(h5::readUintAttribute(file, name, context));
     };
-    model::ModelConfig c;
+    arch::ModelConfig c;
     c.blocks = read("model.blocks");
     c.dModel = read("model.d_model");
     c.heads = read("model.heads");
     c.mlpRatio = read("model.mlp_ratio");
     c.vocabSize = read("the tokenizer's vocabulary");
     c.seqLen = read("data.seq_len");
-    c.family = read("model.family (0 gpt2, 1 llama)", true) == 1 ? model::Family::Llama : model::Family::Gpt2;
+    c.family = read("model.family (0 gpt2, 1 llama)", true) == 1 ? arch::Family::Llama : arch::Family::Gpt2;
     c.kvHeads = read("model.kv_heads", true);
     c.ffnHidden = read("model.ffn_hidden", true);
     c.tieEmbeddings = read("model.tie_embeddings", true) == 1;  // absent before tying: untied
@@ -115,7 +115,7 @@ void writeTensor(hid_t group, const std::string& name, const std::vector<std::in
     KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
 }
 
-void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
+void writeLayer(hid_t file, const arch::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
                 const std::string& context, bool checksum) {
     const auto shapes = config.parameterShapes(layer);
     if (state.size() != 3 * shapes.size())

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "kiln/io/hdf5.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <torch/torch.h>
 
@@ -19,13 +19,13 @@ constexpr const char* kName = "kiln-checkpoint";
 constexpr std::int64_t kSingleFile = 1, kParts = 2;
 
 // The deck keys a checkpoint must agree on with the run that reads it.
-std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const model::ModelConfig& c);
+std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const arch::ModelConfig& c);
 std::string attributeName(const std::string& key);
 // Writes the model's shape (shapeOf) and its real-valued settings (rope_theta, norm_eps) as attributes.
-void writeShape(hid_t file, const model::ModelConfig& c);
+void writeShape(hid_t file, const arch::ModelConfig& c);
 // The model a checkpoint holds. Shape keys absent from a checkpoint written before they existed read 0
 // (a gpt2 model); the real-valued settings read their defaults.
-model::ModelConfig readShape(hid_t file, const std::string& context);
+arch::ModelConfig readShape(hid_t file, const std::string& context);
 // "/layers/NNNNN"
 std::string layerGroup(std::uint32_t layer);
 // The parts directory of checkpoint file `name` (step-NNNNNNNN.h5 -> step-NNNNNNNN.parts).
@@ -44,7 +44,7 @@ void writeTensor(hid_t group, const std::string& name, const std::vector<std::in
                  const std::string& context, bool checksum);
 // Writes `state` (a layer's weights, first and second moments, each in
 // parameterShapes() order, whole) as /layers/NNNNN/{params,adam_m,adam_v} of `file`.
-void writeLayer(hid_t file, const model::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
+void writeLayer(hid_t file, const arch::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
                 const std::string& context, bool checksum);
 
 }  // namespace kiln::train::format

@@ -23,13 +23,13 @@ constexpr int kShardTag = 32;
 // Pieces of a shard sent to its stage's writer: 64 MiB of float32 (and below MPI's int count).
 constexpr std::int64_t kPieceValues = std::int64_t{16} << 20;
 
-std::uint64_t stateBytes(const model::ModelConfig& config, std::uint32_t layer) {
+std::uint64_t stateBytes(const arch::ModelConfig& config, std::uint32_t layer) {
     return 3 * 4 * config.parametersOf(layer);
 }
 
 }  // namespace
 
-std::vector<std::vector<int>> assignWriters(const model::ModelConfig& config, const LayerHolders& holders) {
+std::vector<std::vector<int>> assignWriters(const arch::ModelConfig& config, const LayerHolders& holders) {
     const auto layers = static_cast<std::uint32_t>(holders.size());
     std::vector<std::uint32_t> order(layers);
     std::iota(order.begin(), order.end(), 0u);
@@ -93,7 +93,7 @@ CheckpointSnapshot snapshot(MPI_Comm comm, std::uint64_t step, const std::filesy
             s.states.push_back(std::move(state));
             continue;
         }
-        const auto specs = model::shardSpecs(s.model, l);
+        const auto specs = arch::shardSpecs(s.model, l);
         const auto shard = packAtom(layerState(model, optimizer, local), specs, HeldShard{slot, width}, slot, width);
         if (slot != 0) {  // to the stage's writer, inside the node
             for (std::int64_t at = 0; at < shard.numel(); at += kPieceValues) {

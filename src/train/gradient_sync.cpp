@@ -61,14 +61,14 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
             bool fresh = true;
             for (std::uint32_t l = segment.endLayer; l-- > segment.firstLayer;) {
                 const auto params = model.layer(l - model.firstLayer()).parameters();
-                const auto specs = model::shardSpecs(config, l);
+                const auto specs = arch::shardSpecs(config, l);
                 for (std::size_t k = 0; k < params.size(); ++k) {
                     if (tied(config, l, k)) continue;  // summed by the tied group
                     const bool replicated = specs[k].replicated() || atoms == 1;
                     if (replicated ? !plan.replicated : !plan.split) continue;
-                    const model::UnitRange mine = model::unitRange(specs[k].units, held.width, held.slot);
+                    const arch::UnitRange mine = arch::unitRange(specs[k].units, held.width, held.slot);
                     const Piece piece{params[k], specs[k], mine,
-                                      replicated ? mine : model::unitRange(specs[k].units, atoms, plan.atom), replicated, {}};
+                                      replicated ? mine : arch::unitRange(specs[k].units, atoms, plan.atom), replicated, {}};
                     const std::size_t bytes = static_cast<std::size_t>(piece.values()) * sizeof(float);
                     if (fresh || (size + bytes > bucketBytes && !buckets.back().pieces.empty())) {
                         buckets.emplace_back();
@@ -90,8 +90,8 @@ GradientSync::GradientSync(const plan::Layout& layout, MPI_Comm control, model::
     if (config.tieEmbeddings) addTiedSums(layout, control, model, rank, makeTransport);
 }
 
-bool GradientSync::tied(const model::ModelConfig& config, std::uint32_t layer, std::size_t k) {
-    return config.tieEmbeddings && ((layer == 0 && k == model::ModelConfig::kTokenEmbedding) || config.isTiedHead(layer, k));
+bool GradientSync::tied(const arch::ModelConfig& config, std::uint32_t layer, std::size_t k) {
+    return config.tieEmbeddings && ((layer == 0 && k == arch::ModelConfig::kTokenEmbedding) || config.isTiedHead(layer, k));
 }
 
 void GradientSync::addTiedSums(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, int rank,
@@ -111,7 +111,7 @@ void GradientSync::addTiedSums(const plan::Layout& layout, MPI_Comm control, mod
     const bool embedding = holds(first), head = holds(output);
     if (!embedding && !head) return;
     const plan::RankRole role = layout.role(rank);
-    const auto spec = model::shardSpecs(config, 0)[model::ModelConfig::kTokenEmbedding];
+    const auto spec = arch::shardSpecs(config, 0)[arch::ModelConfig::kTokenEmbedding];
     const auto param = [&](std::uint32_t layer, std::size_t k) { return model.layer(layer - model.firstLayer()).parameters()[k]; };
     // One group an atom of the vocabulary: the embedding's and the head's
     // holders of it in every pipeline, each adding the gradient of its own
@@ -136,9 +136,9 @@ void GradientSync::addTiedSums(const plan::Layout& layout, MPI_Comm control, mod
             asynchronous_ = asynchronous_ || groups_.back().transport->deviceMemory();
             bucket.transport = groups_.back().transport.get();
         }
-        const model::UnitRange mine = model::unitRange(spec.units, role.width, role.slot);
-        Piece piece{embedding ? param(0, model::ModelConfig::kTokenEmbedding) : param(last, config.headIndex()), spec, mine,
-                    atoms == 1 ? mine : model::unitRange(spec.units, atoms, atom), atoms == 1, {}};
+        const arch::UnitRange mine = arch::unitRange(spec.units, role.width, role.slot);
+        Piece piece{embedding ? param(0, arch::ModelConfig::kTokenEmbedding) : param(last, config.headIndex()), spec, mine,
+                    atoms == 1 ? mine : arch::unitRange(spec.units, atoms, atom), atoms == 1, {}};
         if (embedding && head) piece.tiedCopy = param(last, config.headIndex());
         bucket.pieces.push_back(piece);
         bucket.lowestLayer = 0;
@@ -260,7 +260,7 @@ double GradientSync::squaredNorm(model::Gpt& model) const {
     std::vector<torch::Tensor> gradients;
     for (std::uint32_t l : primaryLayers_) {
         const auto params = model.layer(l - model.firstLayer()).parameters();
-        const auto specs = model::shardSpecs(model.config(), l);
+        const auto specs = arch::shardSpecs(model.config(), l);
         for (std::size_t k = 0; k < params.size(); ++k)
             if (params[k].grad().defined() && (countReplicated_ || !specs[k].replicated()) &&
                 !model.config().isTiedHead(l, k))  // the tied parameter counts once: as the embedding

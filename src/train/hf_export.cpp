@@ -37,7 +37,7 @@ struct Planned {
 // The export's tensors in kiln's layer order, cut into files of at most
 // `maxShardBytes` at layer boundaries (a layer larger than that alone in its
 // file), so that one layer's weights at a time are in memory.
-std::vector<std::vector<Planned>> planShards(const model::ModelConfig& c, std::uint64_t maxShardBytes) {
+std::vector<std::vector<Planned>> planShards(const arch::ModelConfig& c, std::uint64_t maxShardBytes) {
     std::vector<std::vector<Planned>> shards(1);
     std::uint64_t inShard = 0;
     for (std::uint32_t layer = 0; layer < c.numLayers(); ++layer) {
@@ -74,7 +74,7 @@ std::vector<float> transposed(const std::vector<float>& values, std::int64_t out
 // (name -> dtype, shape, data_offsets), then the tensors' bytes in order.
 // Written layer by layer from the checkpoint.
 void writeSafetensors(const std::filesystem::path& path, const std::filesystem::path& checkpoint,
-                      const model::ModelConfig& c, const std::vector<Planned>& tensors) {
+                      const arch::ModelConfig& c, const std::vector<Planned>& tensors) {
     nlohmann::ordered_json header;
     header["__metadata__"] = {{"format", "pt"}, {"producer", "kiln export"}};
     std::uint64_t offset = 0;
@@ -111,7 +111,7 @@ void writeSafetensors(const std::filesystem::path& path, const std::filesystem::
 
 // Two sequences of ids and kiln's logits for them (every position; only the
 // last one when the vocabulary is large).
-nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const model::ModelConfig& config) {
+nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const arch::ModelConfig& config) {
     torch::NoGradGuard noGrad;
     model::Gpt gpt(config);
     for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
@@ -143,7 +143,7 @@ nlohmann::json referenceLogits(const std::filesystem::path& checkpoint, const mo
     return out;
 }
 
-nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
+nlohmann::ordered_json gpt2Config(const arch::ModelConfig& c) {
     return {{"architectures", {"GPT2LMHeadModel"}},
             {"model_type", "gpt2"},
             {"vocab_size", c.vocabSize},
@@ -163,7 +163,7 @@ nlohmann::ordered_json gpt2Config(const model::ModelConfig& c) {
             {"torch_dtype", "float32"}};
 }
 
-nlohmann::ordered_json llamaConfig(const model::ModelConfig& c) {
+nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
     return {{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
             {"vocab_size", c.vocabSize},
@@ -205,8 +205,8 @@ std::optional<std::uint32_t> documentEndId(const std::filesystem::path& checkpoi
 
 // A tied model's two copies (the first stage's embedding, the last stage's
 // head) as the checkpoint holds them: equal unless kiln failed to keep them so.
-std::string tiedCopiesNote(const std::filesystem::path& checkpoint, const model::ModelConfig& c) {
-    const auto embedding = readWeights(checkpoint, c, 0)[model::ModelConfig::kTokenEmbedding];
+std::string tiedCopiesNote(const std::filesystem::path& checkpoint, const arch::ModelConfig& c) {
+    const auto embedding = readWeights(checkpoint, c, 0)[arch::ModelConfig::kTokenEmbedding];
     const auto head = readWeights(checkpoint, c, c.numLayers() - 1)[c.headIndex()];
     double worst = 0.0;
     for (std::size_t i = 0; i < embedding.size(); ++i)

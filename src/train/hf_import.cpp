@@ -2,7 +2,7 @@
 
 #include "hf_names.hpp"
 #include "kiln/base/error.hpp"
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 
 #include <fmt/format.h>
@@ -134,16 +134,16 @@ std::string storedName(const SafetensorsDirectory& files, const std::string& nam
 
 }  // namespace
 
-model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
+arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
     const auto path = dir / "config.json";
     const json config = readJson(path);
     const std::string type = field<std::string>(config, "model_type", "");
     const auto refuse = [&](const std::string& what) {
         return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
     };
-    model::ModelConfig m;
+    arch::ModelConfig m;
     if (type == "llama") {
-        m.family = model::Family::Llama;
+        m.family = arch::Family::Llama;
         m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
         m.dModel = required<std::uint32_t>(config, "hidden_size", path);
         m.heads = required<std::uint32_t>(config, "num_attention_heads", path);
@@ -173,7 +173,7 @@ model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
             throw refuse(fmt::format("head_dim = {} is not hidden_size / num_attention_heads = {}",
                                      field<std::uint32_t>(config, "head_dim", 0), m.dModel / m.heads));
     } else if (type == "gpt2") {
-        m.family = model::Family::Gpt2;
+        m.family = arch::Family::Gpt2;
         m.blocks = required<std::uint32_t>(config, "n_layer", path);
         m.dModel = required<std::uint32_t>(config, "n_embd", path);
         m.heads = required<std::uint32_t>(config, "n_head", path);
@@ -197,9 +197,9 @@ model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
     return m;
 }
 
-std::string deckLinesFor(const model::ModelConfig& m) {
+std::string deckLinesFor(const arch::ModelConfig& m) {
     std::string text = fmt::format("[model]\nfamily = {}\nvocab = {}\nblocks = {}\nd_model = {}\nheads = {}\n",
-                                   model::familyName(m.family), m.vocabSize, m.blocks, m.dModel, m.heads);
+                                   arch::familyName(m.family), m.vocabSize, m.blocks, m.dModel, m.heads);
     if (m.llama())
         text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n", m.keyValueHeads(),
                             m.ffnHidden, m.normEps, m.ropeTheta);
@@ -209,13 +209,13 @@ std::string deckLinesFor(const model::ModelConfig& m) {
     return text;
 }
 
-std::string initFromProblem(const model::ModelConfig& hf, const model::ModelConfig& run, const std::filesystem::path& dir) {
+std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig& run, const std::filesystem::path& dir) {
     std::vector<std::string> differences;
     const auto differ = [&](const char* key, const char* field, auto deckValue, auto hfValue) {
         if (deckValue != hfValue)
             differences.push_back(fmt::format("{} = {} in the deck, {} = {} in config.json", key, deckValue, field, hfValue));
     };
-    differ("model.family", "model_type", std::string(model::familyName(run.family)), std::string(model::familyName(hf.family)));
+    differ("model.family", "model_type", std::string(arch::familyName(run.family)), std::string(arch::familyName(hf.family)));
     const bool llama = hf.llama();
     differ("model.blocks", llama ? "num_hidden_layers" : "n_layer", run.blocks, hf.blocks);
     differ("model.d_model", llama ? "hidden_size" : "n_embd", run.dModel, hf.dModel);
@@ -250,7 +250,7 @@ void initFromHuggingFace(const std::filesystem::path& dir, model::Gpt& model) {
     for (std::uint32_t local = 0; local < model.numLayers(); ++local) {
         const std::uint32_t layer = model.firstLayer() + local;
         const auto shapes = c.parameterShapes(layer);
-        const auto specs = model::shardSpecs(c, layer);
+        const auto specs = arch::shardSpecs(c, layer);
         const auto names = huggingFaceNames(c, layer);
         auto params = model.layer(local).parameters();
         for (std::size_t k = 0; k < names.size(); ++k) {

@@ -4,7 +4,7 @@
 
 namespace kiln::train {
 
-std::vector<HuggingFaceName> huggingFaceNames(const model::ModelConfig& c, std::uint32_t layer) {
+std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::uint32_t layer) {
     const bool output = layer == c.numLayers() - 1;
     if (c.llama()) {
         if (layer == 0) return {{"model.embed_tokens.weight"}};

@@ -2,7 +2,7 @@
 // in ModelConfig::parameterShapes order: what export writes and import reads.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <string>
 #include <vector>
@@ -14,6 +14,6 @@ struct HuggingFaceName {
     bool transposed = false;  // stored (in, out): GPT-2's Conv1D weights
 };
 
-std::vector<HuggingFaceName> huggingFaceNames(const model::ModelConfig& config, std::uint32_t layer);
+std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& config, std::uint32_t layer);
 
 }  // namespace kiln::train

@@ -17,11 +17,11 @@ std::vector<torch::Tensor> layerStateTensors(model::Gpt& model, AdamW& optimizer
 }
 
 // The views of `tensor` (held as `held`) that atom `atom` of `atoms` covers.
-std::vector<torch::Tensor> atomViews(const torch::Tensor& tensor, const model::ShardSpec& spec, HeldShard held,
+std::vector<torch::Tensor> atomViews(const torch::Tensor& tensor, const arch::ShardSpec& spec, HeldShard held,
                                      std::uint32_t atom, std::uint32_t atoms) {
     if (spec.replicated()) return {tensor};
-    return model::unitViews(tensor, spec, model::unitRange(spec.units, held.width, held.slot),
-                            model::unitRange(spec.units, atoms, atom));
+    return model::unitViews(tensor, spec, arch::unitRange(spec.units, held.width, held.slot),
+                            arch::unitRange(spec.units, atoms, atom));
 }
 
 }  // namespace
@@ -30,7 +30,7 @@ std::vector<torch::Tensor> layerState(model::Gpt& model, AdamW& optimizer, std::
     return layerStateTensors(model, optimizer, l);
 }
 
-torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vector<model::ShardSpec>& specs, HeldShard held,
+torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vector<arch::ShardSpec>& specs, HeldShard held,
                        std::uint32_t atom, std::uint32_t atoms, torch::Device where) {
     torch::NoGradGuard noGrad;
     std::vector<torch::Tensor> parts;
@@ -40,7 +40,7 @@ torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vecto
 }
 
 void unpackAtom(const torch::Tensor& flat, const std::vector<torch::Tensor>& state,
-                const std::vector<model::ShardSpec>& specs, HeldShard held, std::uint32_t atom, std::uint32_t atoms) {
+                const std::vector<arch::ShardSpec>& specs, HeldShard held, std::uint32_t atom, std::uint32_t atoms) {
     torch::NoGradGuard noGrad;
     std::int64_t offset = 0;
     for (std::size_t k = 0; k < state.size(); ++k)
@@ -51,13 +51,13 @@ void unpackAtom(const torch::Tensor& flat, const std::vector<torch::Tensor>& sta
         }
 }
 
-std::int64_t atomSize(const model::ModelConfig& config, std::uint32_t layer, std::uint32_t atom, std::uint32_t atoms) {
+std::int64_t atomSize(const arch::ModelConfig& config, std::uint32_t layer, std::uint32_t atom, std::uint32_t atoms) {
     const auto shapes = config.parameterShapes(layer);
-    const auto specs = model::shardSpecs(config, layer);
+    const auto specs = arch::shardSpecs(config, layer);
     std::int64_t values = 0;
     for (std::size_t k = 0; k < shapes.size(); ++k) {
         auto shape = shapes[k].second;
-        if (!specs[k].replicated()) shape = model::shardShape(shape, specs[k], atoms, atom);
+        if (!specs[k].replicated()) shape = arch::shardShape(shape, specs[k], atoms, atom);
         std::int64_t n = 1;
         for (auto d : shape) n *= d;
         values += n;

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/link_transport.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -48,7 +49,7 @@ model::SliceHandle sliceFor(const plan::RankRole& role) {
 
 }  // namespace
 
-ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
+ParallelState::ParallelState(const arch::ModelConfig& model, const TrainConfig& config, torch::Device device,
                              comm::World& world, plan::Layout layout)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)) {
     role_ = layout_.role(world.rank());
@@ -66,7 +67,7 @@ ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig&
     connect(world);
 }
 
-ParallelState::ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device,
+ParallelState::ParallelState(const arch::ModelConfig& model, const TrainConfig& config, torch::Device device,
                              plan::Layout layout, int rank, bool nccl, std::uint64_t optimizerSteps)
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)), nccl_(nccl) {
     role_ = layout_.role(rank);
@@ -254,7 +255,7 @@ MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::
         return layerState(*target.model, *target.optimizer, l - role.firstLayer);
     };
     for (const auto& t : plan.transfers) {
-        const auto specs = model::shardSpecs(modelConfig_, t.layer);
+        const auto specs = arch::shardSpecs(modelConfig_, t.layer);
         if (t.from == me && t.to == me) {
             unpackAtom(packAtom(oldState(t.layer), specs, oldShard, t.atom, atoms, device_), newState(t.layer), specs,
                        newShard, t.atom, atoms);
@@ -279,7 +280,7 @@ MigrationReport ParallelState::moveLayers(const comm::World& world, const plan::
     std::set<std::uint32_t> received;
     for (const auto& t : plan.transfers) {
         if (t.to != me || t.from == me) continue;
-        unpackAtom(incoming[next], newState(t.layer), model::shardSpecs(modelConfig_, t.layer), newShard, t.atom, atoms);
+        unpackAtom(incoming[next], newState(t.layer), arch::shardSpecs(modelConfig_, t.layer), newShard, t.atom, atoms);
         report.bytesReceived += static_cast<std::uint64_t>(incoming[next].nbytes());
         received.insert(t.layer);
         ++next;

@@ -93,7 +93,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         // The weights' bf16 casts are kept from one microbatch to the next
         // (cleared when the step ends, before the optimizer changes the weights).
         model::AutocastScope autocast(bf16_, device_, model::AutocastScope::Cache::KeepForStep);
-        if (role_.recompute || model_.config().recompute == model::ModelConfig::Recompute::Full) {
+        if (role_.recompute || model_.config().recompute == arch::ModelConfig::Recompute::Full) {
             // Nothing of the layers' insides is kept: each layer's input is.
             torch::NoGradGuard noGrad;
             slot.recomputed = true;

@@ -9,7 +9,7 @@
 
 namespace kiln::train {
 
-plan::ModelProfile measureStartupProfile(const model::ModelConfig& config, std::uint64_t microBatch,
+plan::ModelProfile measureStartupProfile(const arch::ModelConfig& config, std::uint64_t microBatch,
                                          torch::Device device, bool bf16, MPI_Comm comm) {
     // Three timed runs after a warm-up; the process's thread settings as they are.
     plan::ModelProfile profile = model::profileModel(config, microBatch, 3, -1, device, bf16, /*eachKindOnce=*/true);

@@ -8,7 +8,7 @@
 namespace kiln::train {
 
 struct StragglerProbe::Impl {
-    Impl(const model::ModelConfig& config, std::uint64_t microBatch, c10::Device device,
+    Impl(const arch::ModelConfig& config, std::uint64_t microBatch, c10::Device device,
          std::chrono::milliseconds deadline)
         : block(config, kLayer, kLayer + 1), clock(device, deadline) {
         block.to(device);
@@ -23,7 +23,7 @@ struct StragglerProbe::Impl {
     torch::Tensor input;
 };
 
-StragglerProbe::StragglerProbe(const model::ModelConfig& model, std::uint64_t microBatch, c10::Device device,
+StragglerProbe::StragglerProbe(const arch::ModelConfig& model, std::uint64_t microBatch, c10::Device device,
                                std::chrono::milliseconds deadline)
     : impl_(std::make_unique<Impl>(model, microBatch, device, deadline)) {}
 

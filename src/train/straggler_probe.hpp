@@ -7,7 +7,7 @@
 #pragma once
 
 #include "kiln/fault/fault_injector.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <c10/core/Device.h>
 
@@ -19,7 +19,7 @@ namespace kiln::train {
 
 class StragglerProbe {
 public:
-    StragglerProbe(const model::ModelConfig& model, std::uint64_t microBatch, c10::Device device,
+    StragglerProbe(const arch::ModelConfig& model, std::uint64_t microBatch, c10::Device device,
                    std::chrono::milliseconds deadline);
     ~StragglerProbe();
     StragglerProbe(const StragglerProbe&) = delete;

@@ -72,7 +72,7 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
                                          deck.setting("data.eval_mix").origin, evalCorpus->tokenizer().id,
                                          corpus->tokenizer().id));
     }
-    modelConfig = model::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
+    modelConfig = arch::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
@@ -93,7 +93,7 @@ void Trainer::State::armInjector() {
                   std::atoi(restarts) + 1);
         injections.clear();
     }
-    injector = std::make_unique<fault::FaultInjector>(injections, world.originalRank());
+    injector = std::make_shared<fault::FaultInjector>(injections, world.originalRank());
 }
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
@@ -112,8 +112,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
     const bool resumed = latest.has_value();
     s.initFromHuggingFaceModel(resumed);
     base::startupPhase(resumed ? "resume" : "start_state");
-    s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
-    s.sliceLoader();
+    s.loader = s.openLoader(s.spec, s.corpus, cursor);
     base::startupPhase("loader");
     s.startupToReport = true;
     s.describeReport();

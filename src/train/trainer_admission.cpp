@@ -148,7 +148,7 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink&
     RowReader layout(join.layout);
     s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(layout), world.rank(),
                                                  join.nccl, join.optimizerSteps);
-    s.loader = std::make_unique<data::DataLoader>(s.spec, s.corpus, cursor);
+    s.loader = s.openLoader(s.spec, s.corpus, cursor);
     s.armInjector();
     s.settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
 }

@@ -9,10 +9,10 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/decision_check.hpp"
-#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
+#include "kiln/data/agreed_batch.hpp"
 #include "kiln/data/batch_planner.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/fence.hpp"
@@ -30,23 +30,14 @@ bool Trainer::State::evaluationDue(std::uint64_t steps, std::uint64_t end) const
 
 double Trainer::State::heldOutLossSum(std::uint64_t steps) {
     State& s = *this;
-    data::DataLoader loader(s.evalSpec, s.evalCorpus, data::BatchPlanner(s.evalSpec, *s.evalCorpus).initial());
-    const auto [first, count] = s.loaderSlice();
-    loader.setSlice(first, count);
+    const auto loader = s.openLoader(s.evalSpec, s.evalCorpus, data::BatchPlanner(s.evalSpec, *s.evalCorpus).initial());
     double lossSum = 0.0;
     for (std::uint64_t b = 0; b < s.config.evalBatches; ++b) {
         comm::trainingThreadAlive();
-        const data::Batch* batch = nullptr;
-        std::string problem;
-        try {
-            batch = &loader.current();
-        } catch (const InputError& e) {
-            problem = e.what();
-        }
-        if (const auto error = comm::firstError(s.world.control(), problem); !error.empty())
-            throw InputError(fmt::format("held-out evaluation after step {}: {}", steps, error));
+        const auto [batch, error] = data::currentBatchOrFirstError(*loader, s.world.control());
+        if (!error.empty()) throw InputError(fmt::format("held-out evaluation after step {}: {}", steps, error));
         lossSum += s.parallel->evaluate(*batch);
-        loader.commit();
+        loader->commit();
     }
     // What the ranks evaluated rides along with the sum: checked at no extra collective.
     comm::Fingerprint agreed("the held-out evaluation");

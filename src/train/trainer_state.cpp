@@ -1,5 +1,7 @@
 #include "trainer_state.hpp"
 
+#include "checkpoint_fault_hooks.hpp"
+
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/fence.hpp"
@@ -106,6 +108,15 @@ void Trainer::State::sliceLoader() {
     loader->setSlice(first, count);
 }
 
+std::unique_ptr<data::DataLoader> Trainer::State::openLoader(const data::LoaderSpec& of,
+                                                             std::shared_ptr<data::Corpus> from,
+                                                             const data::Cursor& at) const {
+    auto opened = std::make_unique<data::DataLoader>(of, std::move(from), at);
+    const auto [first, count] = loaderSlice();
+    opened->setSlice(first, count);
+    return opened;
+}
+
 void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout) {
     if (newLayout && speeds) {
         speeds->reset();
@@ -157,19 +168,8 @@ CheckpointManager::Source Trainer::State::checkpointSource(LayerHolders holders)
             config.decaySteps};
 }
 
-namespace {
-// Step `step - 1` is the one a checkpoint of `step` follows, as for the checkpoint phase.
-std::uint64_t followed(std::uint64_t step) { return step > 0 ? step - 1 : 0; }
-}  // namespace
-
 CheckpointManager::Hooks Trainer::State::checkpointHooks(std::uint64_t step) {
-    // The phases of the step the checkpoint follows (publish runs on rank 0,
-    // write in each writer's thread, steps later for a background one).
-    return {[this, step] {
-                injector->at(followed(step), fault::Phase::Publish);
-                io::fence().check("a checkpoint");
-            },
-            [this, step] { injector->at(followed(step), fault::Phase::Write); }};
+    return checkpointFaultHooks(injector, step);
 }
 
 void Trainer::State::checkpoint(std::uint64_t step, const LayerHolders& holders) {

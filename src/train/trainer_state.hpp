@@ -46,13 +46,16 @@ inline double since(Clock::time_point t) { return std::chrono::duration<double>(
 struct Trainer::State {
     const config::Deck& deck;
     comm::World& world;
+    // Declared first, so destroyed last: the threads that call it (a background checkpoint's writer, the
+    // gradient sums) are joined by members declared below, and the checkpoint hooks hold it as well.
+    std::shared_ptr<fault::FaultInjector> injector;
     TrainConfig config;
     data::LoaderSpec spec;
     std::shared_ptr<data::Corpus> corpus;  // opened once, shared with the loader
     // Held-out validation data (data.eval_mix; no sources: no evaluation).
     data::LoaderSpec evalSpec;
     std::shared_ptr<data::Corpus> evalCorpus;
-    model::ModelConfig modelConfig;
+    arch::ModelConfig modelConfig;
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
     std::unique_ptr<data::DataLoader> loader;
@@ -61,7 +64,6 @@ struct Trainer::State {
     data::CursorContext context;
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
-    std::unique_ptr<fault::FaultInjector> injector;
     // Who is in the job, what was retired, what the layout tolerates (membership.hpp).
     Membership membership;
     // On the rank that took an admission request: the new nodes' processes,
@@ -108,6 +110,10 @@ struct Trainer::State {
     void sliceLoader();
     // That slice: first sample and count (0, 0 on middle and idle ranks).
     std::pair<std::uint64_t, std::uint64_t> loaderSlice() const;
+    // The one way a loader is made (the training stream at start-up or on joining, the held-out one for an
+    // evaluation): `of`'s batches from `at`, sliced for this rank's place in the running layout.
+    std::unique_ptr<data::DataLoader> openLoader(const data::LoaderSpec& of, std::shared_ptr<data::Corpus> from,
+                                                 const data::Cursor& at) const;
     // Logs the current layout and records it in diag.h5; a new layout
     // (`newLayout`: not a rebalance of the same one) starts the speed
     // monitor afresh and settles who probes (updateProbes).

@@ -4,10 +4,10 @@
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/decision_check.hpp"
-#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
+#include "kiln/data/agreed_batch.hpp"
 #include "kiln/fault/admit_request.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_clock.hpp"
@@ -44,16 +44,10 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
     const auto begun = Clock::now();
     try {
         // Only the ranks that read a corrupt chunk see it: they tell the others.
-        const data::Batch* batch = nullptr;
-        std::string problem;
-        try {
-            batch = &loader->current();
-            wait += loader->lastWaitSeconds();
-        } catch (const InputError& e) {
-            problem = e.what();
-        }
-        a.dataError = comm::firstError(world.control(), problem);
+        const auto [batch, dataError] = data::currentBatchOrFirstError(*loader, world.control());
+        a.dataError = dataError;
         if (!a.dataError.empty()) return a;
+        wait += loader->lastWaitSeconds();
         // A benched straggler's ranks and the reference node's time the same block at the same moment, the
         // step's start, so that both meet the same contention (on shared cores, a probe after the step ran alone).
         const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;

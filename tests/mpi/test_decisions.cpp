@@ -92,7 +92,7 @@ TEST(RequireAgreement, EachRankDifferent) {
 // must the templates planned from it. Fails on a profile whose update times
 // were each rank's own.
 TEST(StartupProfile, EveryRankPlansFromTheSameProfile) {
-    kiln::model::ModelConfig config;
+    kiln::arch::ModelConfig config;
     config.blocks = 4;
     config.dModel = 32;
     config.heads = 4;

@@ -27,7 +27,7 @@
 namespace {
 
 using kiln::model::Gpt;
-using kiln::model::ModelConfig;
+using kiln::arch::ModelConfig;
 
 ModelConfig smallModel() {
     ModelConfig c;

@@ -111,8 +111,8 @@ private:
     int rank_ = 0, size_ = 1;
 };
 
-kiln::model::ModelConfig smallModel() {
-    kiln::model::ModelConfig c;
+kiln::arch::ModelConfig smallModel() {
+    kiln::arch::ModelConfig c;
     c.vocabSize = 61;
     c.blocks = 4;
     c.dModel = 32;  // activations of 2 x 64 x 32 floats: past Open MPI's eager limit
@@ -147,7 +147,7 @@ kiln::plan::Layout onePipeline(std::uint32_t stages) {
     return layout;
 }
 
-kiln::data::Batch batchOf(const kiln::model::ModelConfig& config) {
+kiln::data::Batch batchOf(const kiln::arch::ModelConfig& config) {
     kiln::data::Batch batch;
     batch.count = 10;
     batch.sampleLength = config.seqLen + 1;

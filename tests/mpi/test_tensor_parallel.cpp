@@ -23,7 +23,7 @@
 namespace {
 
 using kiln::model::Gpt;
-using kiln::model::ModelConfig;
+using kiln::arch::ModelConfig;
 
 ModelConfig smallModel(std::uint32_t heads) {
     ModelConfig c;
@@ -78,13 +78,13 @@ void compareWidth(std::uint32_t heads, int width) {
     EXPECT_NEAR(loss.item<double>(), wholeLoss.item<double>(), 1e-5 * wholeLoss.item<double>())
         << "width " << width << ", " << heads << " heads";
     for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
-        const auto specs = kiln::model::shardSpecs(config, l);
+        const auto specs = kiln::arch::shardSpecs(config, l);
         const auto mine = split.layer(l).named_parameters(), theirs = whole.layer(l).named_parameters();
         ASSERT_EQ(mine.size(), specs.size());
         for (std::size_t k = 0; k < specs.size(); ++k) {
             const std::string what = "layer " + std::to_string(l) + " " + mine[k].key() + ", width " + std::to_string(width) +
                                      ", rank " + std::to_string(stage.slice->rank);
-            const auto shape = kiln::model::shardShape(config.parameterShapes(l)[k].second, specs[k], width, stage.slice->rank);
+            const auto shape = kiln::arch::shardShape(config.parameterShapes(l)[k].second, specs[k], width, stage.slice->rank);
             EXPECT_EQ(mine[k].value().sizes().vec(), shape) << what;
             expectClose(mine[k].value().detach(), kiln::model::shardOf(theirs[k].value().detach(), specs[k], width, stage.slice->rank), what);
             expectClose(mine[k].value().grad(), kiln::model::shardOf(theirs[k].value().grad(), specs[k], width, stage.slice->rank),
@@ -111,14 +111,14 @@ TEST(TensorParallel, ShardsAreRunsOfAtoms) {
     const auto config = smallModel(4);
     Gpt whole(config);
     for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
-        const auto specs = kiln::model::shardSpecs(config, l);
+        const auto specs = kiln::arch::shardSpecs(config, l);
         const auto params = whole.layer(l).parameters();
         for (std::size_t k = 0; k < specs.size(); ++k) {
             if (specs[k].replicated()) continue;
             const auto half = kiln::model::shardOf(params[k].detach(), specs[k], 2, 1);
-            const auto heldRange = kiln::model::unitRange(specs[k].units, 2, 1);
+            const auto heldRange = kiln::arch::unitRange(specs[k].units, 2, 1);
             for (int atom : {2, 3}) {
-                const auto atomRange = kiln::model::unitRange(specs[k].units, 4, atom);
+                const auto atomRange = kiln::arch::unitRange(specs[k].units, 4, atom);
                 const auto views = kiln::model::unitViews(half, specs[k], heldRange, atomRange);
                 EXPECT_TRUE(torch::equal(torch::cat(views, specs[k].dim),
                                          kiln::model::shardOf(params[k].detach(), specs[k], 4, atom)))
@@ -169,7 +169,7 @@ TEST(TensorParallel, SumsPairAtomsAcrossWidths) {
         return (g + static_cast<float>(pipeline + 1) + 0.5f * static_cast<float>(l)).view(shape);
     };
     for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
-        const auto specs = kiln::model::shardSpecs(config, l);
+        const auto specs = kiln::arch::shardSpecs(config, l);
         auto params = model.layer(l).parameters();
         for (std::size_t k = 0; k < params.size(); ++k)
             params[k].mutable_grad() = kiln::model::shardOf(wholeGradient(role.pipeline, l, k), specs[k], role.width, role.slot);
@@ -181,7 +181,7 @@ TEST(TensorParallel, SumsPairAtomsAcrossWidths) {
     sync.finish(model, torch::kCPU);
     double wholeNorm = 0.0;
     for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
-        const auto specs = kiln::model::shardSpecs(config, l);
+        const auto specs = kiln::arch::shardSpecs(config, l);
         for (std::size_t k = 0; k < specs.size(); ++k) {
             const auto sum = wholeGradient(0, l, k) + wholeGradient(1, l, k);
             wholeNorm += sum.square().sum().item<double>();

@@ -8,7 +8,7 @@
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/hdf5.hpp"
 #include "kiln/io/parallel_file.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/train/trainer.hpp"
 #include "../support/error_text.hpp"
 #include "../support/shared_dir.hpp"
@@ -70,7 +70,7 @@ std::vector<float> tensorsOf(const fs::path& checkpoint, const std::string& kind
             all.insert(all.end(), values.begin(), values.end());
         }
     }
-    kiln::model::ModelConfig model;  // the test deck's: 2 blocks, d_model 32, byte vocabulary
+    kiln::arch::ModelConfig model;  // the test deck's: 2 blocks, d_model 32, byte vocabulary
     model.vocabSize = 257;
     model.blocks = 2;
     model.dModel = 32;

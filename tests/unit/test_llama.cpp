@@ -8,8 +8,8 @@
 #include "kiln/config/deck.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/llama_ops.hpp"
-#include "kiln/model/model_config.hpp"
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/model_config.hpp"
+#include "kiln/arch/shard_spec.hpp"
 #include "layer_gradient_check.hpp"
 
 #include <cmath>
@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 using namespace kiln::model;
+using namespace kiln::arch;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/gpt.hpp"
 #include "kiln/model/profiler.hpp"
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 using namespace kiln::model;
+using namespace kiln::arch;
 
 namespace {
 

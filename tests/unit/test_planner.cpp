@@ -156,7 +156,7 @@ TEST(Templates, RecomputationKeepsInputsAndAutoRecomputesOnlyWhatWouldNotFit) {
     p.layers.push_back({"embedding", 1e-3, 2e-3, 1'000'000, 40'000, 40'000});
     for (int b = 0; b < 4; ++b) p.layers.push_back({"block", 1e-3, 2e-3, 1'000'000, 40'000, 3'000'000});
     p.layers.push_back({"output", 1e-3, 2e-3, 1'000'000, 40'000, 400'000});
-    p.model.recompute = kiln::model::ModelConfig::Recompute::Full;
+    p.model.recompute = kiln::arch::ModelConfig::Recompute::Full;
     const auto full = planTemplates(p, cluster(1, 1e12), 0, 1);
     const Stage& one = full.forNodes(1)->stages[0];
     EXPECT_TRUE(one.recompute);
@@ -165,7 +165,7 @@ TEST(Templates, RecomputationKeepsInputsAndAutoRecomputesOnlyWhatWouldNotFit) {
     EXPECT_NEAR(one.compute, 6 * (2 * 1e-3 + 2e-3), 1e-12);  // every forward twice
 
     // Two nodes with 4 microbatches: the first stage keeps 2 in flight, the second 1.
-    p.model.recompute = kiln::model::ModelConfig::Recompute::Auto;
+    p.model.recompute = kiln::arch::ModelConfig::Recompute::Auto;
     const double limit = 4.0 * 3e6 + 1e6 + 1.5 * 3e6 + 0.9e6 + 2 * 8e6;
     const auto set = planTemplates(p, cluster(2, limit), 0, 4);
     int recomputed = 0, kept = 0;
@@ -175,7 +175,7 @@ TEST(Templates, RecomputationKeepsInputsAndAutoRecomputesOnlyWhatWouldNotFit) {
         for (const auto& stage : t->stages) {
             EXPECT_LE(stage.memory, limit);
             // Recomputed exactly where it would not fit otherwise.
-            p.model.recompute = kiln::model::ModelConfig::Recompute::None;
+            p.model.recompute = kiln::arch::ModelConfig::Recompute::None;
             Stage plain = stage;
             double activations = 0.0;
             for (std::uint32_t l = stage.firstLayer; l < stage.endLayer; ++l) activations += double(p.layers[l].activationBytes);
@@ -408,7 +408,7 @@ TEST(PlannerErrors, SayWhatWouldFit) {
     const std::string tooManyFailures = errorOf([&] { planTemplates(profile, cluster(4, 1e12), 4, 4); });
     EXPECT_NE(tooManyFailures.find("fault.f = 4 needs f+1 = 5 pipelines"), std::string::npos) << tooManyFailures;
     EXPECT_NE(tooManyFailures.find("fault.f can be at most 3"), std::string::npos) << tooManyFailures;
-    kiln::model::ModelConfig other;
+    kiln::arch::ModelConfig other;
     other.blocks = 9;
     other.dModel = 64;
     const std::string mismatch = errorOf([&] { requireSameModel(profile, other, "p.h5"); });
@@ -453,7 +453,7 @@ TEST(ProfileFile, OneWrittenBeforeTheOptimizerColumnReads) {
         double forward, backward;
         std::uint64_t paramBytes, outputBytes, activationBytes;
     };
-    kiln::model::ModelConfig config;
+    kiln::arch::ModelConfig config;
     config.blocks = 1;
     config.vocabSize = 10;
     const std::string path = "/tmp/kiln-old-profile-" + std::to_string(::getpid()) + ".h5";

@@ -8,9 +8,6 @@
 
 namespace kiln::data {
 
-// splitmix64: a fast, well-mixed 64-bit hash, also used to derive keys.
-std::uint64_t mix64(std::uint64_t x);
-
 class KeyedPermutation {
 public:
     KeyedPermutation(std::uint64_t n, std::uint64_t key);

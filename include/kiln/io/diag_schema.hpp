@@ -4,20 +4,27 @@
 // record types, so a column added without a meaning fails the unit tests.
 #pragma once
 
-#include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_record.hpp"
 
 #include <string>
 #include <vector>
 
 namespace kiln::io {
 
-// The HDF5 compound types of the record tables (diag_file.hpp's records).
-h5::Handle stepRecordType();
-h5::Handle templateRecordType();
-h5::Handle failureRecordType();
-h5::Handle instantiationRecordType();
-h5::Handle evalRecordType();
-h5::Handle eventRecordType();
+struct StepRecord;
+struct TemplateStageRecord;
+struct FailureRecord;
+struct InstantiationRecord;
+struct EvalRecord;
+struct EventRecord;
+
+// The record tables' rows (diag_file.hpp's records), each described once: its HDF5 type and column names.
+const h5::Record<StepRecord>& stepRecord();
+const h5::Record<TemplateStageRecord>& templateRecord();
+const h5::Record<FailureRecord>& failureRecord();
+const h5::Record<InstantiationRecord>& instantiationRecord();
+const h5::Record<EvalRecord>& evalRecord();
+const h5::Record<EventRecord>& eventRecord();
 
 struct DiagColumn {
     std::string name, meaning;

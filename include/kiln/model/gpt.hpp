@@ -9,7 +9,7 @@
 // on the first and the last stage, stay equal.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 
 #include <torch/torch.h>
@@ -30,17 +30,17 @@ using Layer = std::shared_ptr<LayerImpl>;
 // Builds layer `index` (its shard for `slice`; whole without one). Its
 // initial weights depend only on (config.seed, index): any rank that builds
 // layer i gets the same tensors, or the same shard of them.
-Layer buildLayer(const ModelConfig& config, std::uint32_t index, SliceHandle slice = {});
+Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice = {});
 
 class Gpt {
 public:
     // Builds layers [first, last) of the model (all by default), whole or
     // this rank's shards of a tensor-parallel stage (`slice`).
-    explicit Gpt(const ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u, SliceHandle slice = {});
+    explicit Gpt(const arch::ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u, SliceHandle slice = {});
     // Layers first, first + 1, ... given (already built for `slice`, e.g. moved from another Gpt).
-    Gpt(const ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice = {});
+    Gpt(const arch::ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice = {});
 
-    const ModelConfig& config() const { return config_; }
+    const arch::ModelConfig& config() const { return config_; }
     std::uint32_t firstLayer() const { return first_; }
     std::uint32_t numLayers() const { return static_cast<std::uint32_t>(layers_.size()); }
     LayerImpl& layer(std::uint32_t local) { return *layers_[local]; }
@@ -60,7 +60,7 @@ public:
     std::vector<torch::Tensor> gradients();
 
 private:
-    ModelConfig config_;
+    arch::ModelConfig config_;
     std::uint32_t first_ = 0;
     std::vector<Layer> layers_;
     SliceHandle slice_;

@@ -16,7 +16,7 @@ namespace kiln::model {
 // `eachKindOnce`: the embedding, one block and the head are measured, and
 // every other block is given the first block's times (blocks are alike): a
 // quick profile, the size of three layers whatever the model's.
-plan::ModelProfile profileModel(const ModelConfig& config, std::uint64_t microBatch, int repeat, int threads = 0,
+plan::ModelProfile profileModel(const arch::ModelConfig& config, std::uint64_t microBatch, int repeat, int threads = 0,
                                 torch::Device device = torch::Device(torch::kCPU), bool bf16 = false,
                                 bool eachKindOnce = false);
 

@@ -8,7 +8,7 @@
 // maxima and sums without gathering them.
 #pragma once
 
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 
 #include <torch/torch.h>
 
@@ -43,9 +43,9 @@ torch::Tensor vocabParallelCrossEntropySum(const torch::Tensor& logits, const to
 // parameter covering units `heldRange`: one view per group (contiguous only
 // when the split is along dimension 0 and there is one group). A replicated
 // parameter gives `held` itself.
-std::vector<torch::Tensor> unitViews(const torch::Tensor& held, const ShardSpec& spec, UnitRange heldRange,
-                                     UnitRange want);
+std::vector<torch::Tensor> unitViews(const torch::Tensor& held, const arch::ShardSpec& spec, arch::UnitRange heldRange,
+                                     arch::UnitRange want);
 // Rank `index`'s shard of the whole parameter `full` for a stage of `width` (a copy).
-torch::Tensor shardOf(const torch::Tensor& full, const ShardSpec& spec, std::int64_t width, std::int64_t index);
+torch::Tensor shardOf(const torch::Tensor& full, const arch::ShardSpec& spec, std::int64_t width, std::int64_t index);
 
 }  // namespace kiln::model

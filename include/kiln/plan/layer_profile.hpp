@@ -8,7 +8,7 @@
 //               output_bytes, activation_bytes
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <cstdint>
 #include <string>
@@ -27,7 +27,7 @@ struct LayerProfile {
 };
 
 struct ModelProfile {
-    model::ModelConfig model;
+    arch::ModelConfig model;
     std::uint64_t microBatch = 1;
     std::string device;
     std::vector<LayerProfile> layers;
@@ -40,10 +40,10 @@ struct ModelProfile {
 
 // A profile from the model's shape: forward time = FLOPs / `tflops`, backward
 // twice that; bytes as measured profiles count them.
-ModelProfile syntheticProfile(const model::ModelConfig& config, std::uint64_t microBatch, double tflops);
+ModelProfile syntheticProfile(const arch::ModelConfig& config, std::uint64_t microBatch, double tflops);
 
 // Throws InputError naming every model key on which `profile` and `config` differ.
-void requireSameModel(const ModelProfile& profile, const model::ModelConfig& config, const std::string& profilePath);
+void requireSameModel(const ModelProfile& profile, const arch::ModelConfig& config, const std::string& profilePath);
 
 void writeProfile(const std::string& path, const ModelProfile& profile);
 ModelProfile readProfile(const std::string& path);
@@ -51,9 +51,9 @@ ModelProfile readProfile(const std::string& path);
 // The bytes a layer keeps for its backward pass, per microbatch, in fp32:
 // an estimate from the layer's shape (inputs of every matmul, norm and
 // nonlinearity, and the attention probabilities).
-std::uint64_t activationBytesEstimate(const model::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch);
+std::uint64_t activationBytesEstimate(const arch::ModelConfig& c, std::uint32_t layer, std::uint64_t microBatch);
 // The share of those bytes that a tensor-parallel stage splits among its
 // ranks (heads, neurons, vocabulary columns); the rest is whole on each.
-double splitActivationShare(const model::ModelConfig& c, std::uint32_t layer);
+double splitActivationShare(const arch::ModelConfig& c, std::uint32_t layer);
 
 }  // namespace kiln::plan

@@ -34,7 +34,7 @@ struct RunPlan {
 
 // The profile plan.profile names (checked against `model`), or a synthetic
 // one at plan.device_tflops.
-ModelProfile profileFromDeck(const config::Deck& deck, const model::ModelConfig& model, std::string& source);
+ModelProfile profileFromDeck(const config::Deck& deck, const arch::ModelConfig& model, std::string& source);
 
 // Whether the deck leaves the profile to a measurement of the device it runs
 // on (no plan.profile, plan.device_tflops = 0): kiln run measures a quick
@@ -55,7 +55,7 @@ enum class LowerF { Never, DownToMinF };
 // Plans for `cluster` (its nodes and ranks per node) from the deck's fault.f,
 // spare nodes, batch, memory, bandwidths and plan.pipelines: the pipelines run
 // on cluster.nodes less the spares. Throws InputError naming keys.
-RunPlan planRun(const config::Deck& deck, const model::ModelConfig& model, const ClusterSpec& cluster,
+RunPlan planRun(const config::Deck& deck, const arch::ModelConfig& model, const ClusterSpec& cluster,
                 LowerF lower = LowerF::Never, const GivenProfile& given = {});
 
 // The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.

@@ -5,7 +5,7 @@
 // weights through it.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -19,7 +19,7 @@ struct CheckpointContents {
     std::int64_t formatVersion = 0;
     std::uint64_t step = 0, optimizerSteps = 0, writers = 0;
     bool hasLoader = false;  // the loader cursor (/loader)
-    model::ModelConfig model;  // the shape attributes (seed and the rest at their defaults)
+    arch::ModelConfig model;  // the shape attributes (seed and the rest at their defaults)
     struct Layer {
         std::uint32_t index = 0;
         std::string file;  // the part holding it ("" when in the index file itself)
@@ -37,7 +37,7 @@ CheckpointContents readContents(const std::filesystem::path& path, bool verify);
 
 // The weights of layer `layer` (params only), each tensor flattened, in
 // parameterShapes() order.
-std::vector<std::vector<float>> readWeights(const std::filesystem::path& path, const model::ModelConfig& config,
+std::vector<std::vector<float>> readWeights(const std::filesystem::path& path, const arch::ModelConfig& config,
                                             std::uint32_t layer);
 
 }  // namespace kiln::train

@@ -46,14 +46,14 @@ using LayerHolders = std::vector<std::vector<std::vector<int>>>;
 // The stage that writes each layer: the bytes (weights and both moments)
 // spread over the stages' first ranks as evenly as a greedy choice makes them,
 // heaviest layers first; the same on every rank.
-std::vector<std::vector<int>> assignWriters(const model::ModelConfig& config, const LayerHolders& holders);
+std::vector<std::vector<int>> assignWriters(const arch::ModelConfig& config, const LayerHolders& holders);
 
 struct CheckpointSnapshot {
     std::uint64_t step = 0;
     std::filesystem::path directory;  // ckpt/
     std::string name;                 // step-NNNNNNNN.h5
     int rank = 0;                     // in the communicator it was taken on
-    model::ModelConfig model;
+    arch::ModelConfig model;
     // The layers this rank writes, each as whole host tensors (weights, then
     // both moments, each in parameterShapes() order).
     std::vector<std::uint32_t> layers;

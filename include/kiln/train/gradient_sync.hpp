@@ -36,7 +36,7 @@
 
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 #include "kiln/plan/layout.hpp"
 
 #include <mpi.h>
@@ -88,8 +88,8 @@ private:
     // Units `want` of a parameter this rank holds as units `held` (all of it when `whole`).
     struct Piece {
         torch::Tensor param;  // the model's own tensor: a GradientSync lives no longer than the layout it was made for
-        model::ShardSpec spec;
-        model::UnitRange held, want;
+        arch::ShardSpec spec;
+        arch::UnitRange held, want;
         bool whole = true;
         // The tied head held beside the embedding (`param`): its gradient is
         // added before the sum and receives it afterwards.
@@ -107,7 +107,7 @@ private:
     };
     void start(Bucket& bucket);
     // Whether parameter k of `layer` is summed by the tied group rather than with its layer.
-    static bool tied(const model::ModelConfig& config, std::uint32_t layer, std::size_t k);
+    static bool tied(const arch::ModelConfig& config, std::uint32_t layer, std::size_t k);
     // The tied groups' buckets, after every other.
     void addTiedSums(const plan::Layout& layout, MPI_Comm control, model::Gpt& model, int rank,
                      const TransportFactory& makeTransport);

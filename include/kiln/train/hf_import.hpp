@@ -16,14 +16,14 @@ namespace kiln::train {
 // The model a Hugging Face directory holds (vocabSize from its config; seqLen
 // and seed left at their defaults). Throws InputError naming the directory's
 // config.json and the field when kiln cannot express it.
-model::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir);
+arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir);
 
 // The deck lines ([model] section) that describe that model, with a comment per key.
-std::string deckLinesFor(const model::ModelConfig& config);
+std::string deckLinesFor(const arch::ModelConfig& config);
 
 // Why `run` cannot start from the model of `dir` (each differing deck key with
 // the config field it comes from), or "" when it can.
-std::string initFromProblem(const model::ModelConfig& hf, const model::ModelConfig& run, const std::filesystem::path& dir);
+std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig& run, const std::filesystem::path& dir);
 
 // Copies the weights of `dir` into the layers `model` holds (this rank's
 // shards of a split stage). Throws InputError naming a missing tensor or one

@@ -37,11 +37,11 @@ struct HeldShard {
     std::uint32_t slot = 0, width = 1;
 };
 std::vector<torch::Tensor> layerState(model::Gpt& model, AdamW& optimizer, std::uint32_t l);
-torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vector<model::ShardSpec>& specs, HeldShard held,
+torch::Tensor packAtom(const std::vector<torch::Tensor>& state, const std::vector<arch::ShardSpec>& specs, HeldShard held,
                        std::uint32_t atom, std::uint32_t atoms, torch::Device where = torch::Device(torch::kCPU));
 void unpackAtom(const torch::Tensor& flat, const std::vector<torch::Tensor>& state,
-                const std::vector<model::ShardSpec>& specs, HeldShard held, std::uint32_t atom, std::uint32_t atoms);
+                const std::vector<arch::ShardSpec>& specs, HeldShard held, std::uint32_t atom, std::uint32_t atoms);
 // The values of one atom of layer `layer`.
-std::int64_t atomSize(const model::ModelConfig& config, std::uint32_t layer, std::uint32_t atom, std::uint32_t atoms);
+std::int64_t atomSize(const arch::ModelConfig& config, std::uint32_t layer, std::uint32_t atom, std::uint32_t atoms);
 
 }  // namespace kiln::train

@@ -35,13 +35,13 @@ struct MigrationReport {
 class ParallelState {
 public:
     // Collective over world.control(); builds this rank's layers fresh (layer-seeded).
-    ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device, comm::World& world,
+    ParallelState(const arch::ModelConfig& model, const TrainConfig& config, torch::Device device, comm::World& world,
                   plan::Layout layout);
     // On a process admitted into a running job: the job's `layout` (this
     // rank's layers built fresh, usually none: a spare), the job's transport
     // choice and AdamW step count. Not collective and not connected: the
     // admission connects it together with the job's ranks.
-    ParallelState(const model::ModelConfig& model, const TrainConfig& config, torch::Device device, plan::Layout layout,
+    ParallelState(const arch::ModelConfig& model, const TrainConfig& config, torch::Device device, plan::Layout layout,
                   int rank, bool nccl, std::uint64_t optimizerSteps);
     ~ParallelState();
 
@@ -120,7 +120,7 @@ private:
     // group), MPI in host memory otherwise (on `comm` itself: nothing created).
     std::unique_ptr<comm::Transport> makeTransport(MPI_Comm comm, std::vector<int> group = {}, int tag = 7) const;
 
-    model::ModelConfig modelConfig_;
+    arch::ModelConfig modelConfig_;
     TrainConfig config_;
     torch::Device device_;
     plan::Layout layout_;

@@ -2,7 +2,7 @@
 // (plan.device_tflops = 0): measured on the job's own devices at start-up.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 #include "kiln/plan/layer_profile.hpp"
 
 #include <mpi.h>
@@ -19,7 +19,7 @@ namespace kiln::train {
 // largest runtime, the same everywhere bit for bit, so that every rank plans
 // the same layout. (Until issue 37 the update times and bytes were each
 // rank's own: 1 start in 4 planned different layouts and deadlocked.)
-plan::ModelProfile measureStartupProfile(const model::ModelConfig& config, std::uint64_t microBatch,
+plan::ModelProfile measureStartupProfile(const arch::ModelConfig& config, std::uint64_t microBatch,
                                          torch::Device device, bool bf16, MPI_Comm comm);
 
 // Where a run keeps it: processes admitted later plan with the same one.

@@ -1,11 +1,11 @@
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 
 #include <fmt/format.h>
 
-namespace kiln::model {
+namespace kiln::arch {
 
 const char* familyName(Family family) { return family == Family::Llama ? "llama" : "gpt2"; }
 
@@ -129,4 +129,4 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     return m;
 }
 
-}  // namespace kiln::model
+}  // namespace kiln::arch

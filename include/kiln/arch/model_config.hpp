@@ -11,7 +11,7 @@ namespace kiln::config {
 class Deck;
 }
 
-namespace kiln::model {
+namespace kiln::arch {
 
 // The architectures kiln trains. Gpt2: learned positions, LayerNorm with
 // biases, GELU MLP, multi-head attention. Llama (Llama 2/3, Mistral, Qwen,
@@ -83,4 +83,4 @@ ModelConfig::Recompute recomputeFromName(const std::string& name);
 // The Llama rule for the SwiGLU width: 8/3 of d_model, rounded up to a multiple of 256.
 std::uint32_t llamaFfnHidden(std::uint32_t dModel);
 
-}  // namespace kiln::model
+}  // namespace kiln::arch

@@ -16,13 +16,13 @@
 // migration moves atoms.
 #pragma once
 
-#include "kiln/model/model_config.hpp"
+#include "kiln/arch/model_config.hpp"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace kiln::model {
+namespace kiln::arch {
 
 struct ShardSpec {
     int dim = -1;                // the split dimension; -1: replicated
@@ -56,4 +56,4 @@ std::uint64_t parametersPerRank(const ModelConfig& config, std::uint32_t layer, 
 // every rank needs at least one attention head.
 std::string widthProblem(const ModelConfig& config, std::uint32_t width);
 
-}  // namespace kiln::model
+}  // namespace kiln::arch

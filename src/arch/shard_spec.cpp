@@ -1,10 +1,10 @@
-#include "kiln/model/shard_spec.hpp"
+#include "kiln/arch/shard_spec.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-namespace kiln::model {
+namespace kiln::arch {
 
 UnitRange unitRange(std::int64_t units, std::int64_t parts, std::int64_t index) {
     return {index * units / parts, (index + 1) * units / parts};
@@ -62,4 +62,4 @@ std::string widthProblem(const ModelConfig& config, std::uint32_t width) {
                        width, config.heads);
 }
 
-}  // namespace kiln::model
+}  // namespace kiln::arch

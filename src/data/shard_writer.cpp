@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -26,15 +27,10 @@ std::uint32_t crcUpdate(std::uint32_t crc, const void* data, std::size_t bytes) 
     return crc;
 }
 
+// Every chunk carries a Fletcher-32 checksum that HDF5 verifies on every read: a flipped bit can never reach
+// the model (format version 2).
 h5::Handle createChunked1d(hid_t file, const char* name, hid_t type, std::uint64_t chunk, const std::string& context) {
-    hsize_t dims[1] = {0}, maxDims[1] = {H5S_UNLIMITED}, chunkDims[1] = {chunk};
-    h5::Handle space(KILN_H5(H5Screate_simple(1, dims, maxDims), context));
-    h5::Handle props(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
-    KILN_H5(H5Pset_chunk(props, 1, chunkDims), context);
-    // Every chunk carries a Fletcher-32 checksum that HDF5 verifies on every
-    // read: a flipped bit can never reach the model (format version 2).
-    KILN_H5(H5Pset_fletcher32(props), context);
-    return h5::Handle(KILN_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT), context));
+    return h5::createGrowingArray(file, name, type, chunk, context);
 }
 
 // HDF5 takes room for metadata (chunk index nodes, object headers) in blocks
@@ -49,25 +45,16 @@ h5::Handle createChunked1d(hid_t file, const char* name, hid_t type, std::uint64
 // their disk).
 constexpr std::uint64_t kChunksWithoutRoom = 32;
 
-// An invalid handle: HDF5's defaults.
-h5::Handle fileAccessFor(std::uint64_t expectedTokens, std::uint64_t chunkTokens, const std::string& context) {
+// 0: HDF5's default.
+std::uint64_t metadataRoomFor(std::uint64_t expectedTokens, std::uint64_t chunkTokens) {
     const std::uint64_t chunks = (expectedTokens + chunkTokens - 1) / chunkTokens;
-    if (chunks <= kChunksWithoutRoom) return {};
-    const hsize_t room = 8192 + 64 * chunks;
-    h5::Handle props(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), context));
-    KILN_H5(H5Pset_meta_block_size(props, room), context);
-    return props;
+    return chunks <= kChunksWithoutRoom ? 0 : 8192 + 64 * chunks;
 }
 
 // Appends `count` elements of `memType` at the end of a 1-D extendible dataset.
 void append1d(hid_t dataset, hid_t memType, const void* data, std::uint64_t at, std::uint64_t count,
               const std::string& context) {
-    hsize_t newSize[1] = {at + count}, start[1] = {at}, n[1] = {count};
-    KILN_H5(H5Dset_extent(dataset, newSize), context);
-    h5::Handle fileSpace(KILN_H5(H5Dget_space(dataset), context));
-    KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start, nullptr, n, nullptr), context);
-    h5::Handle memSpace(KILN_H5(H5Screate_simple(1, n, nullptr), context));
-    KILN_H5(H5Dwrite(dataset, memType, memSpace, fileSpace, H5P_DEFAULT, data), context);
+    h5::appendBlock(dataset, memType, at, count, data, context);
 }
 
 }  // namespace
@@ -79,10 +66,9 @@ ShardWriter::ShardWriter(std::filesystem::path path, ShardHeader header, std::ui
     header_.numTokens = header_.numDocs = 0;
     header_.tokensCrc = header_.offsetsCrc = 0;
     const std::string context = partial_.string();
-    const h5::Handle access = fileAccessFor(expectedTokens, chunkTokens, context);
-    file_ = h5::Handle(KILN_H5(H5Fcreate(context.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.valid() ? access.id() : H5P_DEFAULT),
-                               context));
-    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? H5T_STD_U16LE : H5T_STD_U32LE, chunkTokens, context);
+    file_ = h5::createFile(context, context, metadataRoomFor(expectedTokens, chunkTokens));
+    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? h5::fileType<std::uint16_t>() : h5::fileType<std::uint32_t>(),
+                              chunkTokens, context);
 }
 
 ShardWriter::~ShardWriter() {
@@ -115,12 +101,12 @@ void ShardWriter::addDocument(std::span<const std::uint32_t> tokens) {
 void ShardWriter::flushTokens() {
     const std::string context = partial_.string();
     if (header_.tokenBits == 16 && !buffer16_.empty()) {
-        append1d(tokens_, H5T_NATIVE_UINT16, buffer16_.data(), written_, buffer16_.size(), context);
+        append1d(tokens_, h5::memoryType<std::uint16_t>(), buffer16_.data(), written_, buffer16_.size(), context);
         header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer16_.data(), buffer16_.size() * 2);
         written_ += buffer16_.size();
         buffer16_.clear();
     } else if (header_.tokenBits == 32 && !buffer32_.empty()) {
-        append1d(tokens_, H5T_NATIVE_UINT32, buffer32_.data(), written_, buffer32_.size(), context);
+        append1d(tokens_, h5::memoryType<std::uint32_t>(), buffer32_.data(), written_, buffer32_.size(), context);
         header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer32_.data(), buffer32_.size() * 4);
         written_ += buffer32_.size();
         buffer32_.clear();
@@ -132,15 +118,15 @@ ShardSummary ShardWriter::finish() {
     flushTokens();
     // HDF5 places a chunk in the file only when its chunk cache lets it go:
     // flushed now, the last token chunks lie before the offsets, not after.
-    KILN_H5(H5Dflush(tokens_), context);
+    h5::flushDataset(tokens_, context);
     // Written once, whole, so their count is known: chunks sized to it.
-    auto offsets = createChunked1d(file_, "doc_offsets", H5T_STD_U64LE, offsetChunkFor(offsets_.size()), context);
-    append1d(offsets, H5T_NATIVE_UINT64, offsets_.data(), 0, offsets_.size(), context);
+    auto offsets = createChunked1d(file_, "doc_offsets", h5::fileType<std::uint64_t>(), offsetChunkFor(offsets_.size()), context);
+    append1d(offsets, h5::memoryType<std::uint64_t>(), offsets_.data(), 0, offsets_.size(), context);
     header_.offsetsCrc = crcUpdate(0, offsets_.data(), offsets_.size() * sizeof(std::uint64_t));
     writeShardHeader(file_, header_);
     offsets.reset();
     tokens_.reset();
-    KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), context);
+    h5::flush(file_, context);
     file_.reset();
     io::commitTemporary(partial_, path_);
     finished_ = true;

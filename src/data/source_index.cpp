@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <fmt/format.h>
 
@@ -18,7 +19,7 @@ void writeShardIndex(const std::filesystem::path& path, const std::string& sourc
     const auto temporary = io::temporarySibling(path);
     const std::string context = temporary.string();
     {
-        h5::Handle file(KILN_H5(H5Fcreate(context.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), context));
+        h5::Handle file = h5::createFile(context, context);
         h5::writeAttribute(file, "format", std::string(kIndexFormat));
         h5::writeAttribute(file, "format_version", kIndexVersion);
         h5::writeAttribute(file, "source", source);
@@ -30,11 +31,11 @@ void writeShardIndex(const std::filesystem::path& path, const std::string& sourc
             docs[i] = shards.numDocs(i);
             tokens[i] = shards.numTokens(i);
         }
-        h5::writeRecords(file, "n_docs", H5T_STD_U64LE, docs, context);
-        h5::writeRecords(file, "n_tokens", H5T_STD_U64LE, tokens, context);
-        h5::writeRecords(file, "tokens_crc32", H5T_STD_U32LE, shards.tokensCrcs(), context);
-        h5::writeRecords(file, "offsets_crc32", H5T_STD_U32LE, shards.offsetsCrcs(), context);
-        KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), context);
+        h5::writeArray(file, "n_docs", {docs.size()}, docs, context);
+        h5::writeArray(file, "n_tokens", {tokens.size()}, tokens, context);
+        h5::writeArray(file, "tokens_crc32", {shards.size()}, shards.tokensCrcs(), context);
+        h5::writeArray(file, "offsets_crc32", {shards.size()}, shards.offsetsCrcs(), context);
+        h5::flush(file, context);
     }
     io::commitTemporary(temporary, path);
 }
@@ -43,7 +44,7 @@ ShardTable readShardIndex(const std::filesystem::path& path) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     const std::string context = path.string();
-    h5::Handle file(H5Fopen(context.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    h5::Handle file = h5::openReadOnly(context);
     if (!file.valid())
         throw InputError(fmt::format("{}: cannot open the source's shard index (missing, truncated or not HDF5); prepare "
                                      "the source again with kiln prep",
@@ -54,10 +55,11 @@ ShardTable readShardIndex(const std::filesystem::path& path) {
     if (const auto version = h5::readIntAttribute(file, "format_version", context); version != kIndexVersion)
         throw InputError(fmt::format("{}: index version {}, this kiln reads version {}", context, version, kIndexVersion));
     // The native types convert from the stored little-endian ones on any host.
-    const auto docs = h5::readRecords<std::uint64_t>(file, "n_docs", H5T_NATIVE_UINT64, context);
-    const auto tokens = h5::readRecords<std::uint64_t>(file, "n_tokens", H5T_NATIVE_UINT64, context);
-    auto tokensCrc = h5::readRecords<std::uint32_t>(file, "tokens_crc32", H5T_NATIVE_UINT32, context);
-    auto offsetsCrc = h5::readRecords<std::uint32_t>(file, "offsets_crc32", H5T_NATIVE_UINT32, context);
+    const auto column = [&](const char* name) { return h5::openDataset(file, name, context); };
+    const auto docs = h5::readArray<std::uint64_t>(column("n_docs"), context);
+    const auto tokens = h5::readArray<std::uint64_t>(column("n_tokens"), context);
+    auto tokensCrc = h5::readArray<std::uint32_t>(column("tokens_crc32"), context);
+    auto offsetsCrc = h5::readArray<std::uint32_t>(column("offsets_crc32"), context);
     const std::uint64_t n = h5::readUintAttribute(file, "n_shards", context);
     if (docs.size() != n || tokens.size() != n || tokensCrc.size() != n || offsetsCrc.size() != n)
         throw InputError(fmt::format("{}: the columns hold {}, {}, {} and {} rows but n_shards is {}: the index is corrupt; "

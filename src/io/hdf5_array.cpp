@@ -11,8 +11,14 @@ std::vector<hsize_t> sizes(const std::vector<std::uint64_t>& values) { return {v
 
 }  // namespace
 
-Handle createFile(const std::string& path, const std::string& context) {
-    return Handle(KILN_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), context));
+Handle createFile(const std::string& path, const std::string& context, std::uint64_t metadataBlock) {
+    Handle access;
+    if (metadataBlock > 0) {
+        access = Handle(KILN_H5(H5Pcreate(H5P_FILE_ACCESS), context));
+        KILN_H5(H5Pset_meta_block_size(access, metadataBlock), context);
+    }
+    return Handle(KILN_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.valid() ? access.id() : H5P_DEFAULT),
+                          context));
 }
 
 Handle openReadOnly(const std::string& path) { return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)); }
@@ -69,6 +75,25 @@ Handle createArray(hid_t where, const std::string& name, hid_t fileType, const s
     }
     return Handle(KILN_H5(H5Dcreate2(where, name.c_str(), fileType, space, H5P_DEFAULT, create, H5P_DEFAULT), context));
 }
+
+Handle createGrowingArray(hid_t where, const std::string& name, hid_t fileType, std::uint64_t chunk,
+                          const std::string& context) {
+    hsize_t dims[1] = {0}, maxDims[1] = {H5S_UNLIMITED}, chunkDims[1] = {chunk};
+    Handle space(KILN_H5(H5Screate_simple(1, dims, maxDims), context));
+    Handle create(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
+    KILN_H5(H5Pset_chunk(create, 1, chunkDims), context);
+    KILN_H5(H5Pset_fletcher32(create), context);
+    return Handle(KILN_H5(H5Dcreate2(where, name.c_str(), fileType, space, H5P_DEFAULT, create, H5P_DEFAULT), context));
+}
+
+void appendBlock(hid_t dataset, hid_t memoryType, std::uint64_t at, std::uint64_t count, const void* data,
+                 const std::string& context) {
+    hsize_t newSize[1] = {at + count};
+    KILN_H5(H5Dset_extent(dataset, newSize), context);
+    writeBlock(dataset, memoryType, {at}, {count}, data, Transfer::Independent, context);
+}
+
+void flushDataset(hid_t dataset, const std::string& context) { KILN_H5(H5Dflush(dataset), context); }
 
 void writeBlock(hid_t dataset, hid_t memoryType, const std::vector<std::uint64_t>& first,
                 const std::vector<std::uint64_t>& count, const void* data, Transfer transfer, const std::string& context) {

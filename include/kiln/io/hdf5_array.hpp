@@ -17,6 +17,7 @@ namespace kiln::io::h5 {
 template <typename T>
 hid_t fileType();
 template <> inline hid_t fileType<std::uint8_t>() { return H5T_STD_U8LE; }
+template <> inline hid_t fileType<std::uint16_t>() { return H5T_STD_U16LE; }
 template <> inline hid_t fileType<std::int32_t>() { return H5T_STD_I32LE; }
 template <> inline hid_t fileType<std::uint32_t>() { return H5T_STD_U32LE; }
 template <> inline hid_t fileType<std::int64_t>() { return H5T_STD_I64LE; }
@@ -27,6 +28,7 @@ template <> inline hid_t fileType<double>() { return H5T_IEEE_F64LE; }
 template <typename T>
 hid_t memoryType();
 template <> inline hid_t memoryType<std::uint8_t>() { return H5T_NATIVE_UINT8; }
+template <> inline hid_t memoryType<std::uint16_t>() { return H5T_NATIVE_UINT16; }
 template <> inline hid_t memoryType<std::int32_t>() { return H5T_NATIVE_INT32; }
 template <> inline hid_t memoryType<std::uint32_t>() { return H5T_NATIVE_UINT32; }
 template <> inline hid_t memoryType<std::int64_t>() { return H5T_NATIVE_INT64; }
@@ -41,8 +43,9 @@ enum class Transfer { Independent, Collective };
 // bytes sit at a fixed offset a reader may map (doc_lengths).
 enum class Storage { Default, ContiguousAllocated };
 
-// A file created anew (truncated), serial; a parallel file is io::ParallelFileWriter's.
-Handle createFile(const std::string& path, const std::string& context);
+// A file created anew (truncated), serial; a parallel file is io::ParallelFileWriter's. `metadataBlock` > 0:
+// HDF5 takes room for its metadata in blocks of that many bytes (one big enough keeps a file's chunks in one run).
+Handle createFile(const std::string& path, const std::string& context, std::uint64_t metadataBlock = 0);
 // A file opened for reading, or an invalid handle when it cannot be (the caller says what that means).
 Handle openReadOnly(const std::string& path);
 void flush(hid_t file, const std::string& context);
@@ -63,6 +66,16 @@ std::optional<std::uint64_t> byteOffset(hid_t file, hid_t dataset, const std::st
 
 Handle createArray(hid_t where, const std::string& name, hid_t fileType, const std::vector<std::uint64_t>& dims,
                    Storage storage, const std::string& context);
+// A 1-D array that grows (appendBlock), stored in chunks of `chunk` elements, each with a Fletcher-32 checksum
+// that HDF5 verifies on every read.
+Handle createGrowingArray(hid_t where, const std::string& name, hid_t fileType, std::uint64_t chunk,
+                          const std::string& context);
+// Elements [at, at + count) of a growing array, which is extended to hold them.
+void appendBlock(hid_t dataset, hid_t memoryType, std::uint64_t at, std::uint64_t count, const void* data,
+                 const std::string& context);
+// Its chunks written to the file now (HDF5 places a chunk only when its cache lets it go).
+void flushDataset(hid_t dataset, const std::string& context);
+
 // Rows [first, first + count[0]) of the array and all of its other dimensions (`count` a dimension each),
 // from or into `data` (row-major, contiguous).
 void writeBlock(hid_t dataset, hid_t memoryType, const std::vector<std::uint64_t>& first,

@@ -1,3 +1,6 @@
+// HDF5 is called directly here, not through io's typed layer: this reads HDF5's own chunk index (layout,
+// filters, chunk addresses), below what a typed array is, so that the stream can then read the chunks without
+// the library (shard_chunks.hpp says why).
 #include "kiln/data/shard_chunks.hpp"
 
 #include "kiln/io/hdf5.hpp"

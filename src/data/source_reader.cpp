@@ -1,3 +1,6 @@
+// HDF5 is called directly here, not through io's typed layer (hdf5_array.hpp): the loader's reads keep their
+// dataspaces, chunk-cache and file-access property lists across every read and opening, where the layer's
+// one-call reads would create them each time, on the path whose speed perf/bench_loader measures.
 #include "kiln/data/source_reader.hpp"
 
 #include "source_reader_parts.hpp"

@@ -76,6 +76,47 @@ Handle createArray(hid_t where, const std::string& name, hid_t fileType, const s
     return Handle(KILN_H5(H5Dcreate2(where, name.c_str(), fileType, space, H5P_DEFAULT, create, H5P_DEFAULT), context));
 }
 
+Handle createChecksummedArray(hid_t where, const std::string& name, hid_t fileType, const std::vector<std::uint64_t>& dims,
+                              const std::vector<std::uint64_t>& chunk, const std::string& context) {
+    const auto shape = sizes(dims), chunkShape = sizes(chunk);
+    Handle space(KILN_H5(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
+    Handle create(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
+    KILN_H5(H5Pset_chunk(create, static_cast<int>(chunkShape.size()), chunkShape.data()), context);
+    KILN_H5(H5Pset_fletcher32(create), context);
+    return Handle(KILN_H5(H5Dcreate2(where, name.c_str(), fileType, space, H5P_DEFAULT, create, H5P_DEFAULT), context));
+}
+
+Handle tryOpenDataset(hid_t where, const std::string& name) {
+    if (!exists(where, name)) return {};
+    return Handle(H5Dopen2(where, name.c_str(), H5P_DEFAULT));
+}
+
+Handle tryOpenGroup(hid_t where, const std::string& name) {
+    if (!exists(where, name)) return {};
+    return Handle(H5Gopen2(where, name.c_str(), H5P_DEFAULT));
+}
+
+void linkExternal(hid_t file, const std::string& name, const std::string& target, const std::string& object,
+                  const std::string& context) {
+    KILN_H5(H5Lcreate_external(target.c_str(), object.c_str(), file, name.c_str(), H5P_DEFAULT, H5P_DEFAULT), context);
+}
+
+std::string externalTarget(hid_t file, const std::string& name) {
+    H5L_info_t info;
+    if (H5Lget_info(file, name.c_str(), &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_EXTERNAL) return "";
+    std::vector<char> value(info.u.val_size);
+    if (H5Lget_val(file, name.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0) return "";
+    const char* target = nullptr;
+    const char* object = nullptr;
+    unsigned flags = 0;
+    if (H5Lunpack_elink_val(value.data(), value.size(), &flags, &target, &object) < 0) return "";
+    return target;
+}
+
+bool tryReadAll(hid_t dataset, hid_t memoryType, void* data) {
+    return H5Dread(dataset, memoryType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
 Handle createGrowingArray(hid_t where, const std::string& name, hid_t fileType, std::uint64_t chunk,
                           const std::string& context) {
     hsize_t dims[1] = {0}, maxDims[1] = {H5S_UNLIMITED}, chunkDims[1] = {chunk};

@@ -7,6 +7,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/parallel_file.hpp"
 
@@ -27,19 +28,16 @@ using format::makeGroup;
 using format::shapeOf;
 
 void readTensor(hid_t group, const std::string& name, torch::Tensor& into, const std::string& context) {
-    if (H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
-        throw CheckpointUnreadable(fmt::format("{}: tensor {} is missing", context, name));
-    h5::Handle set(KILN_H5(H5Dopen2(group, name.c_str(), H5P_DEFAULT), context));
-    h5::Handle space(KILN_H5(H5Dget_space(set), context));
-    std::vector<hsize_t> dims(static_cast<std::size_t>(KILN_H5(H5Sget_simple_extent_ndims(space), context)));
-    KILN_H5(H5Sget_simple_extent_dims(space, dims.data(), nullptr), context);
-    std::vector<std::int64_t> shape(dims.begin(), dims.end());
+    if (!h5::exists(group, name)) throw CheckpointUnreadable(fmt::format("{}: tensor {} is missing", context, name));
+    h5::Handle set = h5::openDataset(group, name, context);
+    const auto dims = h5::extent(set, context);
+    const std::vector<std::int64_t> shape(dims.begin(), dims.end());
     if (shape != into.sizes().vec())
         throw InputError(fmt::format("{}: tensor {} has shape {}, the model expects {}", context, name,
                                      fmt::join(shape, "x"), fmt::join(into.sizes().vec(), "x")),
                          ErrorScope::ThisRank);
     auto cpu = torch::empty(into.sizes(), torch::kFloat32);
-    KILN_H5(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+    if (cpu.numel() > 0) h5::readBlock(set, h5::memoryType<float>(), std::vector<std::uint64_t>(dims.size(), 0), dims, cpu.data_ptr<float>(), context);
     torch::NoGradGuard noGrad;
     into.copy_(cpu);
 }
@@ -293,7 +291,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     {
         h5::LibraryLock lock(h5::libraryMutex());
         h5::quietErrors();
-        h5::Handle file(KILN_H5(H5Fcreate(temporary.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), ctx));
+        h5::Handle file = h5::createFile(temporary.path.string(), ctx);
         h5::writeAttribute(file, "format", std::string(format::kName));
         h5::writeAttribute(file, "format_version", format::kSingleFile);
         h5::writeAttribute(file, "step", step);
@@ -306,7 +304,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
         for (std::uint32_t layer = 0; layer < config.numLayers(); ++layer)
             writeLayer(file, config, layer, collectLayer(comm, model, optimizer, layer, writerOfLayer.at(layer), ctx), ctx);
         data::writeCursorRows(file, "loader", gatherCursorRows(comm, rank, size, cursor), cursor, context);
-        KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
+        h5::flush(file, ctx);
     }
     if (beforeCommit) beforeCommit();
     io::commitTemporary(temporary.path.string(), path.string());
@@ -340,11 +338,11 @@ std::uint64_t loadCheckpoint(const std::filesystem::path& path, model::Gpt& mode
                                      ctx, fmt::join(differences, "\n  ")));
     for (std::uint32_t l = 0; l < model.numLayers(); ++l) {
         const std::string group = layerGroup(model.firstLayer() + l);
-        if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0 || H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0)
+        if (!h5::exists(file, "layers") || !h5::exists(file, group))
             throw CheckpointUnreadable(fmt::format("{}: layer group {} is missing", ctx, group));
-        h5::Handle g(KILN_H5(H5Gopen2(file, group.c_str(), H5P_DEFAULT), ctx));
-        h5::Handle params(KILN_H5(H5Gopen2(g, "params", H5P_DEFAULT), ctx)), m(KILN_H5(H5Gopen2(g, "adam_m", H5P_DEFAULT), ctx)),
-            v(KILN_H5(H5Gopen2(g, "adam_v", H5P_DEFAULT), ctx));
+        h5::Handle g = h5::openGroup(file, group, ctx);
+        h5::Handle params = h5::openGroup(g, "params", ctx), m = h5::openGroup(g, "adam_m", ctx),
+                   v = h5::openGroup(g, "adam_v", ctx);
         auto named = model.layer(l).named_parameters();
         const auto specs = arch::shardSpecs(model.config(), model.firstLayer() + l);
         const auto shapes = model.config().parameterShapes(model.firstLayer() + l);

@@ -1,6 +1,7 @@
 #include "checkpoint_format.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/io/hdf5_array.hpp"
 #include "kiln/io/parallel_file.hpp"
 #include "kiln/train/checkpoint.hpp"
 
@@ -86,33 +87,31 @@ h5::Handle openCheckpoint(const std::string& path, std::int64_t& version) {
 }
 
 h5::Handle makeGroup(hid_t parent, const std::string& name, const std::string& context) {
-    return h5::Handle(KILN_H5(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+    return h5::createGroup(parent, name, context);
 }
 
 void writeTensor(hid_t group, const std::string& name, const std::vector<std::int64_t>& shape, const torch::Tensor& tensor,
                  const std::string& context, bool checksum) {
-    std::vector<hsize_t> dims(shape.begin(), shape.end());
-    h5::Handle space(KILN_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), context));
-    h5::Handle properties(KILN_H5(H5Pcreate(H5P_DATASET_CREATE), context));
-    std::int64_t values = 1;
-    for (auto d : shape) values *= d;
+    const std::vector<std::uint64_t> dims(shape.begin(), shape.end());
+    std::uint64_t values = 1;
+    for (auto d : dims) values *= d;
+    h5::Handle set;
     if (checksum && values > 0) {
         // Chunks of at most 16 Mi values along the first dimension (HDF5 chunks stay below 4 GB).
-        std::vector<hsize_t> chunk = dims;
-        const hsize_t row = dims.empty() || dims[0] == 0 ? 1 : static_cast<hsize_t>(values) / dims[0];
-        if (!chunk.empty()) chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t{16} << 20) / std::max<hsize_t>(row, 1)));
+        std::vector<std::uint64_t> chunk = dims;
+        const std::uint64_t row = dims.empty() || dims[0] == 0 ? 1 : values / dims[0];
+        if (!chunk.empty()) chunk[0] = std::max<std::uint64_t>(1, std::min<std::uint64_t>(dims[0], (std::uint64_t{16} << 20) / std::max<std::uint64_t>(row, 1)));
         if (chunk.empty()) chunk.push_back(1);
-        KILN_H5(H5Pset_chunk(properties, static_cast<int>(chunk.size()), chunk.data()), context);
-        KILN_H5(H5Pset_fletcher32(properties), context);
+        set = h5::createChecksummedArray(group, name, h5::fileType<float>(), dims, chunk, context);
+    } else {
+        set = h5::createArray<float>(group, name, dims, context);
     }
-    h5::Handle set(KILN_H5(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, properties, H5P_DEFAULT),
-                           context));
     const auto cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
     if (cpu.sizes().vec() != shape)
         throw Error(fmt::format("{}: tensor {} has shape {}, the model config says {}", context, name,
                                 fmt::join(cpu.sizes().vec(), "x"), fmt::join(shape, "x")),
                     ErrorScope::ThisRank);
-    KILN_H5(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, cpu.data_ptr<float>()), context);
+    if (values > 0) h5::writeBlock(set, std::vector<std::uint64_t>(dims.size(), 0), dims, cpu.data_ptr<float>(), context);
 }
 
 void writeLayer(hid_t file, const arch::ModelConfig& config, std::uint32_t layer, const std::vector<torch::Tensor>& state,
@@ -122,7 +121,7 @@ void writeLayer(hid_t file, const arch::ModelConfig& config, std::uint32_t layer
         throw Error(fmt::format("{}: layer {} has {} state tensors, its shapes {}", context, layer, state.size(),
                                 3 * shapes.size()),
                     ErrorScope::ThisRank);
-    if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0) makeGroup(file, "layers", context);
+    if (!h5::exists(file, "layers")) makeGroup(file, "layers", context);
     h5::Handle group = makeGroup(file, layerGroup(layer), context);
     std::size_t k = 0;
     for (const char* kind : {"params", "adam_m", "adam_v"}) {

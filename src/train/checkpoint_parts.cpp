@@ -5,6 +5,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/layer_state.hpp"
 
@@ -157,7 +158,7 @@ void writePart(const CheckpointSnapshot& s, const std::function<void()>& afterFi
             {
                 h5::LibraryLock lock(h5::libraryMutex());
                 h5::quietErrors();
-                file = h5::Handle(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), ctx));
+                file = h5::createFile(temporary.string(), ctx);
                 h5::writeAttribute(file, "format", std::string(format::kName) + "-part");
                 h5::writeAttribute(file, "step", s.step);
             }
@@ -169,7 +170,7 @@ void writePart(const CheckpointSnapshot& s, const std::function<void()>& afterFi
                 if (k == 0 && afterFirstLayer) afterFirstLayer();
             }
             h5::LibraryLock lock(h5::libraryMutex());
-            KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
+            h5::flush(file, ctx);
             file.reset();
         }
         io::commitTemporary(temporary, path);
@@ -188,7 +189,7 @@ void publish(const CheckpointSnapshot& s, std::uint64_t keep, const std::functio
     try {
         h5::LibraryLock lock(h5::libraryMutex());
         h5::quietErrors();
-        h5::Handle file(KILN_H5(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), ctx));
+        h5::Handle file = h5::createFile(temporary.string(), ctx);
         h5::writeAttribute(file, "format", std::string(format::kName));
         h5::writeAttribute(file, "format_version", format::kParts);
         h5::writeAttribute(file, "step", s.step);
@@ -201,12 +202,10 @@ void publish(const CheckpointSnapshot& s, std::uint64_t keep, const std::functio
         // Relative targets: HDF5 looks for them beside the index, so a run directory can move.
         for (std::uint32_t l = 0; l < s.writerOfLayer.size(); ++l) {
             const auto target = fmt::format("{}/part-{:05}.h5", parts, s.writerOfLayer[l]);
-            KILN_H5(H5Lcreate_external(target.c_str(), format::layerGroup(l).c_str(), file,
-                                       format::layerGroup(l).c_str(), H5P_DEFAULT, H5P_DEFAULT),
-                    ctx);
+            h5::linkExternal(file, format::layerGroup(l), target, format::layerGroup(l), ctx);
         }
         data::writeCursorRows(file, "loader", s.cursorRows, s.cursor, s.context);
-        KILN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL), ctx);
+        h5::flush(file, ctx);
     } catch (...) {
         std::error_code ignored;
         std::filesystem::remove(temporary, ignored);

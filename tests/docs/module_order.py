@@ -6,7 +6,9 @@
 Reads the order from docs/developing.md's line "Modules, from the bottom: `base`, `config`, ...". Then:
   - every module folder (src/<m>, include/kiln/<m>) is in the order, and every module in the order has a folder;
   - no file of module m includes a header of a module after m ("kiln/<x>/..." or "../<x>/...");
-  - no library kiln_<m> of src/CMakeLists.txt links a module library after m.
+  - no library kiln_<m> of src/CMakeLists.txt links a module library after m;
+  - no file outside the io module calls HDF5 directly (H5...()), unless it says why in a comment that begins
+    "HDF5 is called directly here" (the typed layer is io/hdf5_record.hpp and io/hdf5_array.hpp).
 Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 """
 import os
@@ -15,6 +17,8 @@ import sys
 
 ORDER_LINE = re.compile(r"^Modules, from the bottom: (.*)$", re.M)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:kiln/|\.\./)([a-z_]+)/')
+RAW_HDF5 = re.compile(r"\bH5[A-Z][A-Za-z_]*\(")
+RAW_HDF5_WHY = "HDF5 is called directly here"
 LINK = re.compile(r"target_link_libraries\(\s*kiln_([a-z_]+)\b([^)]*)\)", re.S)
 
 
@@ -49,6 +53,12 @@ def main():
                         continue
                     path = os.path.join(directory, name)
                     files += 1
+                    text = open(path, encoding="utf-8").read()
+                    if module != "io" and RAW_HDF5_WHY not in text:
+                        for number, line in enumerate(text.splitlines(), 1):
+                            if RAW_HDF5.search(line.split("//")[0]):
+                                problems.append(f"{os.path.relpath(path, root)}:{number}: calls HDF5 directly outside "
+                                                f"io (use io/hdf5_record.hpp or io/hdf5_array.hpp, or say why)")
                     for number, line in enumerate(open(path, encoding="utf-8"), 1):
                         found = INCLUDE.match(line)
                         if found and found.group(1) in rank and rank[found.group(1)] > rank[module]:

@@ -66,6 +66,20 @@ std::optional<std::uint64_t> byteOffset(hid_t file, hid_t dataset, const std::st
 
 Handle createArray(hid_t where, const std::string& name, hid_t fileType, const std::vector<std::uint64_t>& dims,
                    Storage storage, const std::string& context);
+// An N-D array stored in chunks of the shape `chunk`, each with a Fletcher-32 checksum that HDF5 verifies on
+// every read (a flipped bit fails the read).
+Handle createChecksummedArray(hid_t where, const std::string& name, hid_t fileType, const std::vector<std::uint64_t>& dims,
+                              const std::vector<std::uint64_t>& chunk, const std::string& context);
+// Opened, or an invalid handle when there is no such dataset or it cannot be opened (the caller says what that
+// means).
+Handle tryOpenDataset(hid_t where, const std::string& name);
+Handle tryOpenGroup(hid_t where, const std::string& name);
+// A link `name` in `file` to `object` of the file `target` (a path relative to `file`'s directory, where HDF5
+// looks first), and the target file of such a link ("" when `name` is not an external link).
+void linkExternal(hid_t file, const std::string& name, const std::string& target, const std::string& object,
+                  const std::string& context);
+std::string externalTarget(hid_t file, const std::string& name);
+
 // A 1-D array that grows (appendBlock), stored in chunks of `chunk` elements, each with a Fletcher-32 checksum
 // that HDF5 verifies on every read.
 Handle createGrowingArray(hid_t where, const std::string& name, hid_t fileType, std::uint64_t chunk,
@@ -114,6 +128,10 @@ std::vector<T> readBlock(hid_t dataset, const std::vector<std::uint64_t>& first,
     if (n > 0) readBlock(dataset, memoryType<T>(), first, count, out.data(), context);
     return out;
 }
+
+// The whole array into `data` (row-major, its element count), or false when it does not read back (a checksum
+// mismatch, a truncated file): for a reader that reports, rather than throws.
+bool tryReadAll(hid_t dataset, hid_t memoryType, void* data);
 
 // The whole array, row-major.
 template <typename T>

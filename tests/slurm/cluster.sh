@@ -87,6 +87,9 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
+# Pending jobs tried every second, not every 30-60 s: a requeued job starts as soon as its held credential
+# expires (cred_expire), which the requeue scenarios of the tests wait for.
+SchedulerParameters=bf_interval=1,sched_interval=1
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides

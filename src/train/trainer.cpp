@@ -60,17 +60,18 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
     // the manifests itself and trusts the job's check of the shards.
     corpus = std::make_shared<data::Corpus>(spec, data::CorpusSharing{joining ? MPI_COMM_NULL : world.control(), !joining});
     context = data::cursorContext(spec, corpus->tokenizer().id, corpus->tokenizer().legacyId);
-    evalSpec = data::evalLoaderSpecFromDeck(deck);
+    const data::LoaderSpec evalSpec = data::evalLoaderSpecFromDeck(deck);
     if (evalSpec.sources.empty() && deck.integer("train.eval_every") > 0)
         throw InputError(fmt::format("train.eval_every = {} ({}) but data.eval_mix names no held-out sources to evaluate",
                                      deck.integer("train.eval_every"), deck.setting("train.eval_every").origin));
     if (!evalSpec.sources.empty()) {
-        evalCorpus = std::make_shared<data::Corpus>(evalSpec, data::CorpusSharing{joining ? MPI_COMM_NULL : world.control(), !joining});
+        auto evalCorpus = std::make_shared<data::Corpus>(evalSpec, data::CorpusSharing{joining ? MPI_COMM_NULL : world.control(), !joining});
         if (evalCorpus->tokenizer().id != corpus->tokenizer().id)
             throw InputError(fmt::format("data.eval_mix ({}): its sources were prepared with tokenizer {}, the training "
                                          "sources with {}: held-out losses would not be comparable",
                                          deck.setting("data.eval_mix").origin, evalCorpus->tokenizer().id,
                                          corpus->tokenizer().id));
+        evaluation = HeldOutEvaluation(evalSpec, std::move(evalCorpus), config.evalEvery, config.evalBatches);
     }
     modelConfig = arch::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
@@ -207,7 +208,7 @@ TrainSummary Trainer::run(std::uint64_t untilStep) {
         const bool last = step + 1 == end;
         if (s.publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
         if (!last && s.followSpeeds(step + 1, a) != Continue) return beyondF();
-        if (s.evaluationDue(step + 1, s.config.steps) && s.evaluateSafely(step + 1, step) != Continue) return beyondF();
+        if (s.evaluation.due(step + 1, s.config.steps) && s.evaluateSafely(step + 1, step) != Continue) return beyondF();
         const bool due = s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0;
         if (!last && (due || a.stopRequested) && s.checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
             return beyondF();

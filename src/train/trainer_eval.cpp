@@ -19,20 +19,15 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 
 namespace kiln::train {
 
-bool Trainer::State::evaluationDue(std::uint64_t steps, std::uint64_t end) const {
-    if (!evalCorpus || steps == 0) return false;
-    return steps == end || (config.evalEvery > 0 && steps % config.evalEvery == 0);
-}
-
 double Trainer::State::heldOutLossSum(std::uint64_t steps) {
     State& s = *this;
-    const auto loader = s.openLoader(s.evalSpec, s.evalCorpus, data::BatchPlanner(s.evalSpec, *s.evalCorpus).initial());
+    const auto& held = s.evaluation;
+    const auto loader = s.openLoader(held.spec(), held.corpus(), data::BatchPlanner(held.spec(), *held.corpus()).initial());
     double lossSum = 0.0;
-    for (std::uint64_t b = 0; b < s.config.evalBatches; ++b) {
+    for (std::uint64_t b = 0; b < held.batches(); ++b) {
         comm::trainingThreadAlive();
         const auto [batch, error] = data::currentBatchOrFirstError(*loader, s.world.control());
         if (!error.empty()) throw InputError(fmt::format("held-out evaluation after step {}: {}", steps, error));
@@ -40,9 +35,7 @@ double Trainer::State::heldOutLossSum(std::uint64_t steps) {
         loader->commit();
     }
     // What the ranks evaluated rides along with the sum: checked at no extra collective.
-    comm::Fingerprint agreed("the held-out evaluation");
-    agreed.add("steps", steps).add("batches", s.config.evalBatches).add("eval_mix", s.evalSpec.weightsHash());
-    agreed.add("fence_epoch", io::fence().epoch()).add("layout", s.parallel->layoutDigest());
+    const comm::Fingerprint agreed = held.fingerprint(steps, io::fence().epoch(), s.parallel->layoutDigest());
     double mine[3] = {lossSum, 0.0, 0.0};
     comm::splitDigest(agreed.digest(), mine[1], mine[2]);
     std::vector<double> all(static_cast<std::size_t>(3 * s.world.size()));
@@ -59,7 +52,6 @@ double Trainer::State::heldOutLossSum(std::uint64_t steps) {
 }
 
 Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std::uint64_t step) {
-    const std::uint64_t tokens = config.evalBatches * evalSpec.globalBatch * evalSpec.seqLen;
     for (;;) {
         const auto begun = Clock::now();
         bool ok = true;
@@ -75,14 +67,9 @@ Trainer::State::Recovery Trainer::State::evaluateSafely(std::uint64_t steps, std
         // As a step's commit: every survivor records this evaluation, or every one redoes it.
         if (world.faultTolerant()) ok = comm::agree(world.control(), ok ? 1 : 0) == 1;
         if (ok) {
-            io::EvalRecord record;
-            record.step = steps;
-            record.loss = lossSum / double(tokens);
-            record.perplexity = std::exp(record.loss);
-            record.tokens = tokens;
-            record.seconds = since(begun);
+            const io::EvalRecord record = evaluation.record(steps, lossSum, since(begun));
             log::info("  eval after step {}: held-out loss {:.4f}, perplexity {:.2f} ({} batches, {} tokens, {:.2f} s)",
-                      steps, record.loss, record.perplexity, config.evalBatches, tokens, record.seconds);
+                      steps, record.loss, record.perplexity, evaluation.batches(), record.tokens, record.seconds);
             report.evaluation(record);
             report.failureReplayed(record.seconds);  // what was replayed is the evaluation
             return Recovery::Continue;

@@ -22,6 +22,7 @@
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
+#include "held_out_evaluation.hpp"
 #include "membership.hpp"
 #include "recovery_coordinator.hpp"
 #include "run_report.hpp"
@@ -52,9 +53,8 @@ struct Trainer::State {
     TrainConfig config;
     data::LoaderSpec spec;
     std::shared_ptr<data::Corpus> corpus;  // opened once, shared with the loader
-    // Held-out validation data (data.eval_mix; no sources: no evaluation).
-    data::LoaderSpec evalSpec;
-    std::shared_ptr<data::Corpus> evalCorpus;
+    // Held-out validation (data.eval_mix; no sources: no evaluation): its data, when it is due, its record.
+    HeldOutEvaluation evaluation;
     arch::ModelConfig modelConfig;
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
@@ -290,8 +290,6 @@ struct Trainer::State {
     // target of the evaluated batches, the same on every rank. Throws
     // ProcFailedError when a rank fails meanwhile.
     double heldOutLossSum(std::uint64_t steps);
-    // Whether an evaluation is due after `steps` steps of a run ending at `end`.
-    bool evaluationDue(std::uint64_t steps, std::uint64_t end) const;
     Recovery atBoundary(std::uint64_t step, const char* what, const std::function<Recovery()>& work);
 
     // At the boundary before `step`, on every member: take in the new nodes

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "kiln/io/hdf5.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,24 +21,13 @@
 
 namespace kiln::io::h5 {
 
-// The native HDF5 type of a numeric field.
-template <typename T>
-hid_t nativeType();
-template <> inline hid_t nativeType<std::uint8_t>() { return H5T_NATIVE_UINT8; }
-template <> inline hid_t nativeType<std::int32_t>() { return H5T_NATIVE_INT32; }
-template <> inline hid_t nativeType<std::uint32_t>() { return H5T_NATIVE_UINT32; }
-template <> inline hid_t nativeType<std::int64_t>() { return H5T_NATIVE_INT64; }
-template <> inline hid_t nativeType<std::uint64_t>() { return H5T_NATIVE_UINT64; }
-template <> inline hid_t nativeType<float>() { return H5T_NATIVE_FLOAT; }
-template <> inline hid_t nativeType<double>() { return H5T_NATIVE_DOUBLE; }
-
 template <typename Row>
 class Record {
 public:
     // A numeric field.
     template <typename T>
     Record& field(const char* name, T Row::*member) {
-        fields_.push_back({name, offsetOf(member), 0, nativeType<T>});
+        fields_.push_back({name, offsetOf(member), 0, memoryType<T>});
         return *this;
     }
     // A text field of N bytes, NUL-padded.

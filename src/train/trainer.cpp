@@ -76,8 +76,10 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
     modelConfig = arch::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
-    checkpoints = std::make_unique<CheckpointStore>(runDir / "ckpt", config.checkpointKeep);
-    checkpointing = std::make_unique<CheckpointManager>(*checkpoints, config.checkpointParallel);
+    checkpoints = std::make_unique<RunCheckpoints>(
+        runDir / "ckpt", config.checkpointKeep, config.checkpointBackground, config.checkpointParallel,
+        [this](LayerHolders holders) { return checkpointContents(std::move(holders)); },
+        [this](const CheckpointWrite& done, bool background) { reportCheckpoint(done, background); });
     speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
     return threads;
 }
@@ -95,6 +97,7 @@ void Trainer::State::armInjector() {
         injections.clear();
     }
     injector = std::make_shared<fault::FaultInjector>(injections, world.originalRank());
+    checkpoints->arm(injector);
 }
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {

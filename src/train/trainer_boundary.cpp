@@ -43,9 +43,9 @@ Trainer::State::Recovery Trainer::State::atBoundary(std::uint64_t step, const ch
 }
 
 Trainer::State::Recovery Trainer::State::publishFinishedCheckpoint(std::uint64_t step, const Attempt& done) {
-    if (!checkpointing->pending() || done.checkpointWriting != 0) return Recovery::Continue;
+    if (!checkpoints->pending() || done.checkpointWriting != 0) return Recovery::Continue;
     return atBoundary(step, "a checkpoint was published", [&] {
-        completeCheckpoint();
+        checkpoints->complete(world.control());
         return Recovery::Continue;
     });
 }
@@ -61,9 +61,9 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
         try {
             injector->at(step, fault::Phase::Checkpoint);
             if (background) {
-                startCheckpoint(at);
+                checkpoints->start(world.control(), at, parallel->holders());
             } else {
-                checkpoint(at, parallel->holders());
+                checkpoints->write(world.control(), at, parallel->holders());
                 model::releaseCpuCache();  // the write's staging is not a step's sizes
             }
             report.failureReplayed(since(begun));  // what was replayed is the checkpoint
@@ -79,7 +79,7 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
 
 Trainer::State::Recovery Trainer::State::admitAtBoundary(std::uint64_t step) {
     return atBoundary(step, "nodes were admitted", [&] {
-        if (checkpointing->pending()) completeCheckpoint();
+        if (checkpoints->pending()) checkpoints->complete(world.control());
         return admit(step);
     });
 }

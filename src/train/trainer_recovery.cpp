@@ -82,7 +82,7 @@ public:
         s_.announceRegroup(step_, "failure", detail, next, lowered, why);
         // What a dead writer or an abandoned checkpoint left (no rank writes one now).
         if (s_.world.rank() == 0)
-            if (const auto stale = s_.checkpoints->removeStaleTemporaries())
+            if (const auto stale = s_.checkpoints->store().removeStaleTemporaries())
                 log::detail("removed {} unfinished checkpoint file{}", stale, stale == 1 ? "" : "s");
     }
     void confirm() override {
@@ -112,7 +112,7 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
     comm::setTrainingThreadLimit(stepLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
     // first); `latest` stays the previous one, and its parts go below.
-    checkpointing->abandon();
+    checkpoints->abandon();
     Survivors survivors(*this, step, detectSeconds);
     return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
 }
@@ -185,7 +185,7 @@ void Trainer::State::reportTolerance(std::uint64_t step, const plan::Regroup& ne
 Recovery Trainer::State::retireStraggler(std::uint64_t step, int node, const std::string& why) {
     const auto t0 = Clock::now();
     // Published first: the straggler's ranks may be writers of its parts.
-    if (checkpointing->pending()) completeCheckpoint();
+    if (checkpoints->pending()) checkpoints->complete(world.control());
     // Benched, its ranks time one block every step (from the layout announced below on).
     membership.retireStraggler(node);
     io::fence().advance();  // as after a failure: nothing the straggler still writes counts
@@ -208,7 +208,7 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
                                      double seconds) {
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * seconds);
     // What an earlier attempt of this stop (a rank failed in its checkpoint) left: no rank writes one now.
-    if (world.rank() == 0) checkpoints->removeStaleTemporaries();
+    if (world.rank() == 0) checkpoints->store().removeStaleTemporaries();
     const auto writers = liveWriters(parallel->layout(), membership.layoutMembers(), world.members());
     std::vector<std::uint32_t> lost;
     for (std::uint32_t l = 0; l < writers.size(); ++l)
@@ -223,7 +223,7 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
         try {
             LayerHolders holders;
             for (const auto& stage : writers) holders.push_back({stage});
-            checkpoint(loader->cursor().step, holders);
+            checkpoints->write(world.control(), loader->cursor().step, holders);
             report.event(step, "stop", reason + "; checkpoint written, exit 75");
         } catch (const ProcFailedError& e) {
             // One more failure while writing: the previous checkpoint stays `latest`, and another round
@@ -233,7 +233,7 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
             throw;
         }
     } else {
-        const auto latest = checkpoints->latest();
+        const auto latest = checkpoints->store().latest();
         const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
         log::info("  {}; no checkpoint can be written. A requeued job resumes from {}", reason, from);
         report.event(step, "stop", fmt::format("{}; resume from {}", reason, from));

@@ -65,7 +65,7 @@ Trainer::State::Recovery Trainer::State::followSpeeds(std::uint64_t step, const 
 Trainer::State::Recovery Trainer::State::takeBackStraggler(std::uint64_t step, int node, const std::string& why) {
     const auto t0 = Clock::now();
     // Published first, as for an admission: a regroup changes who holds what.
-    if (checkpointing->pending()) completeCheckpoint();
+    if (checkpoints->pending()) checkpoints->complete(world.control());
     membership.takeBack(node);
     const std::string cause = fmt::format("straggler node {} came back before step {}", node, step);
     const std::string regrouped = settleOnMoreNodes(step, cause);

@@ -76,13 +76,13 @@ void Trainer::State::planJob() {
 
 std::optional<std::filesystem::path> Trainer::State::restoreLatest(data::Cursor& cursor) {
     if (world.rank() == 0)
-        if (const auto stale = checkpoints->removeStaleTemporaries())
+        if (const auto stale = checkpoints->store().removeStaleTemporaries())
             log::info("  removed {} unfinished checkpoint file{} a killed run left", stale, stale == 1 ? "" : "s");
     std::optional<std::filesystem::path> latest;
     if (!config.resumeFrom.empty()) {
         latest = config.resumeFrom;
     } else if (config.resume) {
-        latest = checkpoints->latest();
+        latest = checkpoints->store().latest();
     }
     bool resumed = false;
     // The cosine horizon: the deck's train.decay_steps, or else fixed at the first
@@ -98,7 +98,7 @@ std::optional<std::filesystem::path> Trainer::State::restoreLatest(data::Cursor&
         // named by checkpoint.from is the only one tried. Every rank reads its own layers: all agree.
         std::vector<std::filesystem::path> tries{*latest};
         if (config.resumeFrom.empty()) {
-            const auto all = checkpoints->complete();
+            const auto all = checkpoints->store().complete();
             for (auto it = all.rbegin(); it != all.rend(); ++it)
                 if (it->filename() != latest->filename()) tries.push_back(*it);
         }
@@ -111,14 +111,14 @@ std::optional<std::filesystem::path> Trainer::State::restoreLatest(data::Cursor&
             } catch (const InputError& e) {
                 throw InputError(fmt::format("{}\n  Checkpoints kept in {}: {}. Resume from another with --set "
                                              "checkpoint.from=FILE, or start afresh with --set checkpoint.resume=false.",
-                                             e.what(), checkpoints->directory().string(), checkpoints->listing()));
+                                             e.what(), checkpoints->store().directory().string(), checkpoints->store().listing()));
             }
             unreadable = comm::firstError(world.control(), unreadable);
             if (unreadable.empty()) break;
             if (k + 1 == tries.size())
                 throw InputError(fmt::format("{}\n  No checkpoint in {} can be restored ({}). Start afresh with --set "
                                              "checkpoint.resume=false, or name one with --set checkpoint.from=FILE.",
-                                             unreadable, checkpoints->directory().string(), checkpoints->listing()));
+                                             unreadable, checkpoints->store().directory().string(), checkpoints->store().listing()));
             const std::string fallback = fmt::format("{} cannot be restored ({}); falling back to {}",
                                                      tries[k].filename().string(), unreadable, tries[k + 1].filename().string());
             if (world.rank() == 0) log::warn("{}", fallback);

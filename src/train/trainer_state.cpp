@@ -1,7 +1,5 @@
 #include "trainer_state.hpp"
 
-#include "checkpoint_fault_hooks.hpp"
-
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/fence.hpp"
@@ -163,36 +161,13 @@ void Trainer::State::announceLayout(std::uint64_t step, bool pinned, const std::
     report.instantiation(instantiationRecord(layout, world.members(), step, pinned, tolerance, spares));
 }
 
-CheckpointManager::Source Trainer::State::checkpointSource(LayerHolders holders) const {
+CheckpointManager::Source Trainer::State::checkpointContents(LayerHolders holders) const {
     return {&parallel->model(), &parallel->optimizer(), std::move(holders), loader->cursor(), context, deck.resolvedText(),
             config.decaySteps};
 }
 
-CheckpointManager::Hooks Trainer::State::checkpointHooks(std::uint64_t step) {
-    return checkpointFaultHooks(injector, step);
-}
-
-void Trainer::State::checkpoint(std::uint64_t step, const LayerHolders& holders) {
-    if (checkpointing->pending()) completeCheckpoint();  // a checkpoint waits for the one before it
-    reportCheckpoint(checkpointing->write(world.control(), step, checkpointSource(holders), checkpointHooks(step)), false);
-}
-
-void Trainer::State::startCheckpoint(std::uint64_t step) {
-    if (!config.checkpointBackground || !config.checkpointParallel) return checkpoint(step, parallel->holders());
-    if (checkpointing->pending()) completeCheckpoint();
-    checkpointing->start(world.control(), step, checkpointSource(parallel->holders()), checkpointHooks(step));
-}
-
-void Trainer::State::completeCheckpoint() {
-    if (const auto done = checkpointing->complete(world.control())) reportCheckpoint(*done, true);
-}
-
 void Trainer::State::reportCheckpoint(const CheckpointWrite& done, bool background) {
-    const std::string writers = done.writers > 1 ? fmt::format(", {} writers", done.writers) : std::string();
-    const std::string how = background ? fmt::format("in the background: training stalled {:.3f} s, this rank wrote "
-                                                     "{:.1f} MB in {:.3f} s{}",
-                                                     done.stall, done.bytes / 1e6, done.write, writers)
-                                       : fmt::format("in {:.2f} s{}", done.stall, writers);
+    const std::string how = RunCheckpoints::describe(done, background);
     log::info("  checkpoint {} written {}", done.path.string(), how);
     report.event(done.step, "checkpoint", fmt::format("{} {}", done.path.filename().string(), how));
 }

@@ -25,6 +25,7 @@
 #include "held_out_evaluation.hpp"
 #include "membership.hpp"
 #include "recovery_coordinator.hpp"
+#include "run_checkpoints.hpp"
 #include "run_report.hpp"
 #include "straggler_probe.hpp"
 
@@ -59,8 +60,8 @@ struct Trainer::State {
     plan::RunPlan plan;
     std::unique_ptr<ParallelState> parallel;
     std::unique_ptr<data::DataLoader> loader;
-    std::unique_ptr<CheckpointStore> checkpoints;
-    std::unique_ptr<CheckpointManager> checkpointing;
+    // The run's checkpoints: store, writer, the write's fault injection points (run_checkpoints.hpp).
+    std::unique_ptr<RunCheckpoints> checkpoints;
     data::CursorContext context;
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
@@ -118,15 +119,8 @@ struct Trainer::State {
     // (`newLayout`: not a rebalance of the same one) starts the speed
     // monitor afresh and settles who probes (updateProbes).
     void announceLayout(std::uint64_t step, bool pinned, const std::string& why, bool newLayout = true);
-    // Checkpoint `step` written now by `holders` (every stage that holds each
-    // layer, or only live ones beyond f); collective.
-    void checkpoint(std::uint64_t step, const LayerHolders& holders);
-    // A periodic checkpoint of `step` written in the background (or now, when
-    // the deck says so); published by completeCheckpoint() once every part is written.
-    void startCheckpoint(std::uint64_t step);
-    void completeCheckpoint();
-    CheckpointManager::Source checkpointSource(LayerHolders holders) const;
-    CheckpointManager::Hooks checkpointHooks(std::uint64_t step);
+    // What a checkpoint holds now (RunCheckpoints::Contents) and where a written one is said.
+    CheckpointManager::Source checkpointContents(LayerHolders holders) const;
     void reportCheckpoint(const CheckpointWrite& done, bool background);
 
     using Recovery = train::Recovery;

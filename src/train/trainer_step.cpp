@@ -74,7 +74,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       admitField,
-                                      checkpointing->writeEnded() ? 0.0 : 1.0,
+                                      checkpoints->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a

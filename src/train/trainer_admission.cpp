@@ -61,26 +61,21 @@ JoinState Trainer::State::joinState() const {
 }
 
 void Trainer::State::watchAdmission(std::uint64_t step) {
-    if (world.rank() != 0 || admission) return;
+    if (world.rank() != 0 || admission.waiting()) return;
     const auto request = fault::takeAdmitRequest(runDir / "admit");
     if (!request.problem.empty()) log::warn("admission request ignored: {}", request.problem);
     if (request.nodes == 0) return;
     const int perNode = static_cast<int>(plan.cluster.ranksPerNode);
-    admission = std::make_unique<comm::JoinersStarting>(
-        request.nodes * perNode, request.hosts,
-        std::vector<std::int64_t>{membership.startupNodes(), perNode, plan.f,
-                                  static_cast<std::int64_t>(world.nodes().nodeOfRank.size())});
-    admissionNodes = request.nodes;
+    admission.started(spawnedJoiners(request.nodes * perNode, request.hosts,
+                                     std::vector<std::int64_t>{membership.startupNodes(), perNode, plan.f,
+                                                               static_cast<std::int64_t>(world.nodes().nodeOfRank.size())}),
+                      request.nodes);
     log::info("  admit      after step {}: {}; their processes start while the job trains", step,
               nodesAskedFor(request.nodes));
 }
 
 void Trainer::State::admissionGivenUp(std::uint64_t step, int nodes) {
-    if (admission && admission->phase() == comm::JoinersStarting::Phase::Failed) {
-        log::warn("admission after step {}: {}", step, admission->problem());
-        admission.reset();
-        admissionNodes = 0;
-    }
+    if (const std::string why = admission.giveUpFailed(); !why.empty()) log::warn("admission after step {}: {}", step, why);
     report.notice(step, "admit",
                   fmt::format("after step {}: {}, none admitted: their processes failed while they started (the "
                               "log says why); the job went on without waiting for them",
@@ -156,13 +151,13 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink&
 Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {
     const auto t0 = Clock::now();
     // Who started the ready processes, found again: a recovery since the step may have renumbered the ranks.
-    const bool ready = admission && admission->phase() == comm::JoinersStarting::Phase::Ready;
+    const bool ready = admission.ready();
     int from = ready ? world.rank() : world.size();
     KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &from, 1, MPI_INT, MPI_MIN, world.control()));
     if (from == world.size()) return Recovery::Continue;  // their spawner failed since: they end with it
     // The spawner's count of nodes and how long their start-up took, in one broadcast.
-    double asked[2] = {from == world.rank() ? double(admissionNodes) : 0.0,
-                       from == world.rank() ? admission->readySeconds() : 0.0};
+    double asked[2] = {from == world.rank() ? double(admission.nodes()) : 0.0,
+                       from == world.rank() ? admission.readySeconds() : 0.0};
     KILN_MPI(MPI_Bcast(asked, 2, MPI_DOUBLE, from, world.control()));
     const int nodes = static_cast<int>(asked[0]);
     const double startSeconds = asked[1];
@@ -170,17 +165,14 @@ Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {
     MPI_Comm merged = MPI_COMM_NULL;
     std::string problem;
     try {
-        merged = comm::acceptJoiners(world.control(), from, from == world.rank() ? admission.get() : nullptr);
+        merged = comm::acceptJoiners(world.control(), from, from == world.rank() ? admission.spawned() : nullptr);
     } catch (const ProcFailedError&) {
-        if (from == world.rank()) admission.reset();  // the new processes wait on the bridge or in the merge: they end
+        if (from == world.rank()) admission.clear();  // the new processes wait on the bridge or in the merge: they end
         throw;
     } catch (const std::exception& e) {
         problem = e.what();  // every rank alike (acceptJoiners)
     }
-    if (from == world.rank()) {
-        admission.reset();
-        admissionNodes = 0;
-    }
+    if (from == world.rank()) admission.clear();
     if (!problem.empty()) {
         report.notice(step, "admit", fmt::format("after step {}: {}, none admitted: {}", step, nodesAskedFor(nodes), problem));
         return Recovery::Continue;

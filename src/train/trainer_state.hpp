@@ -22,6 +22,7 @@
 #include "kiln/train/parallel_state.hpp"
 #include "kiln/train/train_config.hpp"
 #include "kiln/train/trainer.hpp"
+#include "admission_watch.hpp"
 #include "held_out_evaluation.hpp"
 #include "membership.hpp"
 #include "recovery_coordinator.hpp"
@@ -70,8 +71,7 @@ struct Trainer::State {
     // On the rank that took an admission request: the new nodes' processes,
     // starting while the job trains, until the job takes them in (or gives
     // them up). Their nodes' count rides the step's collective once ready.
-    std::unique_ptr<comm::JoinersStarting> admission;
-    int admissionNodes = 0;
+    AdmissionWatch admission;
     // Takes an admission request (rank 0, none starting) and starts its processes; reports one that failed.
     void watchAdmission(std::uint64_t step);
     // On the ranks that probe now: benched stragglers and the reference node

@@ -60,10 +60,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         const bool stop = stopSignal() != 0 || (world.rank() == 0 && stopFileExists());
         watchAdmission(step);
         // Ready: the nodes' count; given up: minus it.
-        const auto admitting = admission ? admission->phase() : comm::JoinersStarting::Phase::Starting;
-        const double admitField = admitting == comm::JoinersStarting::Phase::Ready    ? double(admissionNodes)
-                                  : admitting == comm::JoinersStarting::Phase::Failed ? -double(admissionNodes)
-                                                                                      : 0.0;
+        const double admitField = admission.stepField();
         // Gathered rather than summed: every rank also learns every rank's
         // compute and probe times (the speed monitor's input), and sums the
         // first kSummed fields in rank order.

@@ -27,12 +27,6 @@ std::uint32_t crcUpdate(std::uint32_t crc, const void* data, std::size_t bytes) 
     return crc;
 }
 
-// Every chunk carries a Fletcher-32 checksum that HDF5 verifies on every read: a flipped bit can never reach
-// the model (format version 2).
-h5::Handle createChunked1d(hid_t file, const char* name, hid_t type, std::uint64_t chunk, const std::string& context) {
-    return h5::createGrowingArray(file, name, type, chunk, context);
-}
-
 // HDF5 takes room for metadata (chunk index nodes, object headers) in blocks
 // of 2 KiB by default; each new block lands after the chunks written so far,
 // which splits a shard's chunks into runs once its index outgrows the first
@@ -51,11 +45,6 @@ std::uint64_t metadataRoomFor(std::uint64_t expectedTokens, std::uint64_t chunkT
     return chunks <= kChunksWithoutRoom ? 0 : 8192 + 64 * chunks;
 }
 
-// Appends `count` elements of `memType` at the end of a 1-D extendible dataset.
-void append1d(hid_t dataset, hid_t memType, const void* data, std::uint64_t at, std::uint64_t count,
-              const std::string& context) {
-    h5::appendBlock(dataset, memType, at, count, data, context);
-}
 
 }  // namespace
 
@@ -67,7 +56,9 @@ ShardWriter::ShardWriter(std::filesystem::path path, ShardHeader header, std::ui
     header_.tokensCrc = header_.offsetsCrc = 0;
     const std::string context = partial_.string();
     file_ = h5::createFile(context, context, metadataRoomFor(expectedTokens, chunkTokens));
-    tokens_ = createChunked1d(file_, "tokens", header_.tokenBits == 16 ? h5::fileType<std::uint16_t>() : h5::fileType<std::uint32_t>(),
+    // Every chunk carries a Fletcher-32 checksum that HDF5 verifies on every read: a flipped bit can never reach
+    // the model (format version 2).
+    tokens_ = h5::createGrowingArray(file_, "tokens", header_.tokenBits == 16 ? h5::fileType<std::uint16_t>() : h5::fileType<std::uint32_t>(),
                               chunkTokens, context);
 }
 
@@ -101,12 +92,12 @@ void ShardWriter::addDocument(std::span<const std::uint32_t> tokens) {
 void ShardWriter::flushTokens() {
     const std::string context = partial_.string();
     if (header_.tokenBits == 16 && !buffer16_.empty()) {
-        append1d(tokens_, h5::memoryType<std::uint16_t>(), buffer16_.data(), written_, buffer16_.size(), context);
+        h5::appendBlock(tokens_, h5::memoryType<std::uint16_t>(), written_, buffer16_.size(), buffer16_.data(), context);
         header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer16_.data(), buffer16_.size() * 2);
         written_ += buffer16_.size();
         buffer16_.clear();
     } else if (header_.tokenBits == 32 && !buffer32_.empty()) {
-        append1d(tokens_, h5::memoryType<std::uint32_t>(), buffer32_.data(), written_, buffer32_.size(), context);
+        h5::appendBlock(tokens_, h5::memoryType<std::uint32_t>(), written_, buffer32_.size(), buffer32_.data(), context);
         header_.tokensCrc = crcUpdate(header_.tokensCrc, buffer32_.data(), buffer32_.size() * 4);
         written_ += buffer32_.size();
         buffer32_.clear();
@@ -120,8 +111,8 @@ ShardSummary ShardWriter::finish() {
     // flushed now, the last token chunks lie before the offsets, not after.
     h5::flushDataset(tokens_, context);
     // Written once, whole, so their count is known: chunks sized to it.
-    auto offsets = createChunked1d(file_, "doc_offsets", h5::fileType<std::uint64_t>(), offsetChunkFor(offsets_.size()), context);
-    append1d(offsets, h5::memoryType<std::uint64_t>(), offsets_.data(), 0, offsets_.size(), context);
+    auto offsets = h5::createGrowingArray(file_, "doc_offsets", h5::fileType<std::uint64_t>(), offsetChunkFor(offsets_.size()), context);
+    h5::appendBlock(offsets, h5::memoryType<std::uint64_t>(), 0, offsets_.size(), offsets_.data(), context);
     header_.offsetsCrc = crcUpdate(0, offsets_.data(), offsets_.size() * sizeof(std::uint64_t));
     writeShardHeader(file_, header_);
     offsets.reset();

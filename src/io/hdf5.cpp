@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <fmt/format.h>
 
@@ -136,11 +137,8 @@ void missingDataset(const std::string& context, const char* name) {
 }
 
 std::uint64_t extent1d(hid_t dataset, const std::string& context) {
-    Handle space(KILN_H5(H5Dget_space(dataset), context));
-    if (H5Sget_simple_extent_ndims(space) != 1)
-        throw InputError(fmt::format("{}: expected a 1-D dataset", context), ErrorScope::ThisRank);
-    hsize_t dims[1] = {0};
-    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), context);
+    const auto dims = extent(dataset, context);
+    if (dims.size() != 1) throw InputError(fmt::format("{}: expected a 1-D dataset", context), ErrorScope::ThisRank);
     return dims[0];
 }
 

@@ -142,9 +142,14 @@ void writeBlock(hid_t dataset, hid_t memoryType, const std::vector<std::uint64_t
     Handle fileSpace(KILN_H5(H5Dget_space(dataset), context));
     KILN_H5(H5Sselect_hyperslab(fileSpace, H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr), context);
     Handle memSpace(KILN_H5(H5Screate_simple(static_cast<int>(counts.size()), counts.data(), nullptr), context));
-    Handle properties(KILN_H5(H5Pcreate(H5P_DATASET_XFER), context));
-    if (transfer == Transfer::Collective) KILN_H5(H5Pset_dxpl_mpio(properties, H5FD_MPIO_COLLECTIVE), context);
-    KILN_H5(H5Dwrite(dataset, memoryType, memSpace, fileSpace, properties, data), context);
+    // A transfer property list only for a collective write: independent ones (a shard's every chunk) take the default.
+    Handle collective;
+    if (transfer == Transfer::Collective) {
+        collective = Handle(KILN_H5(H5Pcreate(H5P_DATASET_XFER), context));
+        KILN_H5(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), context);
+    }
+    KILN_H5(H5Dwrite(dataset, memoryType, memSpace, fileSpace, collective.valid() ? collective.id() : H5P_DEFAULT, data),
+            context);
 }
 
 void readBlock(hid_t dataset, hid_t memoryType, const std::vector<std::uint64_t>& first,

@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/hdf5_array.hpp"
 
 #include <fmt/format.h>
 
@@ -51,11 +52,11 @@ h5::Handle openForReading(const std::string& path, const std::string& what) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     if (!std::filesystem::exists(path)) throw InputError(fmt::format("{} {}: no such file", what, path));
-    const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (id < 0)
+    h5::Handle file = h5::openReadOnly(path);
+    if (!file.valid())
         throw InputError(fmt::format("{} {}: cannot be read: the file is truncated or is not HDF5 ({} bytes)", what, path,
                                      std::filesystem::file_size(path)));
-    return h5::Handle(id);
+    return file;
 }
 
 }  // namespace kiln::io

@@ -59,7 +59,7 @@ def main():
                             if RAW_HDF5.search(line.split("//")[0]):
                                 problems.append(f"{os.path.relpath(path, root)}:{number}: calls HDF5 directly outside "
                                                 f"io (use io/hdf5_record.hpp or io/hdf5_array.hpp, or say why)")
-                    for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                    for number, line in enumerate(text.splitlines(), 1):
                         found = INCLUDE.match(line)
                         if found and found.group(1) in rank and rank[found.group(1)] > rank[module]:
                             problems.append(f"{os.path.relpath(path, root)}:{number}: module '{module}' includes "

@@ -81,6 +81,7 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
         [this](LayerHolders holders) { return checkpointContents(std::move(holders)); },
         [this](const CheckpointWrite& done, bool background) { reportCheckpoint(done, background); });
     speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
+    clock = StepClock(config.stepTimeout, config.stepDeadlineSteps, config.stepDeadlineFloor);
     return threads;
 }
 
@@ -101,40 +102,43 @@ void Trainer::State::armInjector() {
 }
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
-    State& s = *state_;
-    const auto threads = s.prepare(/*joining=*/false);
+    state_->startJob();
+}
+
+void Trainer::State::startJob() {
+    const auto threads = prepare(/*joining=*/false);
     base::startupPhase("data_sources");  // the deck's sources opened, their shards checked
 
-    s.planJob();
+    planJob();
     base::startupPhase("plan");
-    s.markMemoryBaseline();
-    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, world, s.layoutFor(s.plan.instantiation));
+    memory.markBaseline(device.is_cuda() ? device.index() : -1);
+    parallel = std::make_unique<ParallelState>(modelConfig, config, device, world, layoutFor(plan.instantiation));
     base::startupPhase("model_and_communicators");
 
-    data::Cursor cursor = data::BatchPlanner(s.spec, *s.corpus).initial();
-    const std::optional<std::filesystem::path> latest = s.restoreLatest(cursor);
+    data::Cursor cursor = data::BatchPlanner(spec, *corpus).initial();
+    const std::optional<std::filesystem::path> latest = restoreLatest(cursor);
     const bool resumed = latest.has_value();
-    s.initFromHuggingFaceModel(resumed);
+    initFromHuggingFaceModel(resumed);
     base::startupPhase(resumed ? "resume" : "start_state");
-    s.loader = s.openLoader(s.spec, s.corpus, cursor);
+    loader = openLoader(spec, corpus, cursor);
     base::startupPhase("loader");
-    s.startupToReport = true;
-    s.describeReport();
+    startupToReport = true;
+    describeReport();
     if (world.rank() == 0)
-        s.report.open(resumed, cursor.step, resumed ? "resume" : "start",
+        report.open(resumed, cursor.step, resumed ? "resume" : "start",
                       resumed ? fmt::format("from {} on {} ranks", latest->filename().string(), world.size())
-                              : fmt::format("{} ranks, {} parameters", world.size(), s.modelConfig.parameters()));
+                              : fmt::format("{} ranks, {} parameters", world.size(), modelConfig.parameters()));
     // This start's epoch: one more than any earlier attempt's, so that their stragglers are fenced too.
-    std::uint64_t epoch = world.rank() == 0 ? io::publishedEpoch(s.runDir / "epoch") : 0;
+    std::uint64_t epoch = world.rank() == 0 ? io::publishedEpoch(runDir / "epoch") : 0;
     KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
-    io::fence().arm(s.runDir / "epoch", epoch + 1);
+    io::fence().arm(runDir / "epoch", epoch + 1);
     if (world.rank() == 0) io::fence().publish();
-    if (!s.plan.sparesNote.empty()) s.report.event(cursor.step, "spares", s.plan.sparesNote);
-    if (!s.plan.faultNote.empty()) s.report.event(cursor.step, "fault_f", s.plan.faultNote);
-    s.announceLayout(cursor.step, s.plan.pinned, s.plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
-    s.armInjector();
+    if (!plan.sparesNote.empty()) report.event(cursor.step, "spares", plan.sparesNote);
+    if (!plan.faultNote.empty()) report.event(cursor.step, "fault_f", plan.faultNote);
+    announceLayout(cursor.step, plan.pinned, plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");
+    armInjector();
     log::info("  model      {}, vocabulary {}, {:.2f} M parameters; {} {}, {} core{} per rank ({})",
-              s.modelConfig.shapeText(), s.modelConfig.vocabSize, s.modelConfig.parameters() / 1e6, s.device.str(), s.config.precision, threads.cores,
+              modelConfig.shapeText(), modelConfig.vocabSize, modelConfig.parameters() / 1e6, device.str(), config.precision, threads.cores,
               threads.cores == 1 ? "" : "s",
               threads.blasThreads > 0
                   ? fmt::format("OpenBLAS {} thread{}, libtorch {}", threads.blasThreads,
@@ -144,7 +148,9 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::mak
 
 Trainer::~Trainer() = default;
 
-std::string Trainer::notes() const { return state_->notes; }
+std::string Trainer::notes() const { return state_->notes(); }
+
+TrainSummary Trainer::run(std::uint64_t untilStep) { return state_->run(untilStep); }
 
 namespace {
 
@@ -159,86 +165,85 @@ struct LocalErrorsAreFailures {
 
 }  // namespace
 
-TrainSummary Trainer::run(std::uint64_t untilStep) {
-    State& s = *state_;
-    const LocalErrorsAreFailures localErrors(s.world.faultTolerant());
-    const std::uint64_t end = std::min(untilStep, s.config.steps);
-    const double targetsPerStep = double(s.spec.globalBatch * s.spec.seqLen);
+TrainSummary Trainer::State::run(std::uint64_t untilStep) {
+    const LocalErrorsAreFailures localErrors(world.faultTolerant());
+    const std::uint64_t end = std::min(untilStep, config.steps);
+    const double targetsPerStep = double(spec.globalBatch * spec.seqLen);
     TrainSummary summary;
-    summary.firstStep = s.loader->cursor().step;
+    summary.firstStep = loader->cursor().step;
     const auto start = Clock::now();
     std::uint64_t stepsDone = 0;
-    comm::setTrainingThreadLimit(s.stepLimit());
+    comm::setTrainingThreadLimit(clock.boundaryLimit());
     struct NoLimitAfterwards {
         ~NoLimitAfterwards() { comm::setTrainingThreadLimit(0); }
     } noLimitAfterwards;
 
     const auto finish = [&](TrainSummary::Stop how) {
         summary.stopped = how;
-        summary.lastStep = s.loader->cursor().step;
-        summary.nodeFailures = s.membership.failures();
+        summary.lastStep = loader->cursor().step;
+        summary.nodeFailures = membership.failures();
         summary.seconds = since(start);
         summary.tokensPerSecond = summary.seconds > 0 ? stepsDone * targetsPerStep / summary.seconds : 0.0;
         // Who is still in the job (start-up ranks, benched ones included): a fault test compares the
         // ranks missing here with the victims it chose, so that no death goes unnoticed, with a
         // /failures row or without (issue 50).
-        s.report.event(summary.lastStep, "survivors", rankRanges(s.world.members()));
+        report.event(summary.lastStep, "survivors", rankRanges(world.members()));
         return summary;
     };
-    using State::Recovery::Continue;
+    using Recovery::Continue;
     // Every outcome but Continue is a stop beyond f (checkpointed where possible).
     const auto beyondF = [&] { return finish(TrainSummary::Stop::BeyondF); };
 
-    for (std::uint64_t step = s.loader->cursor().step; step < end; ++step) {
-        State::Committed done;
-        if (s.step(step, targetsPerStep, done) != Continue) return beyondF();
+    for (std::uint64_t step = loader->cursor().step; step < end; ++step) {
+        Committed done;
+        if (commitStep(step, targetsPerStep, done) != Continue) return beyondF();
         if (stepsDone++ == 0) {
             summary.firstLoss = done.loss;
-            if (s.startupToReport) {
-                s.startupToReport = false;
+            if (startupToReport) {
+                startupToReport = false;
                 base::startupPhase("first_step");
-                s.reportStartup(step + 1);
+                reportStartup(step + 1);
             }
         }
         summary.lastLoss = done.loss;
-        s.recordStep(step, done, targetsPerStep);
-        if ((step + 1) % s.config.logEvery == 0 || step + 1 == end) {
+        recordStep(step, done, targetsPerStep);
+        if ((step + 1) % config.logEvery == 0 || step + 1 == end) {
             const double elapsed = since(start);
-            s.logProgress(step, done, stepsDone * targetsPerStep / elapsed, elapsed / stepsDone * double(end - step - 1));
+            logProgress(step, done, stepsDone * targetsPerStep / elapsed, elapsed / stepsDone * double(end - step - 1));
         }
 
-        const State::Attempt& a = done.attempt;
+        const Attempt& a = done.attempt;
         const bool last = step + 1 == end;
-        if (s.publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
-        if (!last && s.followSpeeds(step + 1, a) != Continue) return beyondF();
-        if (s.evaluation.due(step + 1, s.config.steps) && s.evaluateSafely(step + 1, step) != Continue) return beyondF();
-        const bool due = s.config.checkpointEvery > 0 && (step + 1) % s.config.checkpointEvery == 0;
-        if (!last && (due || a.stopRequested) && s.checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
+        if (publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
+        if (!last && followSpeeds(step + 1, a) != Continue) return beyondF();
+        if (evaluation.due(step + 1, config.steps) && evaluateSafely(step + 1, step) != Continue) return beyondF();
+        const bool due = config.checkpointEvery > 0 && (step + 1) % config.checkpointEvery == 0;
+        if (!last && (due || a.stopRequested) && checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
             return beyondF();
         if (!last && a.stopRequested) {
             const std::string why = fmt::format("after step {} on a stop request (SIGUSR1 or KILN_STOP_FILE: a time "
                                                 "limit ahead); checkpoint written, exit 75",
                                                 step + 1);
             log::info("  STOP {}: a requeued job resumes from it", why);
-            s.report.event(step + 1, "stop", why);
+            report.event(step + 1, "stop", why);
             return finish(TrainSummary::Stop::Requested);
         }
-        if (a.admitGivenUp > 0) s.admissionGivenUp(step + 1, a.admitGivenUp);
-        if (!last && a.admitNodes > 0 && s.admitAtBoundary(step + 1) != Continue) return beyondF();
+        if (a.admitGivenUp > 0) admissionGivenUp(step + 1, a.admitGivenUp);
+        if (!last && a.admitNodes > 0 && admitAtBoundary(step + 1) != Continue) return beyondF();
     }
     if (stepsDone > 0) {
         // Before the final checkpoint, whose staging is not a step's memory.
-        s.reportSpeeds(s.loader->cursor().step);
+        reportSpeeds(loader->cursor().step);
         try {
-            s.reportMemory(s.loader->cursor().step);
+            reportMemory(loader->cursor().step);
         } catch (const ProcFailedError& e) {
             log::detail("a rank failed during the memory report: {}", e.what());
         }
-        const auto at = s.loader->cursor().step;
-        if (s.checkpointSafely(at, at, false) != Continue) return beyondF();
+        const auto at = loader->cursor().step;
+        if (checkpointSafely(at, at, false) != Continue) return beyondF();
     }
     finish(TrainSummary::Stop::Finished);
-    s.report.event(summary.lastStep, "end",
+    report.event(summary.lastStep, "end",
                    fmt::format("{} steps in {:.1f} s, loss {:.4f}", stepsDone, summary.seconds, summary.lastLoss));
     return summary;
 }

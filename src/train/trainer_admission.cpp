@@ -84,7 +84,10 @@ void Trainer::State::admissionGivenUp(std::uint64_t step, int nodes) {
 
 Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink& link)
     : state_(std::make_unique<State>(deck, world)) {
-    State& s = *state_;
+    state_->joinRunningJob(link);
+}
+
+void Trainer::State::joinRunningJob(comm::JoinerLink& link) {
     const auto& preparation = link.preparation();
     if (preparation.size() != kPreparationFields)
         throw Error(fmt::format("the running job sent {} preparation fields, this build expects {}: the job runs "
@@ -96,29 +99,29 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink&
     const int futureRank = static_cast<int>(preparation[3]) + rankAmongNew;
     log::setIdentity(futureRank, world.host());  // the start-up rank it is to have, in all it says
     // Before joining, while the job trains: the deck, the data sources, the device and the plan.
-    s.prepare(/*joining=*/true);
+    prepare(/*joining=*/true);
     const auto startupNodes = static_cast<std::uint32_t>(preparation[0]);
     // The job's plan, made again from the same deck for the same nodes.
     plan::ClusterSpec cluster = plan::clusterFromDeck(deck, startupNodes);
     cluster.nodes = startupNodes;
     cluster.ranksPerNode = static_cast<std::uint32_t>(preparation[1]);
-    if (!s.device.is_cuda()) cluster.loaderBytesPerRank = double(s.corpus->memoryBudget());  // as the job counted it
+    if (!device.is_cuda()) cluster.loaderBytesPerRank = double(corpus->memoryBudget());  // as the job counted it
     // A profile the job measured at start-up is the job's, not this process's to measure again.
     std::optional<plan::ModelProfile> measured;
     if (plan::profileMeasuredAtStartUp(deck)) {
-        const auto path = startupProfilePath(s.runDir);
+        const auto path = startupProfilePath(runDir);
         if (!std::filesystem::exists(path))
             throw InputError(fmt::format("{} is missing: the job measured its profile at start-up (plan.device_tflops = 0) "
                                          "and an admitted process plans with the same one",
                                          path.string()));
         measured = plan::readProfile(path.string());
     }
-    s.plan = plan::planRun(deck, s.modelConfig, cluster, plan::LowerF::DownToMinF,
+    plan = plan::planRun(deck, modelConfig, cluster, plan::LowerF::DownToMinF,
                            measured ? plan::GivenProfile{&*measured, measured->device} : plan::GivenProfile{});
-    if (static_cast<std::int64_t>(s.plan.f) != preparation[2])
+    if (static_cast<std::int64_t>(plan.f) != preparation[2])
         throw Error(fmt::format("this process planned with fault.f = {} but the job it joins runs with {}: its deck "
                                 "or plan differs",
-                                s.plan.f, preparation[2]),
+                                plan.f, preparation[2]),
                     ErrorScope::ThisRank);
     {
         std::vector<fault::Injection> injections;
@@ -132,20 +135,20 @@ Trainer::Trainer(const config::Deck& deck, comm::World& world, comm::JoinerLink&
     comm::broadcastVector(world.control(), row, MPI_INT64_T);
     const JoinState join = unpackJoinState(row);
     std::vector<std::string> names;
-    for (const auto& source : s.spec.sources) names.push_back(source.name);
+    for (const auto& source : spec.sources) names.push_back(source.name);
     const data::Cursor cursor = data::cursorFromRow(join.cursor, names);
-    s.config.decaySteps = join.decaySteps;
-    s.membership.readFrom(join);
-    s.report.setHolder(join.diagHolder);
-    s.describeReport();
-    io::fence().arm(s.runDir / "epoch", join.fenceEpoch);
-    s.markMemoryBaseline();
+    config.decaySteps = join.decaySteps;
+    membership.readFrom(join);
+    report.setHolder(join.diagHolder);
+    describeReport();
+    io::fence().arm(runDir / "epoch", join.fenceEpoch);
+    memory.markBaseline(device.is_cuda() ? device.index() : -1);
     RowReader layout(join.layout);
-    s.parallel = std::make_unique<ParallelState>(s.modelConfig, s.config, s.device, plan::unpackLayout(layout), world.rank(),
+    parallel = std::make_unique<ParallelState>(modelConfig, config, device, plan::unpackLayout(layout), world.rank(),
                                                  join.nccl, join.optimizerSteps);
-    s.loader = s.openLoader(s.spec, s.corpus, cursor);
-    s.armInjector();
-    s.settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
+    loader = openLoader(spec, corpus, cursor);
+    armInjector();
+    settleOnMoreNodes(cursor.step, fmt::format("nodes admitted after step {}", cursor.step));
 }
 
 Trainer::State::Recovery Trainer::State::admit(std::uint64_t step) {

@@ -10,27 +10,6 @@
 
 namespace kiln::train {
 
-double Trainer::State::stepLimit() const {
-    return config.stepTimeout > 0 ? config.stepTimeout : std::max(300.0, 10.0 * slowestStep);
-}
-
-double Trainer::State::stepDeadline() const {
-    if (config.stepTimeout > 0) return config.stepTimeout;
-    // The step's own clock, once it is known: not in the first steps of a start or after a layout
-    // change (profiling, first-touch memory, new communicators), which the start-up limit covers.
-    if (recentSteps.size() < 3 || stepsOnLayout < 2) return stepLimit();
-    std::vector<double> sorted(recentSteps.begin(), recentSteps.end());
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    return std::max(config.stepDeadlineSteps * sorted[sorted.size() / 2], config.stepDeadlineFloor);
-}
-
-void Trainer::State::stepTimed(double seconds) {
-    slowestStep = std::max(slowestStep, seconds);
-    recentSteps.push_back(seconds);
-    if (recentSteps.size() > 21) recentSteps.pop_front();
-    ++stepsOnLayout;
-}
-
 Trainer::State::Recovery Trainer::State::atBoundary(std::uint64_t step, const char* what,
                                                      const std::function<Recovery()>& work) {
     try {
@@ -54,7 +33,7 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
     comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
     struct LimitAgain {
         const State& s;
-        ~LimitAgain() { comm::setTrainingThreadLimit(s.stepLimit()); }
+        ~LimitAgain() { comm::setTrainingThreadLimit(s.clock.boundaryLimit()); }
     } limitAgain{*this};
     for (;;) {
         const auto begun = Clock::now();

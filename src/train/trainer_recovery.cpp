@@ -109,7 +109,7 @@ private:
 
 Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
     // Agreements and shrinks wait for failure detection: the boundary's limit, not the step's.
-    comm::setTrainingThreadLimit(stepLimit());
+    comm::setTrainingThreadLimit(clock.boundaryLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
     // first); `latest` stays the previous one, and its parts go below.
     checkpoints->abandon();
@@ -144,7 +144,7 @@ void Trainer::State::abandonStep() {
 Trainer::State::LayoutChange Trainer::State::changeLayout(std::optional<plan::Layout> layout, std::uint64_t step) {
     const auto at = [this, step](fault::Phase phase) { injector->at(step, phase); };
     LayoutChange change;
-    stepsOnLayout = 0;  // new stages and communicators: the step deadline waits for the step clock again
+    clock.layoutChanged();  // new stages and communicators: the step deadline waits for the step clock again
     if (layout) {
         const auto m0 = Clock::now();
         // The live ranks of retired nodes take part as sources (they hold no stage in the new layout).

@@ -1,14 +1,10 @@
 // The plan against what runs: the speed monitor's verdicts carried out at a
-// step boundary, and the memory the ranks used against the planner's.
+// step boundary (a rebalance, a straggler retired or taken back), who probes.
 #include "trainer_state.hpp"
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
-#include "kiln/base/resident_memory.hpp"
-#include "kiln/base/startup_clock.hpp"
 #include "kiln/comm/mpi_check.hpp"
-#include "kiln/model/cpu_allocations.hpp"
-#include "kiln/model/device_memory.hpp"
 #include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
@@ -110,97 +106,6 @@ void Trainer::State::reportSpeeds(std::uint64_t step) {
                                            referenceNode(), fmt::join(benchedNodes, ", ")));
     log::info("  speeds     {}", detail);
     report.event(step, "speeds", detail);
-}
-
-void Trainer::State::reportStartup(std::uint64_t step) {
-    const auto phases = base::startupPhases();
-    std::vector<double> seconds;
-    for (const auto& [name, s] : phases) seconds.push_back(s);
-    try {
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, MPI_MAX,
-                               world.control()));
-    } catch (const ProcFailedError& e) {
-        log::detail("a rank failed during the start-up report: {}", e.what());
-        abandonStep();  // every survivor meets it in the next step and recovers
-        return;
-    }
-    if (!report.holds()) return;
-    std::vector<std::string> parts;
-    double total = 0.0;
-    for (std::size_t k = 0; k < phases.size(); ++k) {
-        parts.push_back(fmt::format("{} {:.2f}", phases[k].first, seconds[k]));
-        total += seconds[k];
-    }
-    const std::string detail = fmt::format("{} ranks, seconds on the slowest rank per phase: {}; {:.2f} s in all (the "
-                                           "phases' maxima added)",
-                                           world.size(), fmt::join(parts, ", "), total);
-    log::info("  start-up   {}", detail);
-    report.event(step, "startup", detail);
-}
-
-void Trainer::State::markMemoryBaseline() {
-    residentAtStart = base::residentBytes();
-    allocatedAtStart = model::cpuAllocatedBytes();
-    heldAtStart = model::cpuHeldBytes();
-    model::resetCpuPeak();
-    model::resetDeviceMemoryPeak(device.is_cuda() ? device.index() : -1);
-}
-
-void Trainer::State::reportMemory(std::uint64_t step) {
-    // Planned: the stage's weights, gradients, moments, activations in
-    // flight, one layer's temporaries and the runtime the profile measured.
-    double planned = 0.0;
-    const auto& layout = parallel->layout();
-    const auto& role = parallel->role();
-    if (!role.idle()) {
-        const auto& p = layout.pipelines[static_cast<std::size_t>(role.pipeline)];
-        if (const auto* t = p.share().templateIn(plan.templates); t && role.stage < t->stages.size())
-            planned = t->stages[role.stage].memoryWith(std::min<std::uint64_t>(role.stages - role.stage, p.microbatches));
-    }
-    // Measured, peaks since the model was built. On the CPU three ways:
-    // libtorch's live bytes (what the layers need), the pages its tensors
-    // took from the system (kept blocks included), and the resident set
-    // (everything: what the plan is held to). On a GPU the device
-    // allocator's peak is held to the plan (its reserved bytes beside it).
-    const std::uint64_t peak = base::peakResidentBytes();
-    const auto gpu = model::deviceMemoryPeak(device.is_cuda() ? device.index() : -1);
-    enum { kCounted, kHeld, kResident, kDevice, kReserved, kPlanned, kFields };
-    const double mine[kFields] = {double(std::max<std::int64_t>(model::cpuPeakAllocatedBytes() - allocatedAtStart, 0)),
-                                  double(std::max<std::int64_t>(model::cpuPeakHeldBytes() - heldAtStart, 0)),
-                                  peak > residentAtStart ? double(peak - residentAtStart) : 0.0,
-                                  double(gpu.allocated), double(gpu.reserved), planned};
-    std::vector<double> all(kFields * static_cast<std::size_t>(world.size()));
-    KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
-    if (!report.holds()) return;
-    const int measure = gpu.known ? kDevice : kResident;
-    int worst = -1;
-    double worstError = -1.0, sum[kFields] = {};
-    for (int r = 0; r < world.size(); ++r) {
-        const double* row = &all[kFields * static_cast<std::size_t>(r)];
-        if (row[kPlanned] <= 0.0) continue;  // idle: nothing planned
-        for (int k = 0; k < kFields; ++k) sum[k] += row[k];
-        if (const double error = std::abs(row[measure] / row[kPlanned] - 1.0); error > worstError) {
-            worstError = error;
-            worst = r;
-        }
-    }
-    if (worst < 0) return;
-    const double* row = &all[kFields * static_cast<std::size_t>(worst)];
-    const std::string measured =
-        gpu.known ? fmt::format("the GPU allocator's peak {:.3f} GB ({:.2f}x), reserved {:.3f} GB; host: resident growth "
-                                "{:.3f} GB",
-                                sum[kDevice] / 1e9, sum[kDevice] / sum[kPlanned], sum[kReserved] / 1e9, sum[kResident] / 1e9)
-                  : fmt::format("resident growth {:.3f} GB ({:.2f}x), libtorch's pages {:.3f} GB, its live bytes {:.3f} GB "
-                                "({:.2f}x)",
-                                sum[kResident] / 1e9, sum[kResident] / sum[kPlanned], sum[kHeld] / 1e9,
-                                sum[kCounted] / 1e9, sum[kCounted] / sum[kPlanned]);
-    const std::string detail = fmt::format(
-        "peak since the model was built, against the planner's stage memory, over the ranks with a stage: {}, planned "
-        "{:.3f} GB; furthest off start-up rank {}: {:.3f} GB {}, {:.3f} GB planned ({:.2f}x)",
-        measured, sum[kPlanned] / 1e9, world.members()[static_cast<std::size_t>(worst)], row[measure] / 1e9,
-        gpu.known ? "on the GPU" : "resident", row[kPlanned] / 1e9, row[measure] / row[kPlanned]);
-    log::info("  memory     {}", detail);
-    report.event(step, "memory", detail);
 }
 
 }  // namespace kiln::train

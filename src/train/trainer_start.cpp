@@ -53,9 +53,9 @@ void Trainer::State::planJob() {
     comm::requireAgreement(world.control(), plan::fingerprintOf(plan.templates), world.members());
     comm::requireAgreement(world.control(), plan::fingerprintOf(plan.instantiation), world.members());
     membership.start(cluster.nodes, plan::toleranceOf(plan.instantiation), plan.spares);
-    if (!plan.sparesNote.empty()) notes += "# " + plan.sparesNote + "\n";
+    if (!plan.sparesNote.empty()) notes_ += "# " + plan.sparesNote + "\n";
     if (!plan.faultNote.empty()) {
-        notes += "# " + plan.faultNote + "\n";
+        notes_ += "# " + plan.faultNote + "\n";
         log::info("  faults     {}", plan.faultNote);
     }
     if (world.rank() == 0) {
@@ -122,7 +122,7 @@ std::optional<std::filesystem::path> Trainer::State::restoreLatest(data::Cursor&
             const std::string fallback = fmt::format("{} cannot be restored ({}); falling back to {}",
                                                      tries[k].filename().string(), unreadable, tries[k + 1].filename().string());
             if (world.rank() == 0) log::warn("{}", fallback);
-            notes += "# " + fallback + "\n";
+            notes_ += "# " + fallback + "\n";
             latest = tries[k + 1];
         }
         cursor = data::BatchPlanner(spec, *corpus).resume(saved);
@@ -130,7 +130,7 @@ std::optional<std::filesystem::path> Trainer::State::restoreLatest(data::Cursor&
         log::info("  resumed from {} at step {}", latest->string(), cursor.step);
         if (!horizonFromDeck && savedHorizon > 0 && savedHorizon != config.decaySteps) {
             config.decaySteps = savedHorizon;
-            notes += fmt::format("# train.decay_steps = 0: the cosine decay keeps the horizon of the run's first start, "
+            notes_ += fmt::format("# train.decay_steps = 0: the cosine decay keeps the horizon of the run's first start, "
                                    "{} steps after warm-up (from {}), not run.steps = {}; set train.decay_steps to change "
                                    "it.\n",
                                    savedHorizon, latest->filename().string(), config.steps);

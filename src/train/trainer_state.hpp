@@ -2,8 +2,9 @@
 // maybe-checkpoint, on-failure), one step to its commit (trainer_step.cpp),
 // the work between steps that may meet a failure (trainer_boundary.cpp), the
 // run's bookkeeping: diagnostics, layouts, checkpoints (trainer_state.cpp),
-// recovery from failures (trainer_recovery.cpp), speeds (trainer_speeds.cpp)
-// and admission (trainer_admission.cpp). Private to train/.
+// recovery from failures (trainer_recovery.cpp), speeds (trainer_speeds.cpp),
+// start-up and memory reports (trainer_usage.cpp) and admission
+// (trainer_admission.cpp). Private to train/.
 #pragma once
 
 #include "kiln/comm/heartbeat.hpp"
@@ -25,9 +26,11 @@
 #include "admission_watch.hpp"
 #include "held_out_evaluation.hpp"
 #include "membership.hpp"
+#include "memory_watch.hpp"
 #include "recovery_coordinator.hpp"
 #include "run_checkpoints.hpp"
 #include "run_report.hpp"
+#include "step_clock.hpp"
 #include "straggler_probe.hpp"
 
 #include <chrono>
@@ -46,7 +49,25 @@ using Clock = std::chrono::steady_clock;
 
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Trainer::State {
+class Trainer::State {
+public:
+    State(const config::Deck& d, comm::World& w) : deck(d), world(w), membership([&w] { return rosterOf(w); }) {}
+    // The start of a job's own ranks (trainer.cpp): sources, plan, model, a checkpoint restored, the loader.
+    void startJob();
+    // A process admitted into a running job (trainer_admission.cpp): prepared while the job trains, then the
+    // job's state taken at its step boundary.
+    void joinRunningJob(comm::JoinerLink& link);
+    // The loop (trainer.cpp): steps to `untilStep`, each boundary's work, the final checkpoint.
+    TrainSummary run(std::uint64_t untilStep);
+    // What the run decided beyond the deck, as comment lines.
+    const std::string& notes() const { return notes_; }
+
+private:
+    // Every part below is a member function of this class, in the file its comment names; the state a part
+    // owns alone is an object of its own (StepClock, MemoryWatch, HeldOutEvaluation, RunCheckpoints,
+    // AdmissionWatch, Membership, RunReport), and what is left here is what several parts read: the deck
+    // and world, the plan, the running layout (parallel, loader) and the speed monitor. The layout changes
+    // in one place only, changeLayout (trainer_recovery.cpp).
     const config::Deck& deck;
     comm::World& world;
     // Declared first, so destroyed last: the threads that call it (a background checkpoint's writer, the
@@ -83,10 +104,8 @@ struct Trainer::State {
     void updateProbes();
     // diag.h5 and the log lines a user acts on, from the member that speaks for the job (run_report.hpp).
     RunReport report;
-    std::string notes;
+    std::string notes_;  // notes()
     std::unique_ptr<plan::SpeedMonitor> speeds;  // measured speeds against the plan (straggler.*)
-
-    State(const config::Deck& d, comm::World& w) : deck(d), world(w), membership([&w] { return rosterOf(w); }) {}
 
     // What every process reads from the deck alone: configuration, data
     // sources, model, device, the run's directory. Not collective.
@@ -179,14 +198,8 @@ struct Trainer::State {
     // job runs on fewer nodes than its start-up instantiation. Throws
     // ProcFailedError.
     Recovery takeBackStraggler(std::uint64_t step, int node, const std::string& why);
-    // Resident memory when the model was about to be built: what the
-    // memory report measures growth from.
-    std::uint64_t residentAtStart = 0;
-    std::int64_t allocatedAtStart = 0;  // libtorch's counted host bytes then (model/cpu_allocations.hpp)
-    std::int64_t heldAtStart = 0;  // and the pages its tensors held then
-    // Takes the above, and starts the GPU allocator's peak afresh: call
-    // just before the model is built.
-    void markMemoryBaseline();
+    // The baseline the memory report measures growth from, taken just before the model is built (memory_watch.hpp).
+    MemoryWatch memory;
     // Collective: every rank's peak since then (on the CPU the resident
     // growth, on a GPU the device allocator's peak) against the planner's
     // bytes for its stage, in the log and diag.h5 (event 'memory').
@@ -240,23 +253,13 @@ struct Trainer::State {
         double wait = 0.0, lr = 0.0, optimizerSeconds = 0.0, stepSeconds = 0.0, loss = 0.0;
         data::Cursor before;  // the loader's cursor before the commit
     };
-    Recovery step(std::uint64_t step, double targetsPerStep, Committed& done);
+    Recovery commitStep(std::uint64_t step, double targetsPerStep, Committed& done);
     // The committed step's /steps row.
     void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
     // The progress line: loss, rate, ETA (`eta` seconds), tolerance.
     void logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const;
-    // How long the training thread may stay away from the loop before the
-    // process falls silent (heartbeat.hpp): the deck's, or 10 slowest steps.
-    double slowestStep = 0.0;
-    std::deque<double> recentSteps;  // the last committed steps' seconds (stepDeadline's median)
-    std::uint64_t stepsOnLayout = 0;  // committed since the layout last changed
-    // How long the training thread may give no sign at a boundary (checkpoints, evaluation,
-    // admissions, recoveries): fault.step_timeout_s, or 10 times the slowest step, at least 300 s.
-    double stepLimit() const;
-    // ... and inside a step: fault.step_deadline times the median of the last steps, at least
-    // fault.step_deadline_floor_s (stepLimit() until a few steps ran on the layout).
-    double stepDeadline() const;
-    void stepTimed(double seconds);
+    // How long the training thread may give no sign, at a boundary and inside a step (step_clock.hpp).
+    StepClock clock{0.0, 0.0, 0.0};
 
     // The boundary after a committed step, before `step` (trainer_boundary.cpp).
     // Work there that fails on some rank is recovered from like a failed

@@ -40,7 +40,7 @@ comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std
 
 Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targetsPerStep, double& wait) {
     Attempt a;
-    comm::setTrainingThreadLimit(stepDeadline());
+    comm::setTrainingThreadLimit(clock.stepDeadline());
     const auto begun = Clock::now();
     try {
         // Only the ranks that read a corrupt chunk see it: they tell the others.
@@ -126,7 +126,7 @@ std::string duration(double seconds) {
 
 }  // namespace
 
-Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targetsPerStep, Committed& done) {
+Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double targetsPerStep, Committed& done) {
     const auto t0 = Clock::now();
     done = Committed{};
     Attempt& a = done.attempt;
@@ -157,8 +157,8 @@ Trainer::State::Recovery Trainer::State::step(std::uint64_t step, double targets
     done.loss = a.lossSum / targetsPerStep;
     done.stepSeconds = since(t0);
     model::trimCpuCache();  // what this step did not use goes back: a step's sizes repeat
-    stepTimed(done.stepSeconds);
-    comm::setTrainingThreadLimit(stepLimit());
+    clock.committed(done.stepSeconds);
+    comm::setTrainingThreadLimit(clock.boundaryLimit());
     return Recovery::Continue;
 }
 

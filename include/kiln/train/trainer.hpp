@@ -83,7 +83,7 @@ public:
     std::string notes() const;
 
 private:
-    struct State;
+    class State;
     std::unique_ptr<State> state_;
 };
 

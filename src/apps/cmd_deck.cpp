@@ -49,8 +49,10 @@ std::string modelSummary(const config::Deck& deck) {
     if (deck.integer("model.vocab") == 0)
         return "the vocabulary comes from the data's tokenizer (kiln plan or kiln run count the parameters)";
     const auto m = arch::modelConfigFromDeck(deck, 0);
-    return fmt::format("{}, vocabulary {}, sequence {}: {:.4g} M parameters ({:.3g} B)", m.shapeText(), m.vocabSize,
-                       m.seqLen, double(m.parameters()) / 1e6, double(m.parameters()) / 1e9);
+    const double millions = double(m.parameters()) / 1e6;
+    return fmt::format("{}, vocabulary {}, sequence {}: {} M parameters ({:.3g} B, exactly {})", m.shapeText(), m.vocabSize,
+                       m.seqLen, millions < 1e4 ? fmt::format("{:.4g}", millions) : fmt::format("{:.0f}", millions),
+                       double(m.parameters()) / 1e9, m.parameters());
 }
 
 }  // namespace

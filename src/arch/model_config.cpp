@@ -5,9 +5,41 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace kiln::arch {
 
 const char* familyName(Family family) { return family == Family::Llama ? "llama" : "gpt2"; }
+
+const char* ropeScalingName(RopeScaling::Kind kind) {
+    switch (kind) {
+        case RopeScaling::Kind::Linear: return "linear";
+        case RopeScaling::Kind::Llama3: return "llama3";
+        case RopeScaling::Kind::Yarn: return "yarn";
+        case RopeScaling::Kind::None: break;
+    }
+    return "none";
+}
+
+double RopeScaling::attentionScaling() const {
+    if (kind != Kind::Yarn) return 1.0;
+    if (attentionFactor > 0.0) return attentionFactor;
+    return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
+}
+
+std::string ropeScalingText(const RopeScaling& rope) {
+    switch (rope.kind) {
+        case RopeScaling::Kind::None: return "none";
+        case RopeScaling::Kind::Linear: return fmt::format("linear factor {:g}", rope.factor);
+        case RopeScaling::Kind::Llama3:
+            return fmt::format("llama3 factor {:g}, low/high frequency factors {:g}/{:g}, original context {}", rope.factor,
+                               rope.lowFreqFactor, rope.highFreqFactor, rope.originalContext);
+        case RopeScaling::Kind::Yarn:
+            return fmt::format("yarn factor {:g}, beta fast/slow {:g}/{:g}, original context {}, attention factor {:g}",
+                               rope.factor, rope.betaFast, rope.betaSlow, rope.originalContext, rope.attentionScaling());
+    }
+    return "none";
+}
 
 const char* recomputeName(ModelConfig::Recompute recompute) {
     switch (recompute) {
@@ -68,8 +100,9 @@ std::string ModelConfig::shapeText() const {
     const std::string common = fmt::format("{}, {} blocks, d_model {}, {} heads", familyName(family), blocks, dModel, heads);
     const char* tied = tieEmbeddings ? ", tied embeddings" : "";
     if (!llama()) return fmt::format("{}, MLP {}{}", common, mlpWidth(), tied);
-    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}{}", common, keyValueHeads(), mlpWidth(), ropeTheta,
-                       tied);
+    const std::string scaled = rope.kind == RopeScaling::Kind::None ? "" : " (" + ropeScalingText(rope) + ")";
+    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}{}{}", common, keyValueHeads(), mlpWidth(), ropeTheta,
+                       scaled, tied);
 }
 
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
@@ -84,6 +117,36 @@ double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
     }
     return 2.0 * (3 * C * C + C * C + 2 * C * H) + attention;  // QKV, proj, MLP
 }
+
+namespace {
+
+RopeScaling ropeScalingFromDeck(const config::Deck& deck) {
+    RopeScaling r;
+    const std::string kind = deck.text("model.rope_scaling");
+    r.kind = kind == "linear"   ? RopeScaling::Kind::Linear
+             : kind == "llama3" ? RopeScaling::Kind::Llama3
+             : kind == "yarn"   ? RopeScaling::Kind::Yarn
+                                : RopeScaling::Kind::None;
+    if (r.kind == RopeScaling::Kind::None) return r;
+    r.factor = deck.real("model.rope_factor");
+    r.lowFreqFactor = deck.real("model.rope_low_freq_factor");
+    r.highFreqFactor = deck.real("model.rope_high_freq_factor");
+    r.originalContext = static_cast<std::uint32_t>(deck.integer("model.rope_original_context"));
+    r.betaFast = deck.real("model.rope_beta_fast");
+    r.betaSlow = deck.real("model.rope_beta_slow");
+    r.attentionFactor = deck.real("model.rope_attention_factor");
+    const bool needsContext = r.kind == RopeScaling::Kind::Llama3 || r.kind == RopeScaling::Kind::Yarn;
+    if (needsContext && r.originalContext == 0)
+        throw InputError(fmt::format("{}: model.rope_scaling = {} needs model.rope_original_context (the context the "
+                                     "model was first trained on: original_max_position_embeddings, 8192 for Llama 3.1)",
+                                     deck.setting("model.rope_scaling").origin, kind));
+    if (r.kind == RopeScaling::Kind::Llama3 && !(r.highFreqFactor > r.lowFreqFactor))
+        throw InputError(fmt::format("{}: model.rope_high_freq_factor = {:g} must exceed model.rope_low_freq_factor = {:g}",
+                                     deck.setting("model.rope_high_freq_factor").origin, r.highFreqFactor, r.lowFreqFactor));
+    return r;
+}
+
+}  // namespace
 
 ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenizerVocab) {
     ModelConfig m;
@@ -126,6 +189,7 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     if (m.ffnHidden == 0) m.ffnHidden = llamaFfnHidden(m.dModel);
     m.normEps = deck.real("model.norm_eps");
     m.ropeTheta = deck.real("model.rope_theta");
+    m.rope = ropeScalingFromDeck(deck);
     return m;
 }
 

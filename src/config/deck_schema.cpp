@@ -242,7 +242,8 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.heads", KeyType::Integer, "4", "Attention heads; must divide model.d_model.", atLeast(1)},
         {"model.mlp_ratio", KeyType::Integer, "4", "gpt2: hidden width of the MLP as a multiple of model.d_model.", atLeast(1)},
         {"model.preset", KeyType::Text, "",
-         "A published shape by name: gpt2-small, gpt2-medium, smollm-135m, llama-3.2-1b, llama-3-8b, llama-2-70b. It "
+         "A published shape by name: gpt2-small, gpt2-medium, smollm-135m, smollm2-135m, smollm2-1.7b, llama-3.2-1b, "
+         "llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3, llama-3-8b, llama-2-70b. It "
          "fills the model.* keys the deck leaves at their defaults (model.vocab included); a key the deck sets wins. "
          "kiln deck --check prints the resolved shape and its parameter count.",
          [](const Value& v) {
@@ -273,6 +274,26 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.norm_eps", KeyType::Real, "1e-5", "llama: RMSNorm's epsilon.", realInRange(0.0, 1.0)},
         {"model.rope_theta", KeyType::Real, "10000", "llama: base of the rotary position embeddings (Llama 3: 500000).",
          realInRange(1.0, 1e12)},
+        {"model.rope_scaling", KeyType::Text, "none",
+         "llama: how the rotary frequencies are scaled for a longer context, as transformers computes each: none; "
+         "linear (every frequency divided by model.rope_factor); llama3 (Llama 3.1-3.3: low frequencies divided by "
+         "the factor, high ones kept, those between blended); yarn (Qwen 2.5's long-context configs: a ramp over the "
+         "dimensions, cosines and sines times an attention factor).",
+         oneOf({"none", "linear", "llama3", "yarn"})},
+        {"model.rope_factor", KeyType::Real, "1", "llama: the rotary scaling's factor (Llama 3.1: 8; Llama 3.2: 32).",
+         realInRange(1.0, 1e6)},
+        {"model.rope_low_freq_factor", KeyType::Real, "1", "llama3 scaling: wavelengths above original context / this are divided by the factor.",
+         realInRange(1e-6, 1e6)},
+        {"model.rope_high_freq_factor", KeyType::Real, "4", "llama3 scaling: wavelengths below original context / this are kept.",
+         realInRange(1e-6, 1e6)},
+        {"model.rope_original_context", KeyType::Integer, "0",
+         "llama3 and yarn scaling: the context the model was first trained on (original_max_position_embeddings; "
+         "Llama 3.1: 8192).",
+         atLeast(0)},
+        {"model.rope_beta_fast", KeyType::Real, "32", "yarn scaling: rotations where the ramp starts (beta_fast).", realInRange(1e-6, 1e6)},
+        {"model.rope_beta_slow", KeyType::Real, "1", "yarn scaling: rotations where the ramp ends (beta_slow).", realInRange(1e-6, 1e6)},
+        {"model.rope_attention_factor", KeyType::Real, "0",
+         "yarn scaling: what the cosines and sines are multiplied by; 0 = 0.1 ln(factor) + 1.", realInRange(0.0, 1e6)},
         {"model.tie_embeddings", KeyType::Flag, "false",
          "The output head is the token embedding (one V x d_model matrix, as GPT-2, SmolLM and Llama 3.2 1B have "
          "it). The last pipeline stage keeps a copy of it that the gradient sums keep equal: the same memory and "

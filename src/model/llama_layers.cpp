@@ -18,12 +18,53 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
     return weight * normed.to(x.scalar_type());
 }
 
-RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like) {
+torch::Tensor rotaryInverseFrequencies(std::int64_t headDim, double theta, const arch::RopeScaling& rope,
+                                       const torch::Device& device) {
+    using Kind = arch::RopeScaling::Kind;
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    // float32 throughout, as transformers computes them (modeling_rope_utils), so that the angles agree bit for bit.
+    const auto powers = torch::pow(theta, torch::arange(0, headDim, 2, f32) / static_cast<double>(headDim));
+    const auto inverse = 1.0 / powers;
+    switch (rope.kind) {
+        case Kind::None: return inverse;
+        case Kind::Linear: return inverse / rope.factor;
+        case Kind::Llama3: {
+            const double context = rope.originalContext;
+            const double lowWavelength = context / rope.lowFreqFactor, highWavelength = context / rope.highFreqFactor;
+            const auto wavelength = 2 * M_PI / inverse;
+            auto scaled = torch::where(wavelength > lowWavelength, inverse / rope.factor, inverse);
+            const auto smooth = (context / wavelength - rope.lowFreqFactor) / (rope.highFreqFactor - rope.lowFreqFactor);
+            const auto smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled;
+            const auto medium = (wavelength >= highWavelength).logical_and(wavelength <= lowWavelength);
+            return torch::where(medium, smoothed, scaled);
+        }
+        case Kind::Yarn: {
+            // The dimension whose wavelength turns `rotations` times over the original context, and the ramp
+            // between beta_fast's and beta_slow's dimensions (whole dimensions, as transformers' truncate).
+            const auto dimensionOf = [&](double rotations) {
+                return headDim * std::log(rope.originalContext / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+            };
+            double low = std::max(std::floor(dimensionOf(rope.betaFast)), 0.0);
+            double high = std::min(std::ceil(dimensionOf(rope.betaSlow)), static_cast<double>(headDim - 1));
+            if (low == high) high += 0.001;
+            const auto ramp = ((torch::arange(headDim / 2, f32) - low) / (high - low)).clamp(0, 1);
+            const auto extrapolation = 1 - ramp;
+            const auto interpolated = 1.0 / (rope.factor * powers);
+            return interpolated * (1 - extrapolation) + inverse * extrapolation;
+        }
+    }
+    return inverse;
+}
+
+RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like,
+                          const arch::RopeScaling& rope) {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(like.device());
-    const auto inverse = 1.0 / torch::pow(theta, torch::arange(0, headDim, 2, f32) / static_cast<double>(headDim));
+    const auto inverse = rotaryInverseFrequencies(headDim, theta, rope, like.device());
     const auto angles = torch::outer(torch::arange(positions, f32), inverse);
     const auto both = torch::cat({angles, angles}, -1);
-    return {both.cos().to(like.scalar_type()), both.sin().to(like.scalar_type())};
+    const double scaling = rope.attentionScaling();
+    if (scaling == 1.0) return {both.cos().to(like.scalar_type()), both.sin().to(like.scalar_type())};
+    return {(both.cos() * scaling).to(like.scalar_type()), (both.sin() * scaling).to(like.scalar_type())};
 }
 
 torch::Tensor applyRotary(const torch::Tensor& x, const RotaryAngles& angles) {
@@ -32,7 +73,7 @@ torch::Tensor applyRotary(const torch::Tensor& x, const RotaryAngles& angles) {
 }
 
 torch::Tensor applyRotary(const torch::Tensor& x, double theta) {
-    return applyRotary(x, rotaryAngles(x.size(2), x.size(3), theta, x));
+    return applyRotary(x, rotaryAngles(x.size(2), x.size(3), theta, x, arch::RopeScaling{}));
 }
 
 }  // namespace kiln::model
@@ -62,7 +103,7 @@ public:
         : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
           kvHeads_(arch::unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
           recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective),
-          eps_(c.normEps), theta_(c.ropeTheta) {
+          eps_(c.normEps), theta_(c.ropeTheta), rope_(c.rope) {
         const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
                            kv = std::int64_t{c.keyValueHeads()} * headDim_;
         const double residualStd = residualInitStd(c);
@@ -86,7 +127,7 @@ public:
         const auto heads = [&](const torch::Tensor& weight, std::int64_t n) {
             return torch::linear(h, weight).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
         };
-        const auto angles = rotaryAngles(T, headDim_, theta_, h);
+        const auto angles = rotaryAngles(T, headDim_, theta_, h, rope_);
         auto q = applyRotary(heads(qWeight_, heads_), angles);
         auto k = applyRotary(heads(kWeight_, kvHeads_), angles);
         auto v = heads(vWeight_, kvHeads_);
@@ -107,6 +148,7 @@ private:
     std::int64_t heads_, kvHeads_, headDim_;
     bool recomputeAttention_;
     double eps_, theta_;
+    arch::RopeScaling rope_;
     torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
 };
 

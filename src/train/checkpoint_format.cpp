@@ -31,6 +31,16 @@ void writeShape(hid_t file, const arch::ModelConfig& c) {
     for (const auto& [key, value] : shapeOf(c)) h5::writeAttribute(file, attributeName(key), value);
     h5::writeAttribute(file, "model_rope_theta", c.ropeTheta);
     h5::writeAttribute(file, "model_norm_eps", c.normEps);
+    // The rotary scaling is not a shape (no tensor depends on it) but the model's maths: export needs it.
+    const auto& r = c.rope;
+    h5::writeAttribute(file, "model_rope_scaling", static_cast<std::uint64_t>(r.kind));
+    h5::writeAttribute(file, "model_rope_factor", r.factor);
+    h5::writeAttribute(file, "model_rope_low_freq_factor", r.lowFreqFactor);
+    h5::writeAttribute(file, "model_rope_high_freq_factor", r.highFreqFactor);
+    h5::writeAttribute(file, "model_rope_original_context", static_cast<std::uint64_t>(r.originalContext));
+    h5::writeAttribute(file, "model_rope_beta_fast", r.betaFast);
+    h5::writeAttribute(file, "model_rope_beta_slow", r.betaSlow);
+    h5::writeAttribute(file, "model_rope_attention_factor", r.attentionFactor);
 }
 
 arch::ModelConfig readShape(hid_t file, const std::string& context) {
@@ -52,6 +62,21 @@ arch::ModelConfig readShape(hid_t file, const std::string& context) {
     c.tieEmbeddings = read("model.tie_embeddings", true) == 1;  // absent before tying: untied
     if (h5::hasAttribute(file, "model_rope_theta")) c.ropeTheta = h5::readRealAttribute(file, "model_rope_theta", context);
     if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
+    // Absent before issue 53: unscaled.
+    if (h5::hasAttribute(file, "model_rope_scaling")) {
+        const auto kind = h5::readUintAttribute(file, "model_rope_scaling", context);
+        if (kind > static_cast<std::uint64_t>(arch::RopeScaling::Kind::Yarn))
+            throw InputError(fmt::format("{}: model_rope_scaling = {} is no rotary scaling this kiln knows (0-3)", context, kind));
+        auto& r = c.rope;
+        r.kind = static_cast<arch::RopeScaling::Kind>(kind);
+        r.factor = h5::readRealAttribute(file, "model_rope_factor", context);
+        r.lowFreqFactor = h5::readRealAttribute(file, "model_rope_low_freq_factor", context);
+        r.highFreqFactor = h5::readRealAttribute(file, "model_rope_high_freq_factor", context);
+        r.originalContext = static_cast<std::uint32_t>(h5::readUintAttribute(file, "model_rope_original_context", context));
+        r.betaFast = h5::readRealAttribute(file, "model_rope_beta_fast", context);
+        r.betaSlow = h5::readRealAttribute(file, "model_rope_beta_slow", context);
+        r.attentionFactor = h5::readRealAttribute(file, "model_rope_attention_factor", context);
+    }
     return c;
 }
 

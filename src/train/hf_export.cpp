@@ -163,6 +163,25 @@ nlohmann::ordered_json gpt2Config(const arch::ModelConfig& c) {
             {"torch_dtype", "float32"}};
 }
 
+// The rotary scaling as transformers spells it (rope_scaling: read by transformers 4 and, converted to its
+// rope_parameters, by 5); null when unscaled.
+nlohmann::ordered_json ropeScalingJson(const arch::RopeScaling& r) {
+    using Kind = arch::RopeScaling::Kind;
+    if (r.kind == Kind::None) return nullptr;
+    nlohmann::ordered_json j = {{"rope_type", arch::ropeScalingName(r.kind)}, {"factor", r.factor}};
+    if (r.kind == Kind::Llama3) {
+        j["low_freq_factor"] = r.lowFreqFactor;
+        j["high_freq_factor"] = r.highFreqFactor;
+    }
+    if (r.kind == Kind::Yarn) {
+        j["beta_fast"] = r.betaFast;
+        j["beta_slow"] = r.betaSlow;
+        if (r.attentionFactor > 0.0) j["attention_factor"] = r.attentionFactor;
+    }
+    if (r.kind != Kind::Linear) j["original_max_position_embeddings"] = r.originalContext;
+    return j;
+}
+
 nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
     return {{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
@@ -177,6 +196,7 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"max_position_embeddings", c.seqLen},
             {"rms_norm_eps", c.normEps},
             {"rope_theta", c.ropeTheta},
+            {"rope_scaling", ropeScalingJson(c.rope)},
             {"attention_bias", false},
             {"mlp_bias", false},
             {"attention_dropout", 0.0},

@@ -132,6 +132,66 @@ std::string storedName(const SafetensorsDirectory& files, const std::string& nam
     return name;
 }
 
+// The rotary settings: transformers 5 keeps them in rope_parameters (rope_theta inside), earlier versions in
+// rope_theta and rope_scaling. Each scaling transformers computes and kiln does too is read; another is
+// refused by name.
+template <typename Refuse>
+void readRotary(const json& config, arch::ModelConfig& m, const Refuse& refuse) {
+    using Kind = arch::RopeScaling::Kind;
+    m.ropeTheta = field<double>(config, "rope_theta", 10000.0);
+    json rope;
+    std::string where;
+    if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
+        rope = config["rope_parameters"];
+        where = "rope_parameters";
+    } else if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) {
+        rope = config["rope_scaling"];
+        where = "rope_scaling";
+    } else {
+        return;
+    }
+    m.ropeTheta = field<double>(rope, "rope_theta", m.ropeTheta);
+    const std::string kind = field<std::string>(rope, "rope_type", field<std::string>(rope, "type", "default"));
+    if (const double partial = field<double>(rope, "partial_rotary_factor", field<double>(config, "partial_rotary_factor", 1.0));
+        partial != 1.0)
+        throw refuse(fmt::format("partial_rotary_factor = {:g} (kiln rotates every dimension of a head)", partial));
+    auto& r = m.rope;
+    const auto originalContext = [&] {
+        const auto it = rope.find("original_max_position_embeddings");
+        if (it == rope.end() || it->is_null())
+            throw refuse(fmt::format("{}.rope_type = '{}' without original_max_position_embeddings", where, kind));
+        return it->get<std::uint32_t>();
+    };
+    if (kind == "default") {
+        r.kind = Kind::None;
+    } else if (kind == "linear") {
+        r.kind = Kind::Linear;
+        r.factor = field<double>(rope, "factor", 1.0);
+    } else if (kind == "llama3") {
+        r.kind = Kind::Llama3;
+        r.factor = field<double>(rope, "factor", 8.0);
+        r.lowFreqFactor = field<double>(rope, "low_freq_factor", 1.0);
+        r.highFreqFactor = field<double>(rope, "high_freq_factor", 4.0);
+        r.originalContext = originalContext();
+    } else if (kind == "yarn") {
+        r.kind = Kind::Yarn;
+        r.originalContext = originalContext();
+        r.factor = field<double>(rope, "factor", double(m.seqLen) / r.originalContext);
+        r.betaFast = field<double>(rope, "beta_fast", 32.0);
+        r.betaSlow = field<double>(rope, "beta_slow", 1.0);
+        r.attentionFactor = field<double>(rope, "attention_factor", 0.0);
+        if (field<double>(rope, "mscale", 0.0) != 0.0 || field<double>(rope, "mscale_all_dim", 0.0) != 0.0)
+            throw refuse(fmt::format("{}: yarn with mscale / mscale_all_dim (DeepSeek's attention factor; kiln takes "
+                                     "attention_factor or 0.1 ln(factor) + 1)",
+                                     where));
+        if (!field<bool>(rope, "truncate", true)) throw refuse(fmt::format("{}: yarn with truncate = false", where));
+    } else {
+        throw refuse(fmt::format("{}.rope_type = '{}' (kiln scales rotary embeddings as 'default', 'linear', 'llama3' "
+                                 "and 'yarn')",
+                                 where, kind));
+    }
+}
+
 }  // namespace
 
 arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
@@ -142,7 +202,8 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
     };
     arch::ModelConfig m;
-    if (type == "llama") {
+    if (type == "llama" || type == "mistral") {
+        // Mistral v0.3 and later are the Llama architecture under another name.
         m.family = arch::Family::Llama;
         m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
         m.dModel = required<std::uint32_t>(config, "hidden_size", path);
@@ -150,25 +211,18 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         m.kvHeads = field<std::uint32_t>(config, "num_key_value_heads", m.heads);
         m.ffnHidden = required<std::uint32_t>(config, "intermediate_size", path);
         m.normEps = field<double>(config, "rms_norm_eps", 1e-6);
-        m.ropeTheta = field<double>(config, "rope_theta", 10000.0);
-        // transformers 5 keeps the rotary settings in rope_parameters; older versions at the top and in rope_scaling.
-        if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
-            const auto& rope = config["rope_parameters"];
-            m.ropeTheta = field<double>(rope, "rope_theta", m.ropeTheta);
-            if (const auto kind = field<std::string>(rope, "rope_type", "default"); kind != "default")
-                throw refuse(fmt::format("rope_parameters.rope_type = '{}' (kiln's rotary embeddings are unscaled: "
-                                         "'default')",
-                                         kind));
-        }
         m.seqLen = field<std::uint32_t>(config, "max_position_embeddings", 2048);
+        readRotary(config, m, refuse);
         if (const auto act = field<std::string>(config, "hidden_act", "silu"); act != "silu")
             throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
         if (field<bool>(config, "attention_bias", false)) throw refuse("attention_bias = true (kiln's llama has no biases)");
         if (field<bool>(config, "mlp_bias", false)) throw refuse("mlp_bias = true (kiln's llama has no biases)");
         if (const auto tp = field<int>(config, "pretraining_tp", 1); tp != 1)
             throw refuse(fmt::format("pretraining_tp = {} (kiln computes its linear layers unsplit: 1)", tp));
-        if (config.contains("rope_scaling") && !config["rope_scaling"].is_null())
-            throw refuse(fmt::format("rope_scaling = {} (kiln's rotary embeddings are unscaled)", config["rope_scaling"].dump()));
+        if (type == "mistral" && !field<json>(config, "sliding_window", json()).is_null())
+            throw refuse(fmt::format("sliding_window = {} (kiln's attention is full causal attention; Mistral v0.3 and "
+                                     "later set null)",
+                                     config["sliding_window"].dump()));
         if (m.dModel % m.heads != 0 || field<std::uint32_t>(config, "head_dim", m.dModel / m.heads) != m.dModel / m.heads)
             throw refuse(fmt::format("head_dim = {} is not hidden_size / num_attention_heads = {}",
                                      field<std::uint32_t>(config, "head_dim", 0), m.dModel / m.heads));
@@ -189,7 +243,7 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         if (field<bool>(config, "scale_attn_by_inverse_layer_idx", false))
             throw refuse("scale_attn_by_inverse_layer_idx = true");
     } else {
-        throw refuse(fmt::format("model_type = '{}' (kiln trains 'llama' and 'gpt2')", type));
+        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral' and 'gpt2')", type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
     // transformers' defaults: GPT-2 ties its head, Llama does not.
@@ -197,12 +251,29 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
     return m;
 }
 
+namespace {
+
+std::string ropeDeckLines(const arch::RopeScaling& r) {
+    using Kind = arch::RopeScaling::Kind;
+    if (r.kind == Kind::None) return "";
+    std::string text = fmt::format("rope_scaling = {}\nrope_factor = {:g}\n", arch::ropeScalingName(r.kind), r.factor);
+    if (r.kind == Kind::Llama3)
+        text += fmt::format("rope_low_freq_factor = {:g}\nrope_high_freq_factor = {:g}\n", r.lowFreqFactor, r.highFreqFactor);
+    if (r.kind == Kind::Yarn)
+        text += fmt::format("rope_beta_fast = {:g}\nrope_beta_slow = {:g}\nrope_attention_factor = {:g}\n", r.betaFast,
+                            r.betaSlow, r.attentionFactor);
+    if (r.kind != Kind::Linear) text += fmt::format("rope_original_context = {}\n", r.originalContext);
+    return text;
+}
+
+}  // namespace
+
 std::string deckLinesFor(const arch::ModelConfig& m) {
     std::string text = fmt::format("[model]\nfamily = {}\nvocab = {}\nblocks = {}\nd_model = {}\nheads = {}\n",
                                    arch::familyName(m.family), m.vocabSize, m.blocks, m.dModel, m.heads);
     if (m.llama())
-        text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n", m.keyValueHeads(),
-                            m.ffnHidden, m.normEps, m.ropeTheta);
+        text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n{}", m.keyValueHeads(),
+                            m.ffnHidden, m.normEps, m.ropeTheta, ropeDeckLines(m.rope));
     else
         text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
     text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
@@ -226,6 +297,8 @@ std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig
         differ("model.ffn_hidden", "intermediate_size", run.ffnHidden, hf.ffnHidden);
         differ("model.norm_eps", "rms_norm_eps", run.normEps, hf.normEps);
         differ("model.rope_theta", "rope_theta", run.ropeTheta, hf.ropeTheta);
+        differ("the rotary scaling (model.rope_*)", "rope_parameters", arch::ropeScalingText(run.rope),
+               arch::ropeScalingText(hf.rope));
     } else if (!llama && !run.llama()) {
         differ("model.mlp_ratio", "n_inner / n_embd", run.mlpRatio, hf.mlpRatio);
         if (run.seqLen > hf.seqLen)

@@ -7,7 +7,14 @@ start from (issue 38, item 4b):
   OUT/llama-tied    the same shape with its head tied to the embedding (tie_word_embeddings, as SmolLM's and
                     Llama 3.2 1B's), in one file
   OUT/gpt2          GPT2LMHeadModel: 4 heads, 128 positions, head tied to the embedding (as GPT-2's is)
-  OUT/llama-scaled  the llama's config with rope_scaling set, which kiln must refuse by name
+  OUT/llama31       the llama with Llama 3.1's rotary scaling (rope_type llama3, factor 8, low/high frequency
+                    factors 1/4), its original context 64 positions so that its 8 frequencies meet every regime:
+                    the first kept (wavelength 6 < 64/4), the second blended (32), the rest divided (> 64)
+  OUT/llama-linear  the llama with linear rotary scaling (factor 2)
+  OUT/llama-yarn    the llama with YaRN scaling (factor 4, original context 32: Qwen 2.5's long-context form)
+  OUT/mistral       MistralForCausalLM (model_type mistral, sliding_window null: v0.3's form), rope_theta 1e6
+  OUT/llama-scaled  the llama's config with a rotary scaling kiln does not compute (dynamic), refused by name
+  OUT/mistral-sliding  the mistral's config with sliding_window 4096, refused by name
 
     python hf_models.py OUT
 """
@@ -16,7 +23,7 @@ import shutil
 import sys
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 
 def main():
@@ -36,11 +43,33 @@ def main():
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_embd=64, n_layer=4, n_head=4, n_positions=128,
                                       bos_token_id=256, eos_token_id=256))
     gpt2.save_pretrained(f"{out}/gpt2")
-    shutil.copytree(f"{out}/llama", f"{out}/llama-scaled")
-    config = json.load(open(f"{out}/llama-scaled/config.json"))
-    config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
-    json.dump(config, open(f"{out}/llama-scaled/config.json", "w"))
-    print(f"saved {out}/llama, {out}/llama-tied, {out}/gpt2 and {out}/llama-scaled")
+    scalings = {
+        "llama31": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64},
+        "llama-linear": {"rope_type": "linear", "factor": 2.0},
+        "llama-yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
+    }
+    for name, scaling in scalings.items():
+        scaled = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                                              rope_parameters={"rope_theta": 500000.0, **scaling},
+                                              max_position_embeddings=128, tie_word_embeddings=False,
+                                              bos_token_id=None, eos_token_id=256))
+        scaled.save_pretrained(f"{out}/{name}")
+    mistral = MistralForCausalLM(MistralConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                               rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=None,
+                                               max_position_embeddings=128, tie_word_embeddings=False,
+                                               bos_token_id=None, eos_token_id=256))
+    mistral.save_pretrained(f"{out}/mistral")
+    for source, name, change in (("llama", "llama-scaled", {"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}),
+                                 ("mistral", "mistral-sliding", {"sliding_window": 4096})):
+        shutil.copytree(f"{out}/{source}", f"{out}/{name}")
+        config = json.load(open(f"{out}/{name}/config.json"))
+        config.pop("rope_parameters", None)
+        config.update(change)
+        json.dump(config, open(f"{out}/{name}/config.json", "w"))
+    print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, llama-scaled, mistral-sliding")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,15 @@
 #     section; kiln started from it on 2+1 pipelines of 2-wide stages (each rank reads only its shards of
 #     its layers) gives transformers' logits.
 #  2. The gpt2 (head tied to the embedding, 128 positions for a 64-token run): the same on 1 rank.
-#  3. Refused by name: a config with rope_scaling (kiln import), and a deck whose model is not the
-#     directory's (kiln run names model.kv_heads and num_key_value_heads).
+#  3. Refused by name: a rotary scaling kiln does not compute (rope_type dynamic), a Mistral with a sliding
+#     window (kiln import), and a deck whose model is not the directory's (kiln run names model.kv_heads and
+#     num_key_value_heads).
+#  4. Llama 3.1's rotary scaling (llama3, issue 53; its original context 64 positions, so that the head's
+#     frequencies meet the kept, the blended and the divided regimes): kiln import prints the model.rope_* lines; started
+#     from on 2+1 pipelines of 2-wide stages it gives transformers' logits, and its export loads in
+#     transformers as LlamaForCausalLM with the same scaling and kiln's logits (both ways).
+#  5. The same both ways, on 1 rank, for linear and YaRN scaling and a MistralForCausalLM (model_type mistral;
+#     exported as the LlamaForCausalLM it is).
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -39,9 +46,12 @@ must gpt2 1 $(model_settings "$work/hf/gpt2") --set model.init_from="$work/hf/gp
   >"$work/gpt2.parity" 2>"$work/gpt2.stderr" || { cat "$work/gpt2.parity" "$work/gpt2.stderr"; fail "gpt2"; }
 echo "PASS 2: a transformers GPT2LMHeadModel with a tied head started from in kiln: $(head -1 "$work/gpt2.parity")"
 
-if "$kiln" import "$work/hf/llama-scaled" >"$work/scaled.txt" 2>&1; then fail "a config with rope_scaling was accepted"; fi
-grep -q "llama-scaled/config.json: rope_scaling = .* kiln cannot start from this model" "$work/scaled.txt" ||
-  { cat "$work/scaled.txt"; fail "rope_scaling not refused by name"; }
+if "$kiln" import "$work/hf/llama-scaled" >"$work/scaled.txt" 2>&1; then fail "a config with dynamic rope scaling was accepted"; fi
+grep -q "llama-scaled/config.json: rope_scaling.rope_type = 'dynamic' .* kiln cannot start from this model" "$work/scaled.txt" ||
+  { cat "$work/scaled.txt"; fail "rope_type dynamic not refused by name"; }
+if "$kiln" import "$work/hf/mistral-sliding" >"$work/sliding.txt" 2>&1; then fail "a Mistral with a sliding window was accepted"; fi
+grep -q "mistral-sliding/config.json: sliding_window = 4096 " "$work/sliding.txt" ||
+  { cat "$work/sliding.txt"; fail "sliding_window not refused by name"; }
 # shellcheck disable=SC2046
 if run "$work/mismatch" 1 $(model_settings "$work/hf/llama") --set model.kv_heads=4 --set model.init_from="$work/hf/llama" \
   "${frozen[@]}" --set plan.pipelines= --set fault.f=0 >"$work/mismatch.log" 2>&1; then
@@ -49,4 +59,37 @@ if run "$work/mismatch" 1 $(model_settings "$work/hf/llama") --set model.kv_head
 fi
 grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json" "$work/mismatch.log" ||
   { cat "$work/mismatch.log"; fail "the mismatch is not named"; }
-echo "PASS 3: rope_scaling and a deck of another model are refused by name"
+echo "PASS 3: rope_scaling of type dynamic, a sliding window and a deck of another model are refused by name"
+
+# Both ways: transformers on the original directory and on kiln's export give the logits kiln computed.
+both_ways() {  # name architecture-of-the-original
+  "$kiln" export "$work/$1/tiny/ckpt/step-00000001.h5" "$work/kiln-$1" >/dev/null
+  "$python" "$here/hf_logits.py" "$work/hf/$1" "$2" 1e-4 "$work/kiln-$1/kiln_reference.json" \
+    >"$work/$1.parity" 2>"$work/$1.stderr" || { cat "$work/$1.parity" "$work/$1.stderr"; fail "$1: imported"; }
+  "$python" "$here/hf_logits.py" "$work/kiln-$1" LlamaForCausalLM 1e-4 \
+    >"$work/$1.export-parity" 2>"$work/$1.export-stderr" || { cat "$work/$1.export-parity" "$work/$1.export-stderr"; fail "$1: exported"; }
+}
+"$kiln" import "$work/hf/llama31" >"$work/import-llama31.txt"
+grep -q "rope_scaling = llama3" "$work/import-llama31.txt" && grep -q "rope_original_context = 64" "$work/import-llama31.txt" ||
+  { cat "$work/import-llama31.txt"; fail "kiln import does not give Llama 3.1's rotary scaling"; }
+# shellcheck disable=SC2046
+must llama31 6 $(model_settings "$work/hf/llama31") --set model.init_from="$work/hf/llama31" "${frozen[@]}" \
+  --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+both_ways llama31 LlamaForCausalLM
+python3 -c "
+import json, sys
+c = json.load(open('$work/kiln-llama31/config.json'))
+r = c.get('rope_scaling') or {}
+sys.exit(0 if r.get('rope_type') == 'llama3' and r.get('factor') == 8 and r.get('original_max_position_embeddings') == 64 else 1)" ||
+  fail "the export's config.json does not carry the llama3 scaling"
+echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(head -1 "$work/llama31.parity"); exported: $(head -1 "$work/llama31.export-parity")"
+
+for name in llama-linear llama-yarn mistral; do
+  # shellcheck disable=SC2046
+  must "$name" 1 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
+    --set plan.pipelines= --set fault.f=0
+done
+both_ways llama-linear LlamaForCausalLM
+both_ways llama-yarn LlamaForCausalLM
+both_ways mistral MistralForCausalLM
+echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM, both ways: $(head -1 "$work/llama-yarn.parity")"

@@ -14,6 +14,8 @@
 #     2-wide stages (the 2-stage pipeline's first and last stages sum across stages, the 1-stage pipeline's
 #     ranks hold both copies). Its export has tie_word_embeddings = true, no lm_head.weight, and kiln's two
 #     copies equal bit for bit after 30 steps; transformers loads it and gives kiln's logits.
+#  4. Llama 3.1's rotary scaling (issue 53: rope_type llama3, factor 8, original context 64, so that every
+#     regime of the rule is met): 30 steps on 2+1 pipelines of 2-wide stages agree with PyTorch the same way.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -71,3 +73,12 @@ PY
 "$python" "$here/hf_logits.py" "$work/kiln-tied" LlamaForCausalLM 1e-4 >"$work/tied.parity" 2>"$work/tied.stderr" ||
   { cat "$work/tied.parity" "$work/tied.stderr"; fail "transformers does not give the tied export's logits"; }
 echo "PASS 3: the tied llama, 30 steps on 1 rank and on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/tied.log"); exported tied, copies equal, in transformers: $(head -1 "$work/tied.parity")"
+
+# shellcheck disable=SC2046
+must llama31-wide 6 $(model_settings "$work/hf/llama31") --set model.init_from="$work/hf/llama31" --set run.steps=$steps \
+  --set train.grad_clip=1 --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+grep -q "llama3 factor 8" "$work/llama31-wide.log" || { cat "$work/llama31-wide.log"; fail "the run does not say its rotary scaling"; }
+losses llama31-wide
+"$python" "$here/train_parity.py" "$work/hf/llama31" "$work/batches.npy" "$work/llama31-wide/tiny/deck.resolved.ini" 1e-4 \
+  "$work/llama31-wide.losses" >"$work/llama31.log" 2>&1 || { cat "$work/llama31.log"; fail "Llama 3.1 training parity"; }
+echo "PASS 4: Llama 3.1's rotary scaling, 30 steps on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/llama31.log")"

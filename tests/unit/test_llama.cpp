@@ -2,8 +2,9 @@
 // a block's gradients agree with finite differences, rotary embeddings turn
 // each pair of a head's dimensions by its position's angle, grouped-query
 // attention equals multi-head attention with the key/value heads repeated, and
-// the deck refuses what the family cannot express, naming the key, and a tied
-// head starts as the embedding and counts once.
+// the deck refuses what the family cannot express, naming the key, a tied
+// head starts as the embedding and counts once, and the rotary scalings
+// (llama3, linear, yarn) change the frequencies as their rules say.
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/model/gpt.hpp"
@@ -72,6 +73,49 @@ TEST(Llama, BlockGradientMatchesFiniteDifferences) {
     Layer block = buildLayer(llamaConfig(2), 1);
     torch::manual_seed(3);
     EXPECT_GT(checkLayerGradients(block, 16), 60);
+}
+
+// Llama 3.1's scaling (issue 53), by the rule itself in double precision: wavelengths below original / high are
+// kept, above original / low divided by the factor, and those between blended by how far they lie between.
+TEST(Llama, Llama3ScalingKeepsBlendsAndDividesByWavelength) {
+    RopeScaling rope;
+    rope.kind = RopeScaling::Kind::Llama3;
+    rope.factor = 8.0;
+    rope.lowFreqFactor = 1.0;
+    rope.highFreqFactor = 4.0;
+    rope.originalContext = 64;
+    const std::int64_t hd = 16;
+    const double theta = 500000.0;
+    const auto scaled = rotaryInverseFrequencies(hd, theta, rope, torch::kCPU);
+    int kept = 0, blended = 0, divided = 0;
+    for (std::int64_t i = 0; i < hd / 2; ++i) {
+        const double inverse = 1.0 / std::pow(theta, double(2 * i) / hd), wavelength = 2 * M_PI / inverse;
+        double expected = inverse;
+        if (wavelength > 64.0) {
+            expected = inverse / 8.0;
+            ++divided;
+        } else if (wavelength >= 16.0) {
+            const double smooth = (64.0 / wavelength - 1.0) / (4.0 - 1.0);
+            expected = (1 - smooth) * inverse / 8.0 + smooth * inverse;
+            ++blended;
+        } else {
+            ++kept;
+        }
+        EXPECT_NEAR(scaled[i].item<double>(), expected, 1e-6 * expected) << "frequency " << i;
+    }
+    EXPECT_EQ(kept, 1);
+    EXPECT_EQ(blended, 1);
+    EXPECT_EQ(divided, 6);
+    // Linear divides every one; none leaves them as they are; yarn's cosines carry 0.1 ln(factor) + 1.
+    rope.kind = RopeScaling::Kind::Linear;
+    const auto linear = rotaryInverseFrequencies(hd, theta, rope, torch::kCPU);
+    const auto plain = rotaryInverseFrequencies(hd, theta, RopeScaling{}, torch::kCPU);
+    EXPECT_TRUE(torch::allclose(linear * 8.0, plain));
+    rope.kind = RopeScaling::Kind::Yarn;
+    rope.factor = 4.0;
+    EXPECT_DOUBLE_EQ(rope.attentionScaling(), 0.1 * std::log(4.0) + 1.0);
+    const auto yarn = rotaryAngles(3, hd, theta, torch::zeros({1}, torch::kFloat32), rope);
+    EXPECT_NEAR(yarn.cos[0][0].item<double>(), rope.attentionScaling(), 1e-6);  // position 0: cos 0 = 1, scaled
 }
 
 TEST(Llama, RotaryTurnsEachPairByItsPositionsAngle) {

@@ -19,6 +19,26 @@ namespace kiln::arch {
 enum class Family : std::uint32_t { Gpt2 = 0, Llama = 1 };
 const char* familyName(Family family);
 
+// How the rotary embeddings' frequencies are scaled for a context longer than the one a model was first
+// trained on, as Hugging Face transformers computes each (its rope_type): none ('default'); linear, every
+// frequency divided by `factor`; llama3 (Llama 3.1-3.3), low frequencies divided by `factor`, high ones kept,
+// those between blended; yarn (Qwen 2.5's and DeepSeek's long-context configs), a ramp between the two
+// over the dimensions, and the cosines and sines multiplied by an attention factor.
+struct RopeScaling {
+    enum class Kind : std::uint32_t { None = 0, Linear = 1, Llama3 = 2, Yarn = 3 } kind = Kind::None;
+    double factor = 1.0;
+    double lowFreqFactor = 1.0, highFreqFactor = 4.0;  // llama3
+    std::uint32_t originalContext = 0;  // llama3, yarn: original_max_position_embeddings
+    double betaFast = 32.0, betaSlow = 1.0;  // yarn: the ramp's bounds, in rotations
+    double attentionFactor = 0.0;  // yarn: 0 = 0.1 ln(factor) + 1 (transformers' default)
+    // Yarn's multiplier of the cosines and sines (1 for the others).
+    double attentionScaling() const;
+    bool operator==(const RopeScaling&) const = default;
+};
+const char* ropeScalingName(RopeScaling::Kind kind);
+// "llama3 factor 8, low/high frequency factors 1/4, original context 8192", or "none".
+std::string ropeScalingText(const RopeScaling& rope);
+
 struct ModelConfig {
     Family family = Family::Gpt2;
     std::uint32_t vocabSize = 0;  // from the tokenizer of the data
@@ -30,6 +50,7 @@ struct ModelConfig {
     std::uint32_t ffnHidden = 0;  // llama: the SwiGLU MLP's width
     double normEps = 1e-5;        // llama: RMSNorm's epsilon
     double ropeTheta = 10000.0;   // llama: rotary embeddings' base
+    RopeScaling rope;             // llama: their scaling for long contexts (model.rope_scaling)
     // The head is the token embedding (model.tie_embeddings). The last stage
     // keeps its own copy of it (the output layer's head_weight), which the
     // gradient sums and AdamW keep equal to the first stage's: one parameter,

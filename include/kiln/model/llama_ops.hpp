@@ -2,6 +2,8 @@
 // Face's LlamaForCausalLM computes them (export and import rely on that).
 #pragma once
 
+#include "kiln/arch/model_config.hpp"
+
 #include <torch/torch.h>
 
 namespace kiln::model {
@@ -18,7 +20,13 @@ torch::Tensor applyRotary(const torch::Tensor& x, double theta);
 struct RotaryAngles {
     torch::Tensor cos, sin;
 };
-RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like);
+// `rope` scales the frequencies as transformers' rope_type does (arch::RopeScaling); yarn's attention factor
+// multiplies the cosines and sines.
+RotaryAngles rotaryAngles(std::int64_t positions, std::int64_t headDim, double theta, const torch::Tensor& like,
+                          const arch::RopeScaling& rope);
+// The (hd/2) inverse frequencies, float32, after `rope`'s scaling.
+torch::Tensor rotaryInverseFrequencies(std::int64_t headDim, double theta, const arch::RopeScaling& rope,
+                                       const torch::Device& device);
 torch::Tensor applyRotary(const torch::Tensor& x, const RotaryAngles& angles);
 
 }  // namespace kiln::model

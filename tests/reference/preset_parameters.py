@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""kiln's model presets against the published models (issue 53, item 3): each preset's config.json as its
+publisher wrote it (the shape fields only, below) is built by Hugging Face transformers on the meta device
+(nothing downloaded, no memory used), and its num_parameters() must equal the exact count `kiln deck --check`
+prints; every model key the preset resolves must be the published field's value, the rotary scaling included.
+
+    python preset_parameters.py KILN DECK
+"""
+import re
+import subprocess
+import sys
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
+LLAMA32_ROPE = dict(LLAMA31_ROPE, factor=32.0)
+
+
+def llama(vocab, hidden, inter, layers, heads, kv, theta, tied, rope=None, model_type="llama", **more):
+    config = {"model_type": model_type, "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
+              "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
+              "rms_norm_eps": 1e-5, "rope_theta": theta, "tie_word_embeddings": tied, **more}
+    if rope:
+        config["rope_scaling"] = rope
+    return config
+
+
+# Published config.json fields (Hugging Face Hub, the base models).
+PUBLISHED = {
+    "smollm-135m": llama(49152, 576, 1536, 30, 9, 3, 10000.0, True),
+    "smollm2-135m": llama(49152, 576, 1536, 30, 9, 3, 100000.0, True),
+    "smollm2-1.7b": llama(49152, 2048, 8192, 24, 32, 32, 130000.0, True),
+    "llama-3.2-1b": llama(128256, 2048, 8192, 16, 32, 8, 500000.0, True, LLAMA32_ROPE, head_dim=64,
+                          max_position_embeddings=131072),
+    "llama-3.2-3b": llama(128256, 3072, 8192, 28, 24, 8, 500000.0, True, LLAMA32_ROPE, head_dim=128,
+                          max_position_embeddings=131072),
+    "llama-3-8b": llama(128256, 4096, 14336, 32, 32, 8, 500000.0, False),
+    "llama-3.1-8b": llama(128256, 4096, 14336, 32, 32, 8, 500000.0, False, LLAMA31_ROPE, max_position_embeddings=131072),
+    "llama-3.1-70b": llama(128256, 8192, 28672, 80, 64, 8, 500000.0, False, LLAMA31_ROPE, max_position_embeddings=131072),
+    "llama-2-70b": llama(32000, 8192, 28672, 80, 64, 8, 10000.0, False),
+    "mistral-7b-v0.3": llama(32768, 4096, 14336, 32, 32, 8, 1000000.0, False, model_type="mistral", head_dim=128,
+                             sliding_window=None),
+    "gpt2-small": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
+                   "n_positions": 1024, "tie_word_embeddings": True},
+    "gpt2-medium": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 1024, "n_layer": 24, "n_head": 16,
+                    "n_positions": 1024, "tie_word_embeddings": True},
+}
+
+# The deck key each published field must equal (llama family).
+KEYS = {"vocab": "vocab_size", "blocks": "num_hidden_layers", "d_model": "hidden_size", "heads": "num_attention_heads",
+        "kv_heads": "num_key_value_heads", "ffn_hidden": "intermediate_size", "norm_eps": "rms_norm_eps",
+        "rope_theta": "rope_theta"}
+ROPE_KEYS = {"rope_factor": "factor", "rope_low_freq_factor": "low_freq_factor",
+             "rope_high_freq_factor": "high_freq_factor", "rope_original_context": "original_max_position_embeddings"}
+
+
+def main():
+    kiln, deck = sys.argv[1], sys.argv[2]
+    failures = 0
+    for name, published in PUBLISHED.items():
+        fields = dict(published)
+        model_type = fields.pop("model_type")
+        config = AutoConfig.for_model(model_type, **fields)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        theirs = model.num_parameters()
+        settings = ["--set", f"model.preset={name}"]
+        if model_type == "gpt2":
+            settings += ["--set", "data.seq_len=1024"]  # GPT-2's learned positions are counted at its 1024
+        text = subprocess.run([kiln, "deck", "--check", deck, *settings], check=True, capture_output=True,
+                              text=True).stdout
+        ours = int(re.search(r"exactly (\d+)\)", text).group(1))
+        resolved = dict(re.findall(r"^([a-z_0-9]+) = (\S+)", text, re.M))
+        problems = []
+        if ours != theirs:
+            problems.append(f"kiln counts {ours} parameters, transformers {theirs}")
+        if model_type != "gpt2":
+            for key, field in KEYS.items():
+                if float(resolved[key]) != float(published[field]):
+                    problems.append(f"model.{key} = {resolved[key]}, {field} = {published[field]}")
+            rope = published.get("rope_scaling")
+            if (resolved["rope_scaling"] == "none") != (rope is None):
+                problems.append(f"model.rope_scaling = {resolved['rope_scaling']}, rope_scaling = {rope}")
+            if rope:
+                if resolved["rope_scaling"] != rope["rope_type"]:
+                    problems.append(f"model.rope_scaling = {resolved['rope_scaling']}, rope_type = {rope['rope_type']}")
+                for key, field in ROPE_KEYS.items():
+                    if float(resolved[key]) != float(rope[field]):
+                        problems.append(f"model.{key} = {resolved[key]}, rope_scaling.{field} = {rope[field]}")
+            if (resolved["tie_embeddings"] == "true") != published["tie_word_embeddings"]:
+                problems.append(f"model.tie_embeddings = {resolved['tie_embeddings']}")
+        if problems:
+            failures += 1
+            print(f"FAIL: {name}: " + "; ".join(problems))
+        else:
+            print(f"preset {name}: {ours} parameters, as transformers counts {type(model).__name__} of the published config")
+    if failures:
+        return 1
+    print(f"PASS: {len(PUBLISHED)} presets equal their published shapes, parameter for parameter")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

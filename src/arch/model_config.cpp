@@ -79,9 +79,13 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::para
         const std::int64_t q = std::int64_t{heads} * headDim(), kv = std::int64_t{keyValueHeads()} * headDim();
         if (layer == 0) return {{"token_embedding", {V, C}}};
         if (layer == numLayers() - 1) return {{"norm_weight", {C}}, {"head_weight", {V, C}}};
-        return {{"attn_norm_weight", {C}}, {"q_weight", {q, C}},       {"k_weight", {kv, C}},
-                {"v_weight", {kv, C}},     {"o_weight", {C, q}},       {"mlp_norm_weight", {C}},
-                {"gate_weight", {H, C}},   {"up_weight", {H, C}},      {"down_weight", {C, H}}};
+        std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {
+            {"attn_norm_weight", {C}}, {"q_weight", {q, C}}, {"k_weight", {kv, C}}, {"v_weight", {kv, C}}};
+        if (qkvBias) shapes.insert(shapes.end(), {{"q_bias", {q}}, {"k_bias", {kv}}, {"v_bias", {kv}}});
+        if (qkNorm) shapes.insert(shapes.end(), {{"q_norm_weight", {headDim()}}, {"k_norm_weight", {headDim()}}});
+        shapes.insert(shapes.end(), {{"o_weight", {C, q}}, {"mlp_norm_weight", {C}}, {"gate_weight", {H, C}},
+                                     {"up_weight", {H, C}}, {"down_weight", {C, H}}});
+        return shapes;
     }
     if (layer == 0) return {{"token_embedding", {V, C}}, {"position_embedding", {T, C}}};
     if (layer == numLayers() - 1) return {{"ln_weight", {C}}, {"ln_bias", {C}}, {"head_weight", {V, C}}};
@@ -101,8 +105,12 @@ std::string ModelConfig::shapeText() const {
     const char* tied = tieEmbeddings ? ", tied embeddings" : "";
     if (!llama()) return fmt::format("{}, MLP {}{}", common, mlpWidth(), tied);
     const std::string scaled = rope.kind == RopeScaling::Kind::None ? "" : " (" + ropeScalingText(rope) + ")";
-    return fmt::format("{} ({} key/value), SwiGLU {}, rope_theta {:g}{}{}", common, keyValueHeads(), mlpWidth(), ropeTheta,
-                       scaled, tied);
+    std::string attention;
+    if (headDimension != 0 && headDimension != dModel / heads) attention += fmt::format(", head_dim {}", headDimension);
+    if (qkvBias) attention += ", q/k/v biases";
+    if (qkNorm) attention += ", q/k norms";
+    return fmt::format("{} ({} key/value{}), SwiGLU {}, rope_theta {:g}{}{}", common, keyValueHeads(), attention,
+                       mlpWidth(), ropeTheta, scaled, tied);
 }
 
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
@@ -110,10 +118,10 @@ double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
     if (layer == 0) return 0.0;
     if (layer == numLayers() - 1) return 2.0 * C * V;
     // Attention scores and weighted sum (causal: half of T on average, counted whole as is customary).
-    const double attention = 2.0 * 2.0 * T * C;
+    const double attention = 2.0 * 2.0 * T * (llama() ? double(queryWidth()) : C);
     if (llama()) {
-        const double kv = double(keyValueHeads()) * headDim();
-        return 2.0 * (C * C + 2 * C * kv + C * C + 3 * C * H) + attention;  // q, k and v, o, gate, up and down
+        const double kv = double(keyValueHeads()) * headDim(), Q = queryWidth();
+        return 2.0 * (C * Q + 2 * C * kv + Q * C + 3 * C * H) + attention;  // q, k and v, o, gate, up and down
     }
     return 2.0 * (3 * C * C + C * C + 2 * C * H) + attention;  // QKV, proj, MLP
 }
@@ -170,11 +178,24 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     m.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
     m.recompute = recomputeFromName(deck.text("train.recompute"));
     m.tieEmbeddings = deck.flag("model.tie_embeddings");
-    if (m.dModel % m.heads != 0)
+    if (m.llama()) m.headDimension = static_cast<std::uint32_t>(deck.integer("model.head_dim"));
+    if (m.dModel % m.heads != 0 && m.headDimension == 0)
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "
-                                     "heads that divides the width",
-                                     deck.setting("model.heads").origin, m.dModel, m.heads));
-    if (!m.llama()) return m;
+                                     "heads that divides the width{}",
+                                     deck.setting("model.heads").origin, m.dModel, m.heads,
+                                     m.llama() ? ", or set model.head_dim" : ""));
+    if (!m.llama()) {
+        const auto refuse = [&](const char* key) {
+            return InputError(fmt::format("{}: {} is a llama-family setting; model.family = gpt2 has no use for it",
+                                          deck.setting(key).origin, key));
+        };
+        if (deck.integer("model.head_dim") != 0) throw refuse("model.head_dim");
+        if (deck.flag("model.qkv_bias")) throw refuse("model.qkv_bias");
+        if (deck.flag("model.qk_norm")) throw refuse("model.qk_norm");
+        return m;
+    }
+    m.qkvBias = deck.flag("model.qkv_bias");
+    m.qkNorm = deck.flag("model.qk_norm");
     m.kvHeads = static_cast<std::uint32_t>(deck.integer("model.kv_heads"));
     if (m.kvHeads == 0) m.kvHeads = m.heads;
     if (m.heads % m.kvHeads != 0)
@@ -182,9 +203,10 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
                                      "serves an equal group of query heads (1 = multi-query attention)",
                                      deck.setting("model.kv_heads").origin, m.kvHeads, m.heads));
     if (m.headDim() % 2 != 0)
-        throw InputError(fmt::format("{}: model.d_model / model.heads = {} is odd; rotary embeddings rotate pairs of "
-                                     "a head's dimensions",
-                                     deck.setting("model.heads").origin, m.headDim()));
+        throw InputError(fmt::format("{}: a head's width ({}) = {} is odd; rotary embeddings rotate pairs of a head's "
+                                     "dimensions",
+                                     deck.setting(m.headDimension != 0 ? "model.head_dim" : "model.heads").origin,
+                                     m.headDimension != 0 ? "model.head_dim" : "model.d_model / model.heads", m.headDim()));
     m.ffnHidden = static_cast<std::uint32_t>(deck.integer("model.ffn_hidden"));
     if (m.ffnHidden == 0) m.ffnHidden = llamaFfnHidden(m.dModel);
     m.normEps = deck.real("model.norm_eps");

@@ -18,8 +18,14 @@ std::vector<ShardSpec> shardSpecs(const ModelConfig& c, std::uint32_t layer) {
         if (layer == c.numLayers() - 1) return {whole, {0, 1, V, 1}};
         const ShardSpec queries{0, 1, heads, hd}, keyValues{0, 1, c.keyValueHeads(), hd}, byHeadColumns{1, 1, heads, hd};
         const ShardSpec neurons{0, 1, H, 1}, neuronColumns{1, 1, H, 1};
-        // attention norm, q, k, v, o (rows of the sum), MLP norm, gate, up, down (rows of the sum); no biases.
-        return {whole, queries, keyValues, keyValues, byHeadColumns, whole, neurons, neurons, neuronColumns};
+        // attention norm, q, k, v, their biases (split with their heads), the q and k norms (whole: one weight
+        // for every head, its gradient summed over the stage in the layer), o (rows of the sum), MLP norm, gate,
+        // up, down (rows of the sum).
+        std::vector<ShardSpec> specs = {whole, queries, keyValues, keyValues};
+        if (c.qkvBias) specs.insert(specs.end(), {queries, keyValues, keyValues});
+        if (c.qkNorm) specs.insert(specs.end(), {whole, whole});
+        specs.insert(specs.end(), {byHeadColumns, whole, neurons, neurons, neuronColumns});
+        return specs;
     }
     if (layer == 0) return {{0, 1, V, 1}, whole};  // token rows by vocabulary; positions whole
     if (layer == c.numLayers() - 1) return {whole, whole, {0, 1, V, 1}};  // norm whole; head rows by vocabulary

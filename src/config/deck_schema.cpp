@@ -243,7 +243,8 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.mlp_ratio", KeyType::Integer, "4", "gpt2: hidden width of the MLP as a multiple of model.d_model.", atLeast(1)},
         {"model.preset", KeyType::Text, "",
          "A published shape by name: gpt2-small, gpt2-medium, smollm-135m, smollm2-135m, smollm2-1.7b, llama-3.2-1b, "
-         "llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3, llama-3-8b, llama-2-70b. It "
+         "llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, "
+         "llama-3-8b, llama-2-70b. It "
          "fills the model.* keys the deck leaves at their defaults (model.vocab included); a key the deck sets wins. "
          "kiln deck --check prints the resolved shape and its parameter count.",
          [](const Value& v) {
@@ -262,7 +263,7 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.family", KeyType::Text, "gpt2",
          "Architecture. gpt2: learned positions, LayerNorm with biases, GELU MLP, multi-head attention. llama (Llama "
          "2/3, Mistral, Qwen, SmolLM): RMSNorm, rotary position embeddings, SwiGLU MLP, grouped-query attention, no "
-         "biases.",
+         "biases unless model.qkv_bias (Qwen 2), q/k norms with model.qk_norm (Qwen 3).",
          oneOf({"gpt2", "llama"})},
         {"model.kv_heads", KeyType::Integer, "0",
          "llama: key/value heads (grouped-query attention); must divide model.heads. 0 = model.heads, 1 = multi-query. "
@@ -274,6 +275,16 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.norm_eps", KeyType::Real, "1e-5", "llama: RMSNorm's epsilon.", realInRange(0.0, 1.0)},
         {"model.rope_theta", KeyType::Real, "10000", "llama: base of the rotary position embeddings (Llama 3: 500000).",
          realInRange(1.0, 1e12)},
+        {"model.head_dim", KeyType::Integer, "0",
+         "llama: a head's width, when it is not model.d_model / model.heads (Qwen 3: 128 at every size). 0 = "
+         "model.d_model / model.heads.",
+         atLeast(0)},
+        {"model.qkv_bias", KeyType::Flag, "false",
+         "llama: biases on the q, k and v projections, as Qwen 2 and 2.5 have them (no other bias).", {}},
+        {"model.qk_norm", KeyType::Flag, "false",
+         "llama: RMSNorm (model.norm_eps) of each query and key head before the rotation, one weight of head_dim "
+         "for all query heads and one for all key heads, as Qwen 3 has it.",
+         {}},
         {"model.rope_scaling", KeyType::Text, "none",
          "llama: how the rotary frequencies are scaled for a longer context, as transformers computes each: none; "
          "linear (every frequency divided by model.rope_factor); llama3 (Llama 3.1-3.3: low frequencies divided by "

@@ -2,6 +2,8 @@
 //   embedding   token rows only (positions are rotary, inside attention)
 //   block       x + o(attention(rope(q), rope(k), v) of RMSNorm(x)), then
 //               y + down(silu(gate(m)) * up(m)) of m = RMSNorm(y); no biases
+//               but q, k and v's (Qwen 2), q and k RMSNormed per head before
+//               the rotation (Qwen 3), heads of head_dim apart from C / heads
 //   output      RMSNorm, head to the vocabulary
 // Rotary embeddings use the "rotate half" convention of Hugging Face's
 // checkpoints (the two halves of a head's dimensions are the pairs), so that
@@ -112,6 +114,15 @@ public:
         qWeight_ = param("q_weight", torch::randn({q, C}) * kInitStd);
         kWeight_ = param("k_weight", torch::randn({kv, C}) * kInitStd);
         vWeight_ = param("v_weight", torch::randn({kv, C}) * kInitStd);
+        if (c.qkvBias) {  // Qwen 2: zero at the start, as transformers initialises a linear layer's bias
+            qBias_ = param("q_bias", torch::zeros({q}));
+            kBias_ = param("k_bias", torch::zeros({kv}));
+            vBias_ = param("v_bias", torch::zeros({kv}));
+        }
+        if (c.qkNorm) {  // Qwen 3
+            qNorm_ = param("q_norm_weight", torch::ones({headDim_}));
+            kNorm_ = param("k_norm_weight", torch::ones({headDim_}));
+        }
         oWeight_ = param("o_weight", torch::randn({C, q}) * residualStd);
         mlpNorm_ = param("mlp_norm_weight", torch::ones({C}));
         gateWeight_ = param("gate_weight", torch::randn({H, C}) * kInitStd);
@@ -124,13 +135,18 @@ public:
         // Split over the stage: this rank's query heads with their key/value heads (the width divides the
         // key/value heads), and its MLP neurons; o and down leave partial sums, completed by one sum each.
         const auto h = copyToSlices(rmsNorm(x, attnNorm_, eps_), *slice_);
-        const auto heads = [&](const torch::Tensor& weight, std::int64_t n) {
-            return torch::linear(h, weight).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
+        const auto heads = [&](const torch::Tensor& weight, const torch::Tensor& bias, std::int64_t n) {
+            return torch::linear(h, weight, bias).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
+        };
+        // Qwen 3's q/k norms: one weight for every head, so each rank of a split stage holds it whole and its
+        // heads give part of the gradient; copyToSlices sums those parts over the stage in backward.
+        const auto normed = [&](torch::Tensor x, const torch::Tensor& weight) {
+            return weight.defined() ? rmsNorm(x, copyToSlices(weight, *slice_), eps_) : x;
         };
         const auto angles = rotaryAngles(T, headDim_, theta_, h, rope_);
-        auto q = applyRotary(heads(qWeight_, heads_), angles);
-        auto k = applyRotary(heads(kWeight_, kvHeads_), angles);
-        auto v = heads(vWeight_, kvHeads_);
+        auto q = applyRotary(normed(heads(qWeight_, qBias_, heads_), qNorm_), angles);
+        auto k = applyRotary(normed(heads(kWeight_, kBias_, kvHeads_), kNorm_), angles);
+        auto v = heads(vWeight_, vBias_, kvHeads_);
         if (kvHeads_ < heads_) {  // each key/value head serves a group of consecutive query heads
             k = k.repeat_interleave(heads_ / kvHeads_, 1);
             v = v.repeat_interleave(heads_ / kvHeads_, 1);
@@ -150,6 +166,7 @@ private:
     double eps_, theta_;
     arch::RopeScaling rope_;
     torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
+    torch::Tensor qBias_, kBias_, vBias_, qNorm_, kNorm_;  // undefined unless the model has them
 };
 
 class LlamaOutput final : public LayerImpl {

@@ -43,7 +43,11 @@ const std::vector<std::pair<const char*, std::uint32_t arch::ModelConfig::*>> kS
     {"model_vocab", &arch::ModelConfig::vocabSize},     {"model_seq_len", &arch::ModelConfig::seqLen}};
 // The llama family's shape: absent from profiles written before it existed (which are gpt2's: 0).
 const std::vector<std::pair<const char*, std::uint32_t arch::ModelConfig::*>> kLlamaShape = {
-    {"model_kv_heads", &arch::ModelConfig::kvHeads}, {"model_ffn_hidden", &arch::ModelConfig::ffnHidden}};
+    {"model_kv_heads", &arch::ModelConfig::kvHeads}, {"model_ffn_hidden", &arch::ModelConfig::ffnHidden},
+    {"model_head_dim", &arch::ModelConfig::headDimension}};
+// Its switches (Qwen's): absent from profiles written before them, which had none.
+const std::vector<std::pair<const char*, bool arch::ModelConfig::*>> kLlamaFeatures = {
+    {"model_qkv_bias", &arch::ModelConfig::qkvBias}, {"model_qk_norm", &arch::ModelConfig::qkNorm}};
 
 }  // namespace
 
@@ -54,11 +58,11 @@ double blockValuesPerToken(const arch::ModelConfig& c) {
     const double C = c.dModel, H = c.mlpWidth();
     // gpt2: ln1 in, qkv out (3C), attended (C), proj in, ln2 in, fc out (H), gelu out (H).
     if (!c.llama()) return 7 * C + 2 * H;
-    const double kv = double(c.keyValueHeads()) * c.headDim();
-    // llama: norm in and out, q k v, q and k rotated, k and v repeated to every query head (when grouped),
-    // attended, residual, MLP norm in and out, gate, up, silu(gate) and the product.
-    const double repeated = c.keyValueHeads() < c.heads ? 2 * C : 0.0;
-    return 2 * C + (C + 2 * kv) + (C + kv) + repeated + C + C + 2 * C + 4 * H;
+    const double kv = double(c.keyValueHeads()) * c.headDim(), Q = c.queryWidth();
+    // llama: norm in and out, q k v, q and k normed (qk_norm), q and k rotated, k and v repeated to every query
+    // head (when grouped), attended, residual, MLP norm in and out, gate, up, silu(gate) and the product.
+    const double repeated = c.keyValueHeads() < c.heads ? 2 * Q : 0.0, normed = c.qkNorm ? Q + kv : 0.0;
+    return 2 * C + (Q + 2 * kv) + normed + (Q + kv) + repeated + Q + C + 2 * C + 4 * H;
 }
 
 // Attention's values kept per sample: written out (libtorch 1.13), the scores and probabilities, 2 x heads x T x T;
@@ -101,7 +105,8 @@ ModelProfile syntheticProfile(const arch::ModelConfig& c, std::uint64_t microBat
         const double forward = std::max(c.forwardFlopsPerToken(i), 2.0 * c.dModel) * tokens / (tflops * 1e12);
         // Selective recomputation runs attention's core (q k^T and the weighted sum of v) again in backward.
         const bool selective = c.recompute == arch::ModelConfig::Recompute::Selective && kind == std::string("block");
-        const double recomputed = selective ? 4.0 * c.seqLen * c.dModel * tokens / (tflops * 1e12) : 0.0;
+        const double attentionWidth = c.llama() ? c.queryWidth() : c.dModel;
+        const double recomputed = selective ? 4.0 * c.seqLen * attentionWidth * tokens / (tflops * 1e12) : 0.0;
         const std::uint64_t output = static_cast<std::uint64_t>(tokens) * 4 * (i + 1 == c.numLayers() ? c.vocabSize : c.dModel);
         p.layers.push_back({kind, forward, 2.0 * forward + recomputed, 4 * c.parametersOf(i), output,
                             activationBytesEstimate(c, i, microBatch)});
@@ -122,6 +127,10 @@ void requireSameModel(const ModelProfile& p, const arch::ModelConfig& c, const s
         if (c.llama() && p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
+    for (const auto& [name, member] : kLlamaFeatures)
+        if (c.llama() && p.model.*member != c.*member)
+            differences.push_back(fmt::format("{} is {} in the profile but {} in the deck", std::string(name).replace(5, 1, "."),
+                                              p.model.*member, c.*member));
     // A profile measured with selective recomputation holds other activations and backward times; none and
     // full measure the same layers (full's recomputation is the cost model's).
     const auto selective = [](const arch::ModelConfig& m) { return m.recompute == arch::ModelConfig::Recompute::Selective; };
@@ -147,6 +156,7 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         for (const auto& [name, member] : kShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         h5::writeAttribute(file, "model_family", std::uint64_t{static_cast<std::uint32_t>(p.model.family)});
         for (const auto& [name, member] : kLlamaShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
+        for (const auto& [name, member] : kLlamaFeatures) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
         h5::writeAttribute(file, "recompute", std::string(arch::recomputeName(p.model.recompute)));
         std::vector<Row> rows;
@@ -179,6 +189,8 @@ ModelProfile readProfile(const std::string& path) {
         p.model.family = h5::readUintAttribute(file, "model_family", path) == 1 ? arch::Family::Llama : arch::Family::Gpt2;
     for (const auto& [name, member] : kLlamaShape)
         if (h5::hasAttribute(file, name)) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
+    for (const auto& [name, member] : kLlamaFeatures)
+        if (h5::hasAttribute(file, name)) p.model.*member = h5::readUintAttribute(file, name, path) != 0;
     // Absent from profiles written before it was measured: nothing counted.
     if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
     // Absent from profiles written before train.recompute: measured without.

@@ -24,7 +24,10 @@ std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const arch::ModelConf
             {"model.family (0 gpt2, 1 llama)", static_cast<std::uint32_t>(c.family)},
             {"model.kv_heads", c.kvHeads},
             {"model.ffn_hidden", c.ffnHidden},
-            {"model.tie_embeddings", c.tieEmbeddings ? 1u : 0u}};
+            {"model.tie_embeddings", c.tieEmbeddings ? 1u : 0u},
+            {"model.head_dim", c.headDimension},
+            {"model.qkv_bias", c.qkvBias ? 1u : 0u},
+            {"model.qk_norm", c.qkNorm ? 1u : 0u}};
 }
 
 void writeShape(hid_t file, const arch::ModelConfig& c) {
@@ -60,6 +63,10 @@ arch::ModelConfig readShape(hid_t file, const std::string& context) {
     c.kvHeads = read("model.kv_heads", true);
     c.ffnHidden = read("model.ffn_hidden", true);
     c.tieEmbeddings = read("model.tie_embeddings", true) == 1;  // absent before tying: untied
+    // Absent before issue 53: d_model / heads, no biases, no q/k norms.
+    c.headDimension = read("model.head_dim", true);
+    c.qkvBias = read("model.qkv_bias", true) == 1;
+    c.qkNorm = read("model.qk_norm", true) == 1;
     if (h5::hasAttribute(file, "model_rope_theta")) c.ropeTheta = h5::readRealAttribute(file, "model_rope_theta", context);
     if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
     // Absent before issue 53: unscaled.

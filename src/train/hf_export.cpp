@@ -182,9 +182,24 @@ nlohmann::ordered_json ropeScalingJson(const arch::RopeScaling& r) {
     return j;
 }
 
+}  // namespace
+
+const char* huggingFaceArchitecture(const arch::ModelConfig& c) {
+    if (!c.llama()) return "GPT2LMHeadModel";
+    if (c.qkvBias && c.qkNorm)
+        throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
+                         "(Qwen 3's attention_bias adds o's bias as well)");
+    return c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+}
+
+namespace {
+
+// Llama's config, or Qwen 2's or 3's (the same fields, their model_type, no sliding window).
 nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
-    return {{"architectures", {"LlamaForCausalLM"}},
-            {"model_type", "llama"},
+    const std::string architecture = huggingFaceArchitecture(c);
+    const char* type = c.qkvBias ? "qwen2" : c.qkNorm ? "qwen3" : "llama";
+    return {{"architectures", {architecture}},
+            {"model_type", type},
             {"vocab_size", c.vocabSize},
             {"hidden_size", c.dModel},
             {"intermediate_size", c.mlpWidth()},
@@ -199,6 +214,7 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"rope_scaling", ropeScalingJson(c.rope)},
             {"attention_bias", false},
             {"mlp_bias", false},
+            {"use_sliding_window", false},
             {"attention_dropout", 0.0},
             {"tie_word_embeddings", c.tieEmbeddings},
             {"torch_dtype", "float32"}};
@@ -254,7 +270,7 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
     const auto shards = planShards(c, options.maxShardBytes);
     ExportReport report;
     report.parameters = double(c.parameters());
-    report.architecture = c.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+    report.architecture = huggingFaceArchitecture(c);
     nlohmann::ordered_json weightMap = nlohmann::ordered_json::object();
     for (std::size_t k = 0; k < shards.size(); ++k) {
         // Hugging Face's names: one file is model.safetensors, several are numbered from 1 with an index.

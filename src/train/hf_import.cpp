@@ -202,9 +202,12 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
     };
     arch::ModelConfig m;
-    if (type == "llama" || type == "mistral") {
-        // Mistral v0.3 and later are the Llama architecture under another name.
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+        // Mistral v0.3 and later are the Llama architecture under another name; Qwen 2 and 2.5 add biases to q,
+        // k and v, Qwen 3 RMSNorms q and k per head.
         m.family = arch::Family::Llama;
+        m.qkvBias = type == "qwen2";
+        m.qkNorm = type == "qwen3";
         m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
         m.dModel = required<std::uint32_t>(config, "hidden_size", path);
         m.heads = required<std::uint32_t>(config, "num_attention_heads", path);
@@ -215,7 +218,10 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         readRotary(config, m, refuse);
         if (const auto act = field<std::string>(config, "hidden_act", "silu"); act != "silu")
             throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
-        if (field<bool>(config, "attention_bias", false)) throw refuse("attention_bias = true (kiln's llama has no biases)");
+        if (field<bool>(config, "attention_bias", false))
+            throw refuse("attention_bias = true (biases on q, k, v and o; kiln's llama has Qwen 2's on q, k and v only)");
+        if (field<bool>(config, "use_sliding_window", false))
+            throw refuse("use_sliding_window = true (kiln's attention is full causal attention)");
         if (field<bool>(config, "mlp_bias", false)) throw refuse("mlp_bias = true (kiln's llama has no biases)");
         if (const auto tp = field<int>(config, "pretraining_tp", 1); tp != 1)
             throw refuse(fmt::format("pretraining_tp = {} (kiln computes its linear layers unsplit: 1)", tp));
@@ -223,9 +229,13 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
             throw refuse(fmt::format("sliding_window = {} (kiln's attention is full causal attention; Mistral v0.3 and "
                                      "later set null)",
                                      config["sliding_window"].dump()));
-        if (m.dModel % m.heads != 0 || field<std::uint32_t>(config, "head_dim", m.dModel / m.heads) != m.dModel / m.heads)
-            throw refuse(fmt::format("head_dim = {} is not hidden_size / num_attention_heads = {}",
-                                     field<std::uint32_t>(config, "head_dim", 0), m.dModel / m.heads));
+        // head_dim apart from hidden_size / heads (Qwen 3; Mistral Nemo): kept as model.head_dim.
+        if (const auto headDim = field<std::uint32_t>(config, "head_dim", 0); headDim != 0 &&
+                                                                               (m.dModel % m.heads != 0 || headDim != m.dModel / m.heads))
+            m.headDimension = headDim;
+        if (m.dModel % m.heads != 0 && m.headDimension == 0)
+            throw refuse(fmt::format("hidden_size = {} is not a multiple of num_attention_heads = {} and head_dim is not set",
+                                     m.dModel, m.heads));
     } else if (type == "gpt2") {
         m.family = arch::Family::Gpt2;
         m.blocks = required<std::uint32_t>(config, "n_layer", path);
@@ -243,7 +253,7 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         if (field<bool>(config, "scale_attn_by_inverse_layer_idx", false))
             throw refuse("scale_attn_by_inverse_layer_idx = true");
     } else {
-        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral' and 'gpt2')", type));
+        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral', 'qwen2', 'qwen3' and 'gpt2')", type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
     // transformers' defaults: GPT-2 ties its head, Llama does not.
@@ -274,6 +284,9 @@ std::string deckLinesFor(const arch::ModelConfig& m) {
     if (m.llama())
         text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n{}", m.keyValueHeads(),
                             m.ffnHidden, m.normEps, m.ropeTheta, ropeDeckLines(m.rope));
+    if (m.llama() && m.headDimension != 0) text += fmt::format("head_dim = {}\n", m.headDimension);
+    if (m.qkvBias) text += "qkv_bias = true\n";
+    if (m.qkNorm) text += "qk_norm = true\n";
     else
         text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
     text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
@@ -297,6 +310,9 @@ std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig
         differ("model.ffn_hidden", "intermediate_size", run.ffnHidden, hf.ffnHidden);
         differ("model.norm_eps", "rms_norm_eps", run.normEps, hf.normEps);
         differ("model.rope_theta", "rope_theta", run.ropeTheta, hf.ropeTheta);
+        differ("model.head_dim", "head_dim", run.headDim(), hf.headDim());
+        differ("model.qkv_bias", "model_type qwen2's q/k/v biases", run.qkvBias, hf.qkvBias);
+        differ("model.qk_norm", "model_type qwen3's q/k norms", run.qkNorm, hf.qkNorm);
         differ("the rotary scaling (model.rope_*)", "rope_parameters", arch::ropeScalingText(run.rope),
                arch::ropeScalingText(hf.rope));
     } else if (!llama && !run.llama()) {

@@ -10,9 +10,14 @@ std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::u
         if (layer == 0) return {{"model.embed_tokens.weight"}};
         if (output) return {{"model.norm.weight"}, {"lm_head.weight"}};
         const std::string p = fmt::format("model.layers.{}.", layer - 1);
-        return {{p + "input_layernorm.weight"},         {p + "self_attn.q_proj.weight"}, {p + "self_attn.k_proj.weight"},
-                {p + "self_attn.v_proj.weight"},        {p + "self_attn.o_proj.weight"}, {p + "post_attention_layernorm.weight"},
-                {p + "mlp.gate_proj.weight"},           {p + "mlp.up_proj.weight"},      {p + "mlp.down_proj.weight"}};
+        std::vector<HuggingFaceName> names = {{p + "input_layernorm.weight"}, {p + "self_attn.q_proj.weight"},
+                                              {p + "self_attn.k_proj.weight"}, {p + "self_attn.v_proj.weight"}};
+        if (c.qkvBias)
+            names.insert(names.end(), {{p + "self_attn.q_proj.bias"}, {p + "self_attn.k_proj.bias"}, {p + "self_attn.v_proj.bias"}});
+        if (c.qkNorm) names.insert(names.end(), {{p + "self_attn.q_norm.weight"}, {p + "self_attn.k_norm.weight"}});
+        names.insert(names.end(), {{p + "self_attn.o_proj.weight"}, {p + "post_attention_layernorm.weight"},
+                                   {p + "mlp.gate_proj.weight"}, {p + "mlp.up_proj.weight"}, {p + "mlp.down_proj.weight"}});
+        return names;
     }
     if (layer == 0) return {{"transformer.wte.weight"}, {"transformer.wpe.weight"}};
     if (output) return {{"transformer.ln_f.weight"}, {"transformer.ln_f.bias"}, {"lm_head.weight"}};

@@ -11,6 +11,7 @@
 #include "kiln/plan/plan_fingerprint.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/hf_export.hpp"
 #include "kiln/train/hf_import.hpp"
 #include "kiln/train/startup_profile.hpp"
 
@@ -150,7 +151,7 @@ void Trainer::State::initFromHuggingFaceModel(bool resumed) {
             throw InputError(problem, ErrorScope::AllRanks);
         initFromHuggingFace(config.initFrom, parallel->model());
         log::info("  model      weights from {} (Hugging Face {}); the optimizer starts fresh at step 0",
-                  config.initFrom, hf.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+                  config.initFrom, huggingFaceArchitecture(hf));
     } else if (resumed && !config.initFrom.empty()) {
         log::info("  model      model.init_from = {} not used: the run resumed from a checkpoint", config.initFrom);
     }

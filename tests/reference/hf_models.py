@@ -13,6 +13,9 @@ start from (issue 38, item 4b):
   OUT/llama-linear  the llama with linear rotary scaling (factor 2)
   OUT/llama-yarn    the llama with YaRN scaling (factor 4, original context 32: Qwen 2.5's long-context form)
   OUT/mistral       MistralForCausalLM (model_type mistral, sliding_window null: v0.3's form), rope_theta 1e6
+  OUT/qwen2         Qwen2ForCausalLM (q/k/v biases, drawn at random so that each one counts), rope_theta 1e6
+  OUT/qwen3         Qwen3ForCausalLM (q/k RMSNorm per head, its weights drawn at random; head_dim 24, not
+                    hidden_size / heads = 16)
   OUT/llama-scaled  the llama's config with a rotary scaling kiln does not compute (dynamic), refused by name
   OUT/mistral-sliding  the mistral's config with sliding_window 4096, refused by name
 
@@ -23,7 +26,8 @@ import shutil
 import sys
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 
 def main():
@@ -62,6 +66,23 @@ def main():
                                                max_position_embeddings=128, tie_word_embeddings=False,
                                                bos_token_id=None, eos_token_id=256))
     mistral.save_pretrained(f"{out}/mistral")
+    qwen2 = Qwen2ForCausalLM(Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                         num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                                         rope_theta=1e6, max_position_embeddings=128, tie_word_embeddings=False,
+                                         bos_token_id=None, eos_token_id=256))
+    qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-6,
+                                         rope_theta=1e6, max_position_embeddings=128, tie_word_embeddings=False,
+                                         bos_token_id=None, eos_token_id=256))
+    with torch.no_grad():  # transformers starts biases at 0 and norms at 1: drawn here, so that a lost one shows
+        for model in (qwen2, qwen3):
+            for name, p in model.named_parameters():
+                if name.endswith("proj.bias"):
+                    p.normal_(0.0, 0.5)
+                if name.endswith(("q_norm.weight", "k_norm.weight")):
+                    p.uniform_(0.5, 1.5)
+    qwen2.save_pretrained(f"{out}/qwen2")
+    qwen3.save_pretrained(f"{out}/qwen3")
     for source, name, change in (("llama", "llama-scaled", {"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}),
                                  ("mistral", "mistral-sliding", {"sliding_window": 4096})):
         shutil.copytree(f"{out}/{source}", f"{out}/{name}")
@@ -69,7 +90,8 @@ def main():
         config.pop("rope_parameters", None)
         config.update(change)
         json.dump(config, open(f"{out}/{name}/config.json", "w"))
-    print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, llama-scaled, mistral-sliding")
+    print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, qwen2, qwen3, llama-scaled, "
+          "mistral-sliding")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@
 #     transformers as LlamaForCausalLM with the same scaling and kiln's logits (both ways).
 #  5. The same both ways, on 1 rank, for linear and YaRN scaling and a MistralForCausalLM (model_type mistral;
 #     exported as the LlamaForCausalLM it is).
+#  6. Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms per head, head_dim 24 apart from hidden_size / heads = 16),
+#     their biases and norm weights drawn at random: kiln import prints model.qkv_bias, model.qk_norm and
+#     model.head_dim; started from on 2+1 pipelines of 2-wide stages, both ways, exported as Qwen2ForCausalLM
+#     and Qwen3ForCausalLM.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -62,11 +66,11 @@ grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json"
 echo "PASS 3: rope_scaling of type dynamic, a sliding window and a deck of another model are refused by name"
 
 # Both ways: transformers on the original directory and on kiln's export give the logits kiln computed.
-both_ways() {  # name architecture-of-the-original
+both_ways() {  # name architecture-of-the-original [architecture-of-the-export]
   "$kiln" export "$work/$1/tiny/ckpt/step-00000001.h5" "$work/kiln-$1" >/dev/null
   "$python" "$here/hf_logits.py" "$work/hf/$1" "$2" 1e-4 "$work/kiln-$1/kiln_reference.json" \
     >"$work/$1.parity" 2>"$work/$1.stderr" || { cat "$work/$1.parity" "$work/$1.stderr"; fail "$1: imported"; }
-  "$python" "$here/hf_logits.py" "$work/kiln-$1" LlamaForCausalLM 1e-4 \
+  "$python" "$here/hf_logits.py" "$work/kiln-$1" "${3:-LlamaForCausalLM}" 1e-4 \
     >"$work/$1.export-parity" 2>"$work/$1.export-stderr" || { cat "$work/$1.export-parity" "$work/$1.export-stderr"; fail "$1: exported"; }
 }
 "$kiln" import "$work/hf/llama31" >"$work/import-llama31.txt"
@@ -93,3 +97,16 @@ both_ways llama-linear LlamaForCausalLM
 both_ways llama-yarn LlamaForCausalLM
 both_ways mistral MistralForCausalLM
 echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM, both ways: $(head -1 "$work/llama-yarn.parity")"
+
+"$kiln" import "$work/hf/qwen2" | grep -q "^qkv_bias = true" || fail "kiln import does not give Qwen 2's biases"
+"$kiln" import "$work/hf/qwen3" >"$work/import-qwen3.txt"
+grep -q "^qk_norm = true" "$work/import-qwen3.txt" && grep -q "^head_dim = 24" "$work/import-qwen3.txt" ||
+  { cat "$work/import-qwen3.txt"; fail "kiln import does not give Qwen 3's norms and head_dim"; }
+for name in qwen2 qwen3; do
+  # shellcheck disable=SC2046
+  must "$name" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
+    --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+done
+both_ways qwen2 Qwen2ForCausalLM Qwen2ForCausalLM
+both_ways qwen3 Qwen3ForCausalLM Qwen3ForCausalLM
+echo "PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(head -1 "$work/qwen3.parity"); exported: $(head -1 "$work/qwen3.export-parity")"

@@ -19,9 +19,10 @@ LLAMA32_ROPE = dict(LLAMA31_ROPE, factor=32.0)
 
 
 def llama(vocab, hidden, inter, layers, heads, kv, theta, tied, rope=None, model_type="llama", **more):
+    eps = 1e-6 if model_type.startswith("qwen") else 1e-5
     config = {"model_type": model_type, "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
               "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
-              "rms_norm_eps": 1e-5, "rope_theta": theta, "tie_word_embeddings": tied, **more}
+              "rms_norm_eps": eps, "rope_theta": theta, "tie_word_embeddings": tied, **more}
     if rope:
         config["rope_scaling"] = rope
     return config
@@ -42,6 +43,14 @@ PUBLISHED = {
     "llama-2-70b": llama(32000, 8192, 28672, 80, 64, 8, 10000.0, False),
     "mistral-7b-v0.3": llama(32768, 4096, 14336, 32, 32, 8, 1000000.0, False, model_type="mistral", head_dim=128,
                              sliding_window=None),
+    "qwen2.5-0.5b": llama(151936, 896, 4864, 24, 14, 2, 1000000.0, True, model_type="qwen2",
+                          max_position_embeddings=32768),
+    "qwen2.5-7b": llama(152064, 3584, 18944, 28, 28, 4, 1000000.0, False, model_type="qwen2",
+                        max_position_embeddings=131072),
+    "qwen3-0.6b": llama(151936, 1024, 3072, 28, 16, 8, 1000000.0, True, model_type="qwen3", head_dim=128,
+                        max_position_embeddings=40960),
+    "qwen3-8b": llama(151936, 4096, 12288, 36, 32, 8, 1000000.0, False, model_type="qwen3", head_dim=128,
+                      max_position_embeddings=40960),
     "gpt2-small": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
                    "n_positions": 1024, "tie_word_embeddings": True},
     "gpt2-medium": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 1024, "n_layer": 24, "n_head": 16,
@@ -91,6 +100,13 @@ def main():
                         problems.append(f"model.{key} = {resolved[key]}, rope_scaling.{field} = {rope[field]}")
             if (resolved["tie_embeddings"] == "true") != published["tie_word_embeddings"]:
                 problems.append(f"model.tie_embeddings = {resolved['tie_embeddings']}")
+            head_dim = published.get("head_dim", published["hidden_size"] // published["num_attention_heads"])
+            kiln_head_dim = int(resolved["head_dim"]) or int(resolved["d_model"]) // int(resolved["heads"])
+            if kiln_head_dim != head_dim:
+                problems.append(f"model.head_dim = {resolved['head_dim']}, head_dim = {head_dim}")
+            for key, wanted in (("qkv_bias", model_type == "qwen2"), ("qk_norm", model_type == "qwen3")):
+                if (resolved[key] == "true") != wanted:
+                    problems.append(f"model.{key} = {resolved[key]} for model_type {model_type}")
         if problems:
             failures += 1
             print(f"FAIL: {name}: " + "; ".join(problems))

@@ -16,6 +16,8 @@
 #     copies equal bit for bit after 30 steps; transformers loads it and gives kiln's logits.
 #  4. Llama 3.1's rotary scaling (issue 53: rope_type llama3, factor 8, original context 64, so that every
 #     regime of the rule is met): 30 steps on 2+1 pipelines of 2-wide stages agree with PyTorch the same way.
+#  5. Qwen 3 (q/k RMSNorm per head, head_dim 24 apart from hidden_size / heads): the same. On a 2-wide stage
+#     each rank holds the norms whole and its heads give part of their gradient: the stage sums the parts.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -82,3 +84,11 @@ losses llama31-wide
 "$python" "$here/train_parity.py" "$work/hf/llama31" "$work/batches.npy" "$work/llama31-wide/tiny/deck.resolved.ini" 1e-4 \
   "$work/llama31-wide.losses" >"$work/llama31.log" 2>&1 || { cat "$work/llama31.log"; fail "Llama 3.1 training parity"; }
 echo "PASS 4: Llama 3.1's rotary scaling, 30 steps on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/llama31.log")"
+
+# shellcheck disable=SC2046
+must qwen3-wide 6 $(model_settings "$work/hf/qwen3") --set model.init_from="$work/hf/qwen3" --set run.steps=$steps \
+  --set train.grad_clip=1 --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+losses qwen3-wide
+"$python" "$here/train_parity.py" "$work/hf/qwen3" "$work/batches.npy" "$work/qwen3-wide/tiny/deck.resolved.ini" 1e-4 \
+  "$work/qwen3-wide.losses" >"$work/qwen3.log" 2>&1 || { cat "$work/qwen3.log"; fail "Qwen 3 training parity"; }
+echo "PASS 5: Qwen 3's q/k norms and head_dim, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/qwen3.log")"

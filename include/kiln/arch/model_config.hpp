@@ -15,7 +15,8 @@ namespace kiln::arch {
 
 // The architectures kiln trains. Gpt2: learned positions, LayerNorm with
 // biases, GELU MLP, multi-head attention. Llama (Llama 2/3, Mistral, Qwen,
-// SmolLM): RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases.
+// SmolLM): RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no
+// biases but Qwen 2's on q, k and v, Qwen 3's RMSNorm of q and k per head.
 enum class Family : std::uint32_t { Gpt2 = 0, Llama = 1 };
 const char* familyName(Family family);
 
@@ -51,6 +52,9 @@ struct ModelConfig {
     double normEps = 1e-5;        // llama: RMSNorm's epsilon
     double ropeTheta = 10000.0;   // llama: rotary embeddings' base
     RopeScaling rope;             // llama: their scaling for long contexts (model.rope_scaling)
+    std::uint32_t headDimension = 0;  // llama: a head's width when not d_model / heads (model.head_dim; Qwen 3)
+    bool qkvBias = false;         // llama: biases on q, k and v (model.qkv_bias; Qwen 2 and 2.5)
+    bool qkNorm = false;          // llama: RMSNorm of each query and key head before rotation (model.qk_norm; Qwen 3)
     // The head is the token embedding (model.tie_embeddings). The last stage
     // keeps its own copy of it (the output layer's head_weight), which the
     // gradient sums and AdamW keep equal to the first stage's: one parameter,
@@ -66,7 +70,9 @@ struct ModelConfig {
     enum class Recompute { None, Selective, Full, Auto } recompute = Recompute::None;
 
     bool llama() const { return family == Family::Llama; }
-    std::uint32_t headDim() const { return dModel / heads; }
+    std::uint32_t headDim() const { return llama() && headDimension != 0 ? headDimension : dModel / heads; }
+    // The queries' width, heads x head_dim (d_model unless head_dim is set apart).
+    std::uint32_t queryWidth() const { return heads * headDim(); }
     std::uint32_t keyValueHeads() const { return llama() && kvHeads != 0 ? kvHeads : heads; }
     // The MLP's hidden width.
     std::uint32_t mlpWidth() const { return llama() ? ffnHidden : mlpRatio * dModel; }

@@ -1,6 +1,7 @@
 // A checkpoint's weights as Hugging Face transformers loads them: a gpt2
 // model (learned positions, pre-norm blocks with biases, GELU-tanh MLP, final
-// LayerNorm, untied head) as GPT2LMHeadModel, a llama model as LlamaForCausalLM:
+// LayerNorm, untied head) as GPT2LMHeadModel, a llama model as LlamaForCausalLM
+// (or Qwen2ForCausalLM, Qwen3ForCausalLM: huggingFaceArchitecture):
 //
 //   DIR/model.safetensors   the weights under the architecture's names (GPT-2's attention
 //                           and MLP matrices transposed: it keeps them as Conv1D, in x out);
@@ -22,6 +23,8 @@
 // run's tokenizer's EOS); bos_token_id is null: kiln adds none.
 #pragma once
 
+#include "kiln/arch/model_config.hpp"
+
 #include <filesystem>
 #include <cstdint>
 #include <string>
@@ -37,10 +40,15 @@ struct ExportOptions {
 struct ExportReport {
     std::uint64_t tensors = 0, bytes = 0;
     double parameters = 0.0;
-    std::string architecture;         // GPT2LMHeadModel or LlamaForCausalLM
+    std::string architecture;         // huggingFaceArchitecture's
     std::vector<std::string> files;   // written into DIR
     std::vector<std::string> notes;   // what the export could not write, if anything
 };
+
+// The transformers class a model is exported as: GPT2LMHeadModel; Qwen2ForCausalLM with q/k/v biases,
+// Qwen3ForCausalLM with q/k norms, else LlamaForCausalLM (a Mistral too: the same architecture). InputError
+// for a model no class expresses (both biases and norms).
+const char* huggingFaceArchitecture(const arch::ModelConfig& model);
 
 ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir,
                                  const ExportOptions& options = {});

@@ -69,6 +69,43 @@ TEST(Llama, ParameterShapesMatchTheLayers) {
     }
 }
 
+// Qwen's variants (issue 53): q/k/v biases, q/k norms per head and a head_dim apart from d_model / heads, alone
+// and together: the layers hold what ModelConfig and the shard specs say, counted by hand, and a block's
+// gradients (the biases' and norms' among them) agree with finite differences.
+TEST(Llama, QwenVariantsHoldWhatTheConfigSaysAndDifferentiate) {
+    for (int variant = 0; variant < 3; ++variant) {
+        auto config = llamaConfig(2);
+        config.qkvBias = variant != 1;
+        config.qkNorm = variant != 0;
+        config.headDimension = variant == 0 ? 0 : 6;  // 4 heads of 6 = 24 query columns on a 16-wide stream
+        const std::uint64_t C = 16, V = 40, F = 24, hd = config.headDim(), Q = 4 * hd, KV = 2 * hd;
+        std::uint64_t total = 0;
+        for (std::uint32_t i = 0; i < config.numLayers(); ++i) {
+            const auto shapes = config.parameterShapes(i);
+            const auto named = buildLayer(config, i)->named_parameters();
+            ASSERT_EQ(shapes.size(), named.size()) << "variant " << variant << " layer " << i;
+            ASSERT_EQ(shardSpecs(config, i).size(), named.size()) << "variant " << variant << " layer " << i;
+            for (std::size_t k = 0; k < named.size(); ++k) {
+                EXPECT_EQ(shapes[k].first, named[k].key());
+                EXPECT_EQ(shapes[k].second, named[k].value().sizes().vec()) << named[k].key();
+                total += static_cast<std::uint64_t>(named[k].value().numel());
+            }
+        }
+        const std::uint64_t block = 2 * C + 2 * C * Q + 2 * C * KV + 3 * C * F + (config.qkvBias ? Q + 2 * KV : 0) +
+                                    (config.qkNorm ? 2 * hd : 0);
+        EXPECT_EQ(total, config.parameters());
+        EXPECT_EQ(config.parameters(), V * C + 2 * block + C + V * C) << "variant " << variant;
+        Layer layer = buildLayer(config, 1);
+        {
+            torch::NoGradGuard noGrad;
+            for (auto& p : layer->parameters())  // biases start at 0 and norms at 1: moved, so that each one counts
+                if (p.dim() == 1) p.add_(torch::randn(p.sizes(), p.options()) * 0.3);
+        }
+        torch::manual_seed(4);
+        EXPECT_GT(checkLayerGradients(layer, 16), 60) << "variant " << variant;
+    }
+}
+
 TEST(Llama, BlockGradientMatchesFiniteDifferences) {
     Layer block = buildLayer(llamaConfig(2), 1);
     torch::manual_seed(3);
@@ -187,6 +224,17 @@ TEST(Llama, TheDeckRefusesWhatTheFamilyCannotExpressNamingTheKey) {
         << errorOf(llama + "kv_heads = 3\n");
     EXPECT_NE(errorOf("[model]\nfamily = llama\nd_model = 12\nheads = 4\n").find("is odd"), std::string::npos);
     EXPECT_NE(errorOf("[model]\nfamily = mamba\n").find("model.family"), std::string::npos);
+    // Qwen's keys (issue 53): a head_dim frees d_model from the heads, must be even, and is the llama family's.
+    EXPECT_EQ(errorOf("[model]\nfamily = llama\nd_model = 20\nheads = 3\nhead_dim = 8\n"), "");
+    EXPECT_NE(errorOf("[model]\nfamily = llama\nd_model = 20\nheads = 3\n").find("or set model.head_dim"), std::string::npos);
+    EXPECT_NE(errorOf("[model]\nfamily = llama\nhead_dim = 7\n").find("l.ini:3: a head's width (model.head_dim) = 7 is odd"),
+              std::string::npos)
+        << errorOf("[model]\nfamily = llama\nhead_dim = 7\n");
+    EXPECT_NE(errorOf("[model]\nqkv_bias = true\n").find("l.ini:2: model.qkv_bias is a llama-family setting"),
+              std::string::npos)
+        << errorOf("[model]\nqkv_bias = true\n");
+    EXPECT_NE(errorOf("[model]\nfamily = llama\nrope_scaling = llama3\n").find("needs model.rope_original_context"),
+              std::string::npos);
     // A stage width must divide the key/value heads; gpt2 only needs a head per rank.
     EXPECT_EQ(widthProblem(llamaConfig(2), 2), "");
     EXPECT_NE(widthProblem(llamaConfig(1), 2).find("model.kv_heads = 1"), std::string::npos);

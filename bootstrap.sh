@@ -46,6 +46,7 @@ apt_packages=(
   libfmt-dev nlohmann-json3-dev gnuplot-nox
   zlib1g-dev libzstd-dev zstd   # compressed inputs of kiln prep (.gz, .zst); the zstd tool for its test
   libpcre2-dev          # the pre-tokenizer regexes of Hugging Face tokenizer.json
+  libicu-dev            # their normalizers (NFC, NFKC)
   fortunes vim-runtime   # text for the demo corpora
   slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
   patchelf               # relative run paths in an installed prefix (tools/bundle_runtime.sh)

@@ -69,6 +69,8 @@ endif()
 message(STATUS "Apache Arrow (Parquet and Arrow inputs): ${KILN_HAVE_ARROW} ${_kiln_arrow_lib}")
 # The pre-tokenizer regexes of Hugging Face tokenizer.json files (Unicode properties).
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Unicode normalization (NFC, NFKC) of Hugging Face tokenizer.json normalizers.
+pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 find_package(Torch REQUIRED)
 # The torch wheel's TorchConfig looks for c10 on the system paths before its own directory, and finds
 # Debian's (libtorch-dev 1.13) where both are installed. Linked beside the wheel's libtorch, two c10s

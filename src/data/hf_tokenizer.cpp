@@ -1,16 +1,27 @@
-// Byte-level BPE as Hugging Face `tokenizers` runs it:
+// BPE as Hugging Face `tokenizers` runs it:
 //   1. added tokens (<|endoftext|> ...) are cut out of the text first and
 //      become their own ids;
-//   2. the pre-tokenizer splits the rest with its regex (GPT-2's for a plain
+//   2. each piece between them is normalized (hf_normalizer.hpp: NFC for
+//      Qwen, Prepend and Replace for Llama 2's SentencePiece style);
+//   3. the pre-tokenizer splits it: with its regex (GPT-2's for a plain
 //      ByteLevel, the Split pattern of a Sequence [Split, ByteLevel] as
-//      Llama 3 and SmolLM have), matches and the gaps between them alike;
-//   3. each piece's bytes become GPT-2's printable byte alphabet, and the
-//      merges are applied lowest rank first (the whole piece first when the
-//      model ignores merges for pieces in the vocabulary).
+//      Llama 3, Qwen and SmolLM have), matches and the gaps between them
+//      alike; or Metaspace (Mistral): spaces become "▁", one before the
+//      first piece, split before each "▁" or not at all; or none;
+//   4. byte-level: each piece's bytes become GPT-2's printable byte
+//      alphabet; SentencePiece style: its characters are the symbols, and
+//      one not in the vocabulary becomes its bytes' <0xNN> tokens (byte
+//      fallback) or the unknown token;
+//   5. the merges are applied lowest rank first (bpe_merges.hpp; the whole
+//      piece first when the model ignores merges for pieces in the
+//      vocabulary).
 // The regex is PCRE2's with Unicode properties, as Debian ships it;
 // `tokenizers` uses Oniguruma, whose \s, \p{L} and \p{N} classes are the same
 // Unicode ones (held to `tokenizers` by tests/cli/hf_tokenizer.sh).
 #include "hf_tokenizer.hpp"
+
+#include "bpe_merges.hpp"
+#include "hf_normalizer.hpp"
 
 #include "kiln/base/error.hpp"
 
@@ -139,21 +150,22 @@ public:
             throw InputError(fmt::format("tokenizer '{}': not JSON ({})", path, e.what()));
         }
         const auto refuse = [&](const std::string& what) {
-            return InputError(fmt::format("tokenizer '{}': {}; kiln encodes byte-level BPE tokenizers (GPT-2, Llama 3, "
-                                          "SmolLM, OLMo)",
+            return InputError(fmt::format("tokenizer '{}': {}; kiln encodes BPE tokenizers, byte-level (GPT-2, Llama 3, "
+                                          "Qwen, SmolLM, OLMo) or SentencePiece-style (Llama 2, Mistral, TinyLlama)",
                                           path, what));
         };
         const auto& model = j.value("model", json::object());
         if (model.value("type", std::string()) != "BPE")
             throw refuse(fmt::format("model.type = {}", model.value("type", json("missing")).dump()));
-        if (model.value("byte_fallback", false)) throw refuse("model.byte_fallback = true (a SentencePiece-style BPE)");
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
                 throw refuse(fmt::format("model.{} = {}", key, model[key].dump()));
         if (model.contains("dropout") && !model["dropout"].is_null()) throw refuse("model.dropout is set");
-        if (j.contains("normalizer") && !j["normalizer"].is_null())
-            throw refuse(fmt::format("normalizer = {} (kiln applies none)", j["normalizer"].dump()));
+        normalizer_ = HuggingFaceNormalizer(j.value("normalizer", json()), refuse);
+        normalizerPrepends_ = normalizer_.prepends();
         ignoreMerges_ = model.value("ignore_merges", false);
+        byteFallback_ = model.value("byte_fallback", false);
+        fuseUnknown_ = model.value("fuse_unk", false);
         readPreTokenizer(j.value("pre_tokenizer", json()), refuse);
 
         std::uint32_t vocabSize = 0;
@@ -178,7 +190,7 @@ public:
             if (ia == vocab_.end() || ib == vocab_.end() || ab == vocab_.end())
                 throw refuse(fmt::format("model.merges[{}] = {} joins pieces that are not all in model.vocab", rank,
                                          merge.dump()));
-            merges_.emplace((std::uint64_t{ia->second} << 32) | ib->second, std::make_pair(rank++, ab->second));
+            merges_.emplace(mergeKey(ia->second, ib->second), {rank++, ab->second});
         }
         for (const auto& added : j.value("added_tokens", json::array())) {
             const auto id = added.at("id").get<std::uint32_t>();
@@ -191,9 +203,20 @@ public:
         for (const auto& [token, id] : vocab_) pieces_[id] = token;
         for (const auto& [content, id] : added_) pieces_[id] = content;
         for (std::size_t b = 0; b < 256; ++b) {
-            byteOf_[bytes_[b]] = static_cast<unsigned char>(b);
-            const auto id = vocab_.find(bytes_[b]);
+            // Byte-level: the byte's character; SentencePiece style: its <0xNN> token (byte fallback).
+            const std::string name = byteLevel_ ? bytes_[b] : fmt::format("<0x{:02X}>", b);
+            byteOf_[name] = static_cast<unsigned char>(b);
+            const auto id = vocab_.find(name);
             byteIds_[b] = id == vocab_.end() ? kNone : id->second;
+        }
+        // Characters up to U+07FF (one or two UTF-8 bytes) by code point.
+        shortIds_.assign(0x800, kNone);
+        for (std::uint32_t cp = 0; cp < 0x800 && !byteLevel_; ++cp)
+            if (const auto id = vocab_.find(utf8(cp)); id != vocab_.end()) shortIds_[cp] = id->second;
+        if (const auto unk = model.value("unk_token", json()); unk.is_string()) {
+            const auto id = vocab_.find(unk.get<std::string>());
+            if (id == vocab_.end()) throw refuse(fmt::format("model.unk_token = {} is not in model.vocab", unk.dump()));
+            unknownId_ = id->second;
         }
 
         info_.vocabSize = vocabSize;
@@ -205,6 +228,9 @@ public:
         add(model.at("merges").dump());
         add(j.value("pre_tokenizer", json()).dump());
         add(fmt::format("ignore_merges {} eos {}", ignoreMerges_, info_.eosId));
+        // Added later (issue 53): only when set, so that the identity of a tokenizer without them stays as it was.
+        if (!normalizer_.none()) add("normalizer " + j["normalizer"].dump());
+        if (!byteLevel_) add(fmt::format("byte_fallback {} unk {} fuse {}", byteFallback_, unknownId_, fuseUnknown_));
         info_.id = fmt::format("hf-bpe-{:08x}", crc);
     }
 
@@ -225,7 +251,7 @@ public:
                     id = tokenId;
                 }
             }
-            encodeText(text.substr(from, at - from), out);
+            encodeText(text.substr(from, at - from), from == 0, out);
             if (at == text.size()) break;
             out.push_back(id);
             from = at + length;
@@ -242,11 +268,24 @@ public:
                 text += piece;
                 continue;
             }
-            for (const auto& c : characters(piece)) {
-                const auto b = byteOf_.find(c);
-                text += b == byteOf_.end() ? c : std::string(1, static_cast<char>(b->second));
+            if (byteLevel_) {
+                for (const auto& c : characters(piece)) {
+                    const auto b = byteOf_.find(c);
+                    text += b == byteOf_.end() ? c : std::string(1, static_cast<char>(b->second));
+                }
+            } else if (const auto b = byteOf_.find(piece); b != byteOf_.end()) {
+                text += static_cast<char>(b->second);
+            } else {
+                for (std::size_t at = 0, next; at < piece.size(); at = next + kSpaceMark.size()) {
+                    next = piece.find(kSpaceMark, at);
+                    text.append(piece, at, next == std::string::npos ? std::string::npos : next - at);
+                    if (next == std::string::npos) break;
+                    text += ' ';
+                }
             }
         }
+        // SentencePiece style: the space put before the first piece is not the text's.
+        if (!byteLevel_ && prependsSpace_ && !text.empty() && text.front() == ' ') text.erase(0, 1);
         return text;
     }
 
@@ -261,6 +300,26 @@ private:
             }
         };
         if (p.is_object() && p.value("type", std::string()) == "ByteLevel") return byteLevel(p, false);
+        byteLevel_ = false;
+        if (p.is_null()) {  // the normalized piece is one word (Llama 2: Prepend and Replace did the spaces)
+            prependsSpace_ = normalizerPrepends_;
+            return;
+        }
+        if (p.is_object() && p.value("type", std::string()) == "Metaspace") {
+            metaspace_ = true;
+            if (p.value("replacement", std::string(kSpaceMark)) != kSpaceMark)
+                throw refuse(fmt::format("pre_tokenizer Metaspace replacement = {} (kiln reads \"▁\")", p["replacement"].dump()));
+            // prepend_scheme in tokenizers 0.15 and later; add_prefix_space (true: always) before.
+            const std::string scheme =
+                p.value("prepend_scheme", p.value("add_prefix_space", true) ? std::string("always") : std::string("never"));
+            if (scheme != "always" && scheme != "first" && scheme != "never")
+                throw refuse(fmt::format("pre_tokenizer Metaspace prepend_scheme = {}", p["prepend_scheme"].dump()));
+            prepend_ = scheme == "always" ? Prepend::Always : scheme == "first" ? Prepend::First : Prepend::Never;
+            splitOnSpaces_ = p.value("split", true);
+            prependsSpace_ = prepend_ != Prepend::Never;
+            return;
+        }
+        byteLevel_ = true;
         if (!p.is_object() || p.value("type", std::string()) != "Sequence")
             throw refuse(fmt::format("pre_tokenizer = {}", p.dump()));
         const auto& steps = p.at("pretokenizers");
@@ -299,8 +358,15 @@ private:
                                      j.contains("added_tokens") ? "" : " (it has no added_tokens)"));
     }
 
-    void encodeText(std::string_view text, std::vector<std::uint32_t>& out) const {
+    // A piece of text between added tokens (`atStart`: the text's first), normalized, pre-tokenized, merged.
+    void encodeText(std::string_view text, bool atStart, std::vector<std::uint32_t>& out) const {
         if (text.empty()) return;
+        if (!normalizer_.none()) {
+            normalized_.assign(text);
+            normalizer_.apply(normalized_);
+            text = normalized_;
+        }
+        if (!byteLevel_) return encodeSentencePieceStyle(text, atStart, out);
         std::string prefixed;
         if (addPrefixSpace_ && text.front() != ' ') {
             prefixed.assign(1, ' ');
@@ -316,20 +382,36 @@ private:
         for (const auto piece : pieces_scratch_) encodePiece(piece, out);
     }
 
-    void encodePiece(std::string_view piece, std::vector<std::uint32_t>& out) const {
-        key_.assign(piece.data(), piece.size());
-        if (const auto cached = cache_.find(key_); cached != cache_.end()) {
-            out.insert(out.end(), cached->second.begin(), cached->second.end());
-            return;
+    // Metaspace (or none): spaces as "▁", one put first as the scheme says, the pieces split before each "▁"
+    // (or the whole text one piece).
+    void encodeSentencePieceStyle(std::string_view text, bool atStart, std::vector<std::uint32_t>& out) const {
+        if (metaspace_) {
+            spaced_.clear();
+            const bool prepend = prepend_ == Prepend::Always || (prepend_ == Prepend::First && atStart);
+            // As tokenizers: after the spaces are replaced, a piece that begins with "▁" gets no other.
+            if (prepend && text.front() != ' ' && text.substr(0, kSpaceMark.size()) != kSpaceMark) spaced_ += kSpaceMark;
+            for (const char c : text) {
+                if (c == ' ')
+                    spaced_ += kSpaceMark;
+                else
+                    spaced_ += c;
+            }
+            text = spaced_;
         }
-        std::vector<std::uint32_t> ids;
-        if (ignoreMerges_) {
-            std::string mapped;
-            for (const unsigned char b : piece) mapped += bytes_[b];
-            if (const auto whole = vocab_.find(mapped); whole != vocab_.end()) ids.push_back(whole->second);
+        if (!metaspace_ || !splitOnSpaces_) return encodePiece(text, out);
+        std::size_t from = 0;
+        for (std::size_t at = text.find(kSpaceMark, 1); at != std::string_view::npos; at = text.find(kSpaceMark, at + 1)) {
+            encodePiece(text.substr(from, at - from), out);
+            from = at;
         }
-        if (ids.empty()) {
-            // Symbols as ids, merged lowest rank first; a pair's merge found by one integer lookup.
+        encodePiece(text.substr(from), out);
+    }
+
+    // One piece's symbols: byte-level, its bytes' characters; SentencePiece style, its characters, each not in
+    // the vocabulary as its bytes' <0xNN> tokens (byte fallback) or the unknown token (consecutive ones fused
+    // into one when the model says so), or dropped as tokenizers drops it when the model has neither.
+    void symbolsOf(std::string_view piece, std::vector<std::uint32_t>& ids) const {
+        if (byteLevel_) {
             for (const unsigned char b : piece) {
                 if (byteIds_[b] == kNone)
                     throw InputError(fmt::format("tokenizer '{}': byte {} is not in its vocabulary (a byte-level "
@@ -337,27 +419,64 @@ private:
                                                  path_, int(b)));
                 ids.push_back(byteIds_[b]);
             }
-            // Each adjacent pair's merge (rank, merged id), recomputed only beside a merge.
-            std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs(ids.size() > 0 ? ids.size() - 1 : 0);
-            const auto look = [&](std::size_t k) {
-                const auto m = merges_.find((std::uint64_t{ids[k]} << 32) | ids[k + 1]);
-                pairs[k] = m == merges_.end() ? std::make_pair(kNone, 0u) : m->second;
-            };
-            for (std::size_t k = 0; k < pairs.size(); ++k) look(k);
-            while (!pairs.empty()) {
-                std::size_t at = 0;
-                for (std::size_t k = 1; k < pairs.size(); ++k)
-                    if (pairs[k].first < pairs[at].first) at = k;  // the lowest rank, leftmost
-                if (pairs[at].first == kNone) break;
-                ids[at] = pairs[at].second;
-                ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-                pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(at));
-                if (at > 0) look(at - 1);
-                if (at < pairs.size()) look(at);
+            return;
+        }
+        bool lastUnknown = false;
+        for (std::size_t i = 0; i < piece.size();) {
+            const auto lead = static_cast<unsigned char>(piece[i]);
+            const std::size_t n = std::min(piece.size() - i, std::size_t(lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4));
+            const std::string_view character = piece.substr(i, n);
+            if (const auto id = characterId(character); id != kNone) {
+                ids.push_back(id);
+                lastUnknown = false;
+            } else if (byteFallback_ && std::all_of(character.begin(), character.end(),
+                                                    [&](char c) { return byteIds_[static_cast<unsigned char>(c)] != kNone; })) {
+                for (const char c : character) ids.push_back(byteIds_[static_cast<unsigned char>(c)]);
+                lastUnknown = false;
+            } else if (unknownId_ != kNone) {
+                if (!(fuseUnknown_ && lastUnknown)) ids.push_back(unknownId_);
+                lastUnknown = true;
+            }
+            i += n;
+        }
+    }
+
+    // A character's own id (kNone: not in the vocabulary): the two-byte and shorter ones from a table, the
+    // others looked up (a document's every character passes here).
+    std::uint32_t characterId(std::string_view character) const {
+        const auto c0 = static_cast<unsigned char>(character[0]);
+        if (character.size() == 1) return shortIds_[c0];
+        if (character.size() == 2) return shortIds_[((c0 & 0x1Fu) << 6) | (static_cast<unsigned char>(character[1]) & 0x3Fu)];
+        key_.assign(character);
+        const auto id = vocab_.find(key_);
+        return id == vocab_.end() ? kNone : id->second;
+    }
+
+    void encodePiece(std::string_view piece, std::vector<std::uint32_t>& out) const {
+        // Words are cached; a SentencePiece-style document sent whole is not worth keeping.
+        const bool cacheable = piece.size() <= 256;
+        if (cacheable) {
+            key_.assign(piece.data(), piece.size());
+            if (const auto cached = cache_.find(key_); cached != cache_.end()) {
+                out.insert(out.end(), cached->second.begin(), cached->second.end());
+                return;
             }
         }
+        std::vector<std::uint32_t> ids;
+        if (ignoreMerges_) {
+            std::string mapped;
+            if (byteLevel_)
+                for (const unsigned char b : piece) mapped += bytes_[b];
+            else
+                mapped.assign(piece);
+            if (const auto whole = vocab_.find(mapped); whole != vocab_.end()) ids.push_back(whole->second);
+        }
+        if (ids.empty()) {
+            symbolsOf(piece, ids);
+            applyMerges(ids, merges_);
+        }
         out.insert(out.end(), ids.begin(), ids.end());
-        if (cache_.size() < (1u << 20)) cache_.emplace(key_, std::move(ids));
+        if (cacheable && cache_.size() < (1u << 20)) cache_.emplace(std::string(piece), std::move(ids));
     }
 
     std::string path_;
@@ -365,17 +484,25 @@ private:
     std::unordered_map<std::string, unsigned char> byteOf_;
     std::unordered_map<std::string, std::uint32_t> vocab_;
     static constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
-    // (left id << 32 | right id) -> (merge rank, merged id)
-    std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> merges_;
+    MergeTable merges_;
     std::uint32_t byteIds_[256] = {};  // each byte's own id
     std::vector<std::pair<std::string, std::uint32_t>> added_;
     std::vector<std::string> pieces_;  // id -> its string
     std::unique_ptr<Regex> regex_;  // none: ByteLevel without regex alone (the text is one piece)
     bool addPrefixSpace_ = false, ignoreMerges_ = false;
+    HuggingFaceNormalizer normalizer_{nullptr, {}};
+    // SentencePiece style (no ByteLevel): characters are the symbols.
+    static constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁", U+2581
+    bool byteLevel_ = true, byteFallback_ = false, fuseUnknown_ = false;
+    std::uint32_t unknownId_ = kNone;
+    std::vector<std::uint32_t> shortIds_;  // code point (< 0x800) -> its id
+    bool metaspace_ = false, splitOnSpaces_ = false;
+    enum class Prepend { Always, First, Never } prepend_ = Prepend::Never;
+    bool prependsSpace_ = false, normalizerPrepends_ = false;  // what decode takes off the front
     TokenizerInfo info_;
     mutable std::mutex mutex_;
     mutable std::vector<std::string_view> pieces_scratch_;
-    mutable std::string key_;
+    mutable std::string key_, normalized_, spaced_;
     mutable std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece (its bytes) -> ids
 };
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Hugging Face tokenizer.json in kiln prep (issue 39, item 4): byte-level BPE tokenizers trained by the
-# `tokenizers` wheel (tests/reference/hf_tokenizers.py: GPT-2's design, and Llama 3's with its Split regex and
-# ignore_merges) on a corpus of many scripts, emoji, numbers, whitespace runs and special tokens in the text.
+# Hugging Face tokenizer.json in kiln prep (issues 39 and 53): BPE tokenizers trained by the `tokenizers` wheel
+# (tests/reference/hf_tokenizers.py: GPT-2's design; Llama 3's with its Split regex and ignore_merges; Qwen's
+# behind an NFC normalizer; GPT-2's behind NFKC; Llama 2's SentencePiece style, Prepend and Replace normalizers
+# and byte fallback; Mistral's Metaspace, unsplit and split) on a corpus of many scripts, emoji, numbers,
+# whitespace runs, combining characters, full-width forms, ligatures and special tokens in the text.
 # Pass criteria, each printed as PASS:
 #  1. For each tokenizer, kiln prep --tokenizer DIR/tokenizer.json stores for every document exactly the ids
 #     `tokenizers` gives (encode, add_special_tokens=False), and records its EOS (<|endoftext|>; for the
 #     llama3 one tokenizer_config.json's <|end_of_text|>).
 #  2. kiln inspect --decode gives back the documents' text.
-#  3. A tokenizer.json kiln cannot encode alike (a normalizer) is refused naming the file and the field.
+#  3. A tokenizer.json kiln cannot encode alike (a Lowercase normalizer) is refused naming the file and the field.
 #  4. A Megatron-LM dataset of the corpus, written by megatron-core's IndexedDatasetBuilder as preprocess_data.py
 #     does (uint16 and int32 ids), brought in with --format tokens, holds exactly the documents kiln stores
 #     when it tokenizes the text itself.
@@ -17,7 +19,7 @@ rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 "$python" "$(dirname "$0")/hf_tokenizers.py" "$work" >"$work/make.log" 2>&1 || { cat "$work/make.log"; fail "tokenizers could not train"; }
-for name in gpt2 llama3; do
+for name in gpt2 llama3 qwen nfkc llama2 mistral metaspace; do
   "$kiln" prep --source $name --input "$work/corpus.jsonl" --format jsonl --tokenizer "$work/$name/tokenizer.json" \
     --out "$work/data" --quiet >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "kiln prep with the $name tokenizer.json"; }
   /usr/bin/python3 tests/support/source_documents.py "$work/data/$name" >"$work/$name.stored"
@@ -37,28 +39,33 @@ PY
 done
 grep -q '"eos_id": 0' "$work/data/gpt2/manifest.json" || { cat "$work/data/gpt2/manifest.json" | head -20; fail "gpt2: the EOS is not <|endoftext|> (id 0)"; }
 grep -q '"eos_id": 1' "$work/data/llama3/manifest.json" || fail "llama3: the EOS is not tokenizer_config.json's <|end_of_text|> (id 1)"
-echo "PASS 1: kiln's ids equal tokenizers' on every document, for GPT-2's and Llama 3's designs"
+for name in llama2 mistral metaspace; do
+  grep -q '"eos_id": 2' "$work/data/$name/manifest.json" || fail "$name: the EOS is not tokenizer_config.json's </s> (id 2)"
+done
+echo "PASS 1: kiln's ids equal tokenizers' on every document, for the designs of GPT-2, Llama 3, Qwen (NFC), NFKC, Llama 2 (Prepend and Replace, byte fallback), Mistral (Metaspace) and Metaspace split"
 
-"$kiln" inspect "$work/data/llama3" --tokenizer "$work/llama3/tokenizer.json" --decode 5 --max-chars 100000 >"$work/decode.txt"
-"$python" - "$work/decode.txt" "$work/corpus.jsonl" <<'PY' || fail "kiln inspect --decode does not give back the text"
+for name in llama3 llama2 mistral; do
+"$kiln" inspect "$work/data/$name" --tokenizer "$work/$name/tokenizer.json" --decode 5 --max-chars 100000 >"$work/decode.txt"
+"$python" - "$work/decode.txt" "$work/corpus.jsonl" <<'PY' || fail "$name: kiln inspect --decode does not give back the text"
 import json, sys
-text = open(sys.argv[1]).read()
+text = open(sys.argv[1], newline="").read()
 decoded = text.split("--- document 5 (")[1].split(") ---\n", 1)[1].rsplit("\n---", 1)[0]
 original = [json.loads(line)["text"] for line in open(sys.argv[2])][5]
 assert decoded == original, (decoded, original)
 PY
-echo "PASS 2: kiln inspect --decode gives back a document's text"
+done
+echo "PASS 2: kiln inspect --decode gives back a document's text (byte-level, and SentencePiece style with byte fallback)"
 
 "$python" - "$work/gpt2/tokenizer.json" "$work/normalized.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
-t["normalizer"] = {"type": "NFC"}
+t["normalizer"] = {"type": "Lowercase"}
 json.dump(t, open(sys.argv[2], "w"))
 PY
 if "$kiln" prep --source bad --input "$work/corpus.jsonl" --format jsonl --tokenizer "$work/normalized.json" --out "$work/data" \
-  --quiet >"$work/bad.log" 2>&1; then fail "a tokenizer with a normalizer was accepted"; fi
-grep -q "normalized.json': normalizer = {\"type\":\"NFC\"}" "$work/bad.log" || { cat "$work/bad.log"; fail "the refusal does not name the field"; }
-echo "PASS 3: a tokenizer.json with a normalizer is refused naming the file and the field"
+  --quiet >"$work/bad.log" 2>&1; then fail "a tokenizer with a Lowercase normalizer was accepted"; fi
+grep -q "normalized.json': normalizer = {\"type\":\"Lowercase\"}" "$work/bad.log" || { cat "$work/bad.log"; fail "the refusal does not name the field"; }
+echo "PASS 3: a tokenizer.json with a normalizer kiln does not apply (Lowercase) is refused naming the file and the field"
 
 # Megatron-LM's preprocess_data.py, as tests/reference/megatron_dataset.py does it with megatron-core's builder,
 # then kiln prep --format tokens on its .idx: the same documents as kiln's own tokenizing of the text.

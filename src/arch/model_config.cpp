@@ -109,6 +109,7 @@ std::string ModelConfig::shapeText() const {
     if (headDimension != 0 && headDimension != dModel / heads) attention += fmt::format(", head_dim {}", headDimension);
     if (qkvBias) attention += ", q/k/v biases";
     if (qkNorm) attention += ", q/k norms";
+    if (slidingWindow != 0) attention += fmt::format(", sliding window {}", slidingWindow);
     return fmt::format("{} ({} key/value{}), SwiGLU {}, rope_theta {:g}{}{}", common, keyValueHeads(), attention,
                        mlpWidth(), ropeTheta, scaled, tied);
 }
@@ -192,10 +193,12 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
         if (deck.integer("model.head_dim") != 0) throw refuse("model.head_dim");
         if (deck.flag("model.qkv_bias")) throw refuse("model.qkv_bias");
         if (deck.flag("model.qk_norm")) throw refuse("model.qk_norm");
+        if (deck.integer("model.sliding_window") != 0) throw refuse("model.sliding_window");
         return m;
     }
     m.qkvBias = deck.flag("model.qkv_bias");
     m.qkNorm = deck.flag("model.qk_norm");
+    m.slidingWindow = static_cast<std::uint32_t>(deck.integer("model.sliding_window"));
     m.kvHeads = static_cast<std::uint32_t>(deck.integer("model.kv_heads"));
     if (m.kvHeads == 0) m.kvHeads = m.heads;
     if (m.heads % m.kvHeads != 0)

@@ -285,6 +285,11 @@ const std::vector<KeySpec>& deckSchema() {
          "llama: RMSNorm (model.norm_eps) of each query and key head before the rotation, one weight of head_dim "
          "for all query heads and one for all key heads, as Qwen 3 has it.",
          {}},
+        {"model.sliding_window", KeyType::Integer, "0",
+         "llama: sliding-window attention, as Mistral v0.1 has it: each position sees itself and the window - 1 "
+         "before it (transformers' sliding_window). 0 = every earlier position. Memory and time are those of full "
+         "attention (the window is a mask).",
+         atLeast(0)},
         {"model.rope_scaling", KeyType::Text, "none",
          "llama: how the rotary frequencies are scaled for a longer context, as transformers computes each: none; "
          "linear (every frequency divided by model.rope_factor); llama3 (Llama 3.1-3.3: low frequencies divided by "

@@ -127,13 +127,20 @@ torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, 
 
 namespace {
 
-torch::Tensor attentionCore(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-#if TORCH_VERSION_MAJOR >= 2
-    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-#else
+torch::Tensor attentionCore(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, std::int64_t window) {
     const auto T = q.size(2);
+    const bool sliding = window > 0 && window < T;  // a window as long as the sequence is plain causal attention
+#if TORCH_VERSION_MAJOR >= 2
+    if (!sliding) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    // True where a position may look: at itself and the window - 1 before it.
+    const auto ones = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()));
+    const auto allowed = ones.tril(0).logical_and(ones.triu(-(window - 1)));
+    return at::scaled_dot_product_attention(q, k, v, allowed, 0.0, /*is_causal=*/false);
+#else
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
-    auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    const auto ones = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()));
+    auto mask = ones.triu(1);
+    if (sliding) mask = mask.logical_or(ones.tril(-window));
     return torch::matmul(torch::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
 #endif
 }
@@ -141,15 +148,16 @@ torch::Tensor attentionCore(const torch::Tensor& q, const torch::Tensor& k, cons
 // Attention whose backward runs its forward again: only q, k and v are kept.
 struct RecomputedAttention : torch::autograd::Function<RecomputedAttention> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v) {
+                                 const torch::Tensor& v, std::int64_t window) {
         ctx->save_for_backward({q, k, v});
+        ctx->saved_data["window"] = window;
         // Recomputed as computed: under bf16 autocast if the forward was.
 #if TORCH_VERSION_MAJOR >= 2
         ctx->saved_data["bf16"] = at::autocast::is_autocast_enabled(q.device().type());
 #else
         ctx->saved_data["bf16"] = q.is_cuda() ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
 #endif
-        return attentionCore(q, k, v);  // autograd records nothing inside a Function's forward
+        return attentionCore(q, k, v, window);  // autograd records nothing inside a Function's forward
     }
     static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::tensor_list gradients) {
@@ -160,17 +168,20 @@ struct RecomputedAttention : torch::autograd::Function<RecomputedAttention> {
         {
             torch::AutoGradMode enable(true);
             AutocastScope autocast(ctx->saved_data["bf16"].toBool(), inputs[0].device(), AutocastScope::Cache::KeepForStep);
-            out = attentionCore(inputs[0], inputs[1], inputs[2]);
+            out = attentionCore(inputs[0], inputs[1], inputs[2], ctx->saved_data["window"].toInt());
         }
-        return torch::autograd::grad({out}, inputs, {gradients[0]});
+        auto grads = torch::autograd::grad({out}, inputs, {gradients[0]});
+        grads.emplace_back();  // the window takes no gradient
+        return grads;
     }
 };
 
 }  // namespace
 
-torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool recompute) {
-    if (recompute && torch::GradMode::is_enabled()) return RecomputedAttention::apply(q, k, v);
-    return attentionCore(q, k, v);
+torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool recompute,
+                              std::int64_t window) {
+    if (recompute && torch::GradMode::is_enabled()) return RecomputedAttention::apply(q, k, v, window);
+    return attentionCore(q, k, v, window);
 }
 
 }  // namespace detail

@@ -48,9 +48,11 @@ torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, 
 // Causal attention of (B, heads, T, hd) queries, keys and values. With
 // `recompute` (train.recompute = selective) backward recomputes it from q, k
 // and v, so that nothing of its inside (the T x T scores and probabilities,
-// written out before libtorch 2) is kept between forward and backward.
+// written out before libtorch 2) is kept between forward and backward. A
+// `window` > 0 (sliding-window attention, Mistral v0.1's) lets position i
+// see positions i - window + 1 to i only, as transformers masks it.
 torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              bool recompute = false);
+                              bool recompute = false, std::int64_t window = 0);
 
 // The llama family's layers (llama_layers.cpp).
 Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice);

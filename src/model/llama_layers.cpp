@@ -105,7 +105,7 @@ public:
         : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
           kvHeads_(arch::unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
           recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective),
-          eps_(c.normEps), theta_(c.ropeTheta), rope_(c.rope) {
+          eps_(c.normEps), theta_(c.ropeTheta), rope_(c.rope), window_(c.slidingWindow) {
         const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
                            kv = std::int64_t{c.keyValueHeads()} * headDim_;
         const double residualStd = residualInitStd(c);
@@ -151,7 +151,7 @@ public:
             k = k.repeat_interleave(heads_ / kvHeads_, 1);
             v = v.repeat_interleave(heads_ / kvHeads_, 1);
         }
-        const auto attended = causalAttention(q, k, v, recomputeAttention_).transpose(1, 2).reshape({B, T, heads_ * headDim_});
+        const auto attended = causalAttention(q, k, v, recomputeAttention_, window_).transpose(1, 2).reshape({B, T, heads_ * headDim_});
         const auto y = x + sumOverSlices(torch::linear(attended, oWeight_), *slice_);
         const auto m = copyToSlices(rmsNorm(y, mlpNorm_, eps_), *slice_);
         const auto neurons = torch::silu(torch::linear(m, gateWeight_)) * torch::linear(m, upWeight_);
@@ -165,6 +165,7 @@ private:
     bool recomputeAttention_;
     double eps_, theta_;
     arch::RopeScaling rope_;
+    std::int64_t window_;  // sliding-window attention's span; 0: none
     torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
     torch::Tensor qBias_, kBias_, vBias_, qNorm_, kNorm_;  // undefined unless the model has them
 };

@@ -189,7 +189,9 @@ const char* huggingFaceArchitecture(const arch::ModelConfig& c) {
     if (c.qkvBias && c.qkNorm)
         throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
                          "(Qwen 3's attention_bias adds o's bias as well)");
-    return c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+    if (c.qkvBias) return "Qwen2ForCausalLM";
+    if (c.qkNorm) return "Qwen3ForCausalLM";
+    return c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
 }
 
 namespace {
@@ -197,7 +199,10 @@ namespace {
 // Llama's config, or Qwen 2's or 3's (the same fields, their model_type, no sliding window).
 nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
     const std::string architecture = huggingFaceArchitecture(c);
-    const char* type = c.qkvBias ? "qwen2" : c.qkNorm ? "qwen3" : "llama";
+    const char* type = c.qkvBias ? "qwen2" : c.qkNorm ? "qwen3" : c.slidingWindow != 0 ? "mistral" : "llama";
+    const bool qwen = c.qkvBias || c.qkNorm;
+    nlohmann::ordered_json sliding = nullptr;
+    if (c.slidingWindow != 0) sliding = c.slidingWindow;
     return {{"architectures", {architecture}},
             {"model_type", type},
             {"vocab_size", c.vocabSize},
@@ -214,7 +219,9 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"rope_scaling", ropeScalingJson(c.rope)},
             {"attention_bias", false},
             {"mlp_bias", false},
-            {"use_sliding_window", false},
+            {"use_sliding_window", qwen && c.slidingWindow != 0},
+            {"sliding_window", sliding},
+            {"max_window_layers", 0},  // Qwen: the window on every layer from the first (read only with the above)
             {"attention_dropout", 0.0},
             {"tie_word_embeddings", c.tieEmbeddings},
             {"torch_dtype", "float32"}};

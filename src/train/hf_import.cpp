@@ -132,6 +132,31 @@ std::string storedName(const SafetensorsDirectory& files, const std::string& nam
     return name;
 }
 
+// Sliding-window attention: Mistral's sliding_window (null: none), or Qwen's use_sliding_window over the layers
+// from max_window_layers on (transformers 5 writes them out as layer_types). kiln slides every layer or none.
+template <typename Refuse>
+void readSlidingWindow(const json& config, const std::string& type, arch::ModelConfig& m, const Refuse& refuse) {
+    const auto window = field<std::uint32_t>(config, "sliding_window", 0);
+    if (type == "mistral") {
+        m.slidingWindow = window;
+        return;
+    }
+    if (type == "llama" || !field<bool>(config, "use_sliding_window", false)) return;
+    std::size_t sliding = 0;
+    if (config.contains("layer_types") && config["layer_types"].is_array()) {
+        for (const auto& kind : config["layer_types"]) sliding += kind == "sliding_attention" ? 1 : 0;
+    } else {
+        const auto from = field<std::uint32_t>(config, "max_window_layers", 0);
+        sliding = from >= m.blocks ? 0 : m.blocks - from;
+    }
+    if (sliding != 0 && sliding != m.blocks)
+        throw refuse(fmt::format("use_sliding_window = true on {} of {} layers (kiln slides the window on every layer "
+                                 "or none)",
+                                 sliding, m.blocks));
+    if (sliding != 0 && window == 0) throw refuse("use_sliding_window = true without a sliding_window");
+    if (sliding != 0) m.slidingWindow = window;
+}
+
 // The rotary settings: transformers 5 keeps them in rope_parameters (rope_theta inside), earlier versions in
 // rope_theta and rope_scaling. Each scaling transformers computes and kiln does too is read; another is
 // refused by name.
@@ -220,15 +245,10 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
             throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
         if (field<bool>(config, "attention_bias", false))
             throw refuse("attention_bias = true (biases on q, k, v and o; kiln's llama has Qwen 2's on q, k and v only)");
-        if (field<bool>(config, "use_sliding_window", false))
-            throw refuse("use_sliding_window = true (kiln's attention is full causal attention)");
+        readSlidingWindow(config, type, m, refuse);
         if (field<bool>(config, "mlp_bias", false)) throw refuse("mlp_bias = true (kiln's llama has no biases)");
         if (const auto tp = field<int>(config, "pretraining_tp", 1); tp != 1)
             throw refuse(fmt::format("pretraining_tp = {} (kiln computes its linear layers unsplit: 1)", tp));
-        if (type == "mistral" && !field<json>(config, "sliding_window", json()).is_null())
-            throw refuse(fmt::format("sliding_window = {} (kiln's attention is full causal attention; Mistral v0.3 and "
-                                     "later set null)",
-                                     config["sliding_window"].dump()));
         // head_dim apart from hidden_size / heads (Qwen 3; Mistral Nemo): kept as model.head_dim.
         if (const auto headDim = field<std::uint32_t>(config, "head_dim", 0); headDim != 0 &&
                                                                                (m.dModel % m.heads != 0 || headDim != m.dModel / m.heads))
@@ -287,6 +307,7 @@ std::string deckLinesFor(const arch::ModelConfig& m) {
     if (m.llama() && m.headDimension != 0) text += fmt::format("head_dim = {}\n", m.headDimension);
     if (m.qkvBias) text += "qkv_bias = true\n";
     if (m.qkNorm) text += "qk_norm = true\n";
+    if (m.slidingWindow != 0) text += fmt::format("sliding_window = {}\n", m.slidingWindow);
     else
         text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
     text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
@@ -313,6 +334,7 @@ std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig
         differ("model.head_dim", "head_dim", run.headDim(), hf.headDim());
         differ("model.qkv_bias", "model_type qwen2's q/k/v biases", run.qkvBias, hf.qkvBias);
         differ("model.qk_norm", "model_type qwen3's q/k norms", run.qkNorm, hf.qkNorm);
+        differ("model.sliding_window", "sliding_window", run.slidingWindow, hf.slidingWindow);
         differ("the rotary scaling (model.rope_*)", "rope_parameters", arch::ropeScalingText(run.rope),
                arch::ropeScalingText(hf.rope));
     } else if (!llama && !run.llama()) {

@@ -92,5 +92,5 @@ done
 echo "PASS 2: docs/running.md's $count command block trained input/tiny-cpu.ini to step 40 as 2+1 pipelines on 6 ranks"
 
 /usr/bin/python3 "$root/tests/docs/blocks.py" --unrun "$root" "README.md#A ten-minute tour" docs/diagnostics.md docs/choosing.md \
-  docs/data.md docs/running.md || fail "blocks of the guide that no test runs (above)"
-echo "PASS 3: every runnable block of README.md and docs/ is run by tour.sh or this test"
+  docs/data.md docs/running.md docs/continued-pretraining.md || fail "blocks of the guide that no test runs (above)"
+echo "PASS 3: every runnable block of README.md and docs/ is run by tour.sh, reference_continued_pretraining or this test"

@@ -17,7 +17,9 @@ start from (issue 38, item 4b):
   OUT/qwen3         Qwen3ForCausalLM (q/k RMSNorm per head, its weights drawn at random; head_dim 24, not
                     hidden_size / heads = 16)
   OUT/llama-scaled  the llama's config with a rotary scaling kiln does not compute (dynamic), refused by name
-  OUT/mistral-sliding  the mistral's config with sliding_window 4096, refused by name
+  OUT/mistral-window   MistralForCausalLM with sliding_window 4 (v0.1's attention), shorter than the 8 tokens of
+                    kiln export's reference sequences
+  OUT/qwen2-mixed   the qwen2's config sliding its window on 2 of its 4 layers, refused by name
 
     python hf_models.py OUT
 """
@@ -66,6 +68,12 @@ def main():
                                                max_position_embeddings=128, tie_word_embeddings=False,
                                                bos_token_id=None, eos_token_id=256))
     mistral.save_pretrained(f"{out}/mistral")
+    window = MistralForCausalLM(MistralConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                              num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                              rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=4,
+                                              max_position_embeddings=128, tie_word_embeddings=False,
+                                              bos_token_id=None, eos_token_id=256))
+    window.save_pretrained(f"{out}/mistral-window")
     qwen2 = Qwen2ForCausalLM(Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                                          num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
                                          rope_theta=1e6, max_position_embeddings=128, tie_word_embeddings=False,
@@ -84,14 +92,15 @@ def main():
     qwen2.save_pretrained(f"{out}/qwen2")
     qwen3.save_pretrained(f"{out}/qwen3")
     for source, name, change in (("llama", "llama-scaled", {"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}),
-                                 ("mistral", "mistral-sliding", {"sliding_window": 4096})):
+                                 ("qwen2", "qwen2-mixed", {"use_sliding_window": True, "sliding_window": 16,
+                                                           "max_window_layers": 2, "layer_types": None})):
         shutil.copytree(f"{out}/{source}", f"{out}/{name}")
         config = json.load(open(f"{out}/{name}/config.json"))
         config.pop("rope_parameters", None)
         config.update(change)
         json.dump(config, open(f"{out}/{name}/config.json", "w"))
-    print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, qwen2, qwen3, llama-scaled, "
-          "mistral-sliding")
+    print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, mistral-window, qwen2, qwen3, "
+          "llama-scaled, qwen2-mixed")
 
 
 if __name__ == "__main__":

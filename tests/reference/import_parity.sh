@@ -9,15 +9,16 @@
 #     section; kiln started from it on 2+1 pipelines of 2-wide stages (each rank reads only its shards of
 #     its layers) gives transformers' logits.
 #  2. The gpt2 (head tied to the embedding, 128 positions for a 64-token run): the same on 1 rank.
-#  3. Refused by name: a rotary scaling kiln does not compute (rope_type dynamic), a Mistral with a sliding
-#     window (kiln import), and a deck whose model is not the directory's (kiln run names model.kv_heads and
-#     num_key_value_heads).
+#  3. Refused by name: a rotary scaling kiln does not compute (rope_type dynamic), a Qwen sliding its window on
+#     some layers only (kiln import), and a deck whose model is not the directory's (kiln run names
+#     model.kv_heads and num_key_value_heads).
 #  4. Llama 3.1's rotary scaling (llama3, issue 53; its original context 64 positions, so that the head's
 #     frequencies meet the kept, the blended and the divided regimes): kiln import prints the model.rope_* lines; started
 #     from on 2+1 pipelines of 2-wide stages it gives transformers' logits, and its export loads in
 #     transformers as LlamaForCausalLM with the same scaling and kiln's logits (both ways).
-#  5. The same both ways, on 1 rank, for linear and YaRN scaling and a MistralForCausalLM (model_type mistral;
-#     exported as the LlamaForCausalLM it is).
+#  5. The same both ways, on 1 rank, for linear and YaRN scaling, a MistralForCausalLM without a window
+#     (model_type mistral, v0.3's form; exported as the LlamaForCausalLM it is) and one with sliding_window 4
+#     (v0.1's form, shorter than the reference sequences; exported as MistralForCausalLM).
 #  6. Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms per head, head_dim 24 apart from hidden_size / heads = 16),
 #     their biases and norm weights drawn at random: kiln import prints model.qkv_bias, model.qk_norm and
 #     model.head_dim; started from on 2+1 pipelines of 2-wide stages, both ways, exported as Qwen2ForCausalLM
@@ -53,9 +54,9 @@ echo "PASS 2: a transformers GPT2LMHeadModel with a tied head started from in ki
 if "$kiln" import "$work/hf/llama-scaled" >"$work/scaled.txt" 2>&1; then fail "a config with dynamic rope scaling was accepted"; fi
 grep -q "llama-scaled/config.json: rope_scaling.rope_type = 'dynamic' .* kiln cannot start from this model" "$work/scaled.txt" ||
   { cat "$work/scaled.txt"; fail "rope_type dynamic not refused by name"; }
-if "$kiln" import "$work/hf/mistral-sliding" >"$work/sliding.txt" 2>&1; then fail "a Mistral with a sliding window was accepted"; fi
-grep -q "mistral-sliding/config.json: sliding_window = 4096 " "$work/sliding.txt" ||
-  { cat "$work/sliding.txt"; fail "sliding_window not refused by name"; }
+if "$kiln" import "$work/hf/qwen2-mixed" >"$work/sliding.txt" 2>&1; then fail "a Qwen sliding its window on some layers was accepted"; fi
+grep -q "qwen2-mixed/config.json: use_sliding_window = true on 2 of 4 layers" "$work/sliding.txt" ||
+  { cat "$work/sliding.txt"; fail "a window on some layers only is not refused by name"; }
 # shellcheck disable=SC2046
 if run "$work/mismatch" 1 $(model_settings "$work/hf/llama") --set model.kv_heads=4 --set model.init_from="$work/hf/llama" \
   "${frozen[@]}" --set plan.pipelines= --set fault.f=0 >"$work/mismatch.log" 2>&1; then
@@ -63,7 +64,7 @@ if run "$work/mismatch" 1 $(model_settings "$work/hf/llama") --set model.kv_head
 fi
 grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json" "$work/mismatch.log" ||
   { cat "$work/mismatch.log"; fail "the mismatch is not named"; }
-echo "PASS 3: rope_scaling of type dynamic, a sliding window and a deck of another model are refused by name"
+echo "PASS 3: rope_scaling of type dynamic, a window on some layers only and a deck of another model are refused by name"
 
 # Both ways: transformers on the original directory and on kiln's export give the logits kiln computed.
 both_ways() {  # name architecture-of-the-original [architecture-of-the-export]
@@ -88,7 +89,8 @@ sys.exit(0 if r.get('rope_type') == 'llama3' and r.get('factor') == 8 and r.get(
   fail "the export's config.json does not carry the llama3 scaling"
 echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(head -1 "$work/llama31.parity"); exported: $(head -1 "$work/llama31.export-parity")"
 
-for name in llama-linear llama-yarn mistral; do
+"$kiln" import "$work/hf/mistral-window" | grep -q "^sliding_window = 4" || fail "kiln import does not give the window"
+for name in llama-linear llama-yarn mistral mistral-window; do
   # shellcheck disable=SC2046
   must "$name" 1 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
     --set plan.pipelines= --set fault.f=0
@@ -96,7 +98,8 @@ done
 both_ways llama-linear LlamaForCausalLM
 both_ways llama-yarn LlamaForCausalLM
 both_ways mistral MistralForCausalLM
-echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM, both ways: $(head -1 "$work/llama-yarn.parity")"
+both_ways mistral-window MistralForCausalLM MistralForCausalLM
+echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(head -1 "$work/mistral-window.parity")"
 
 "$kiln" import "$work/hf/qwen2" | grep -q "^qkv_bias = true" || fail "kiln import does not give Qwen 2's biases"
 "$kiln" import "$work/hf/qwen3" >"$work/import-qwen3.txt"

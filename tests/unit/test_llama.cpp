@@ -106,6 +106,41 @@ TEST(Llama, QwenVariantsHoldWhatTheConfigSaysAndDifferentiate) {
     }
 }
 
+// Sliding-window attention (issue 53, Mistral v0.1): a window as long as the sequence changes nothing, a shorter
+// one changes the output from the first position past it on only; the block's gradients agree with finite
+// differences, and selective recomputation (attention's core run again in backward) gives the same gradients.
+TEST(Llama, SlidingWindowMasksOnlyWhatLiesBeyondIt) {
+    auto full = llamaConfig(2), windowed = llamaConfig(2);
+    windowed.slidingWindow = 3;
+    Layer a = buildLayer(full, 1), b = buildLayer(windowed, 1);
+    torch::manual_seed(6);
+    const auto x = torch::randn({2, 6, 16});
+    const auto ya = a->forward(x), yb = b->forward(x);
+    EXPECT_TRUE(torch::allclose(ya.narrow(1, 0, 3), yb.narrow(1, 0, 3)));  // positions 0-2 see all before them
+    EXPECT_FALSE(torch::allclose(ya.narrow(1, 3, 3), yb.narrow(1, 3, 3), 1e-4, 1e-5));
+    windowed.slidingWindow = 6;
+    EXPECT_TRUE(torch::allclose(ya, buildLayer(windowed, 1)->forward(x)));
+    windowed.slidingWindow = 2;
+    Layer plain = buildLayer(windowed, 1);
+    torch::manual_seed(7);
+    EXPECT_GT(checkLayerGradients(plain, 16), 60);
+    Layer stored = buildLayer(windowed, 1);  // fresh: no gradients accumulated yet
+    windowed.recompute = ModelConfig::Recompute::Selective;
+    Layer recomputed = buildLayer(windowed, 1);
+    stored->to(torch::kFloat64);
+    recomputed->to(torch::kFloat64);
+    const auto input = torch::randn({2, 5, 16}, torch::kFloat64);
+    std::vector<torch::Tensor> grads[2];
+    int which = 0;
+    for (Layer* layer : {&stored, &recomputed}) {
+        (*layer)->forward(input).pow(2).sum().backward();
+        for (const auto& p : (*layer)->parameters()) grads[which].push_back(p.grad().clone());
+        ++which;
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (std::size_t k = 0; k < grads[0].size(); ++k) EXPECT_TRUE(torch::allclose(grads[0][k], grads[1][k], 1e-9, 1e-12)) << k;
+}
+
 TEST(Llama, BlockGradientMatchesFiniteDifferences) {
     Layer block = buildLayer(llamaConfig(2), 1);
     torch::manual_seed(3);

@@ -55,6 +55,7 @@ struct ModelConfig {
     std::uint32_t headDimension = 0;  // llama: a head's width when not d_model / heads (model.head_dim; Qwen 3)
     bool qkvBias = false;         // llama: biases on q, k and v (model.qkv_bias; Qwen 2 and 2.5)
     bool qkNorm = false;          // llama: RMSNorm of each query and key head before rotation (model.qk_norm; Qwen 3)
+    std::uint32_t slidingWindow = 0;  // llama: positions a query sees, itself included (model.sliding_window; 0: all)
     // The head is the token embedding (model.tie_embeddings). The last stage
     // keeps its own copy of it (the output layer's head_weight), which the
     // gradient sums and AdamW keep equal to the first stage's: one parameter,

@@ -179,6 +179,7 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     m.seed = static_cast<std::uint64_t>(deck.integer("run.seed"));
     m.recompute = recomputeFromName(deck.text("train.recompute"));
     m.tieEmbeddings = deck.flag("model.tie_embeddings");
+    m.hfArchitecture = deck.text("model.hf_architecture");
     if (m.llama()) m.headDimension = static_cast<std::uint32_t>(deck.integer("model.head_dim"));
     if (m.dModel % m.heads != 0 && m.headDimension == 0)
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "

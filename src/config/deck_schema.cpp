@@ -285,6 +285,12 @@ const std::vector<KeySpec>& deckSchema() {
          "llama: RMSNorm (model.norm_eps) of each query and key head before the rotation, one weight of head_dim "
          "for all query heads and one for all key heads, as Qwen 3 has it.",
          {}},
+        {"model.hf_architecture", KeyType::Text, "",
+         "The transformers class kiln export writes: empty for the one the model implies (GPT2LMHeadModel; "
+         "Qwen2ForCausalLM with model.qkv_bias, Qwen3ForCausalLM with model.qk_norm, MistralForCausalLM with a "
+         "sliding window, else LlamaForCausalLM); kiln import sets it to the checkpoint's own (a Mistral v0.3 is "
+         "a Llama, and comes back as MistralForCausalLM by this key alone).",
+         oneOf({"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})},
         {"model.sliding_window", KeyType::Integer, "0",
          "llama: sliding-window attention, as Mistral v0.1 has it: each position sees itself and the window - 1 "
          "before it (transformers' sliding_window). 0 = every earlier position. Memory and time are those of full "

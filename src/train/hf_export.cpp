@@ -184,14 +184,21 @@ nlohmann::ordered_json ropeScalingJson(const arch::RopeScaling& r) {
 
 }  // namespace
 
-const char* huggingFaceArchitecture(const arch::ModelConfig& c) {
-    if (!c.llama()) return "GPT2LMHeadModel";
-    if (c.qkvBias && c.qkNorm)
-        throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
-                         "(Qwen 3's attention_bias adds o's bias as well)");
-    if (c.qkvBias) return "Qwen2ForCausalLM";
-    if (c.qkNorm) return "Qwen3ForCausalLM";
-    return c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
+std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
+    std::string implied = "GPT2LMHeadModel";
+    if (c.llama()) {
+        if (c.qkvBias && c.qkNorm)
+            throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
+                             "(Qwen 3's attention_bias adds o's bias as well)");
+        implied = c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM"
+                  : c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
+    }
+    if (c.hfArchitecture.empty() || c.hfArchitecture == implied) return implied;
+    // Another name for the same maths: a Llama without biases or norms is a Mistral too.
+    if (c.hfArchitecture == "MistralForCausalLM" && implied == "LlamaForCausalLM") return c.hfArchitecture;
+    throw InputError(fmt::format("model.hf_architecture = {}, but the model is a {} (its biases, norms and window "
+                                 "decide); leave the key empty",
+                                 c.hfArchitecture, implied));
 }
 
 namespace {
@@ -199,7 +206,10 @@ namespace {
 // Llama's config, or Qwen 2's or 3's (the same fields, their model_type, no sliding window).
 nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
     const std::string architecture = huggingFaceArchitecture(c);
-    const char* type = c.qkvBias ? "qwen2" : c.qkNorm ? "qwen3" : c.slidingWindow != 0 ? "mistral" : "llama";
+    const char* type = architecture == "Qwen2ForCausalLM"     ? "qwen2"
+                       : architecture == "Qwen3ForCausalLM"   ? "qwen3"
+                       : architecture == "MistralForCausalLM" ? "mistral"
+                                                              : "llama";
     const bool qwen = c.qkvBias || c.qkNorm;
     nlohmann::ordered_json sliding = nullptr;
     if (c.slidingWindow != 0) sliding = c.slidingWindow;

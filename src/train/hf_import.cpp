@@ -276,6 +276,11 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral', 'qwen2', 'qwen3' and 'gpt2')", type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
+    // The class it was saved as, for kiln export to write the same (the maths is the model_type's).
+    if (const auto classes = field<json>(config, "architectures", json()); classes.is_array() && classes.size() == 1)
+        for (const char* known : {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                  "Qwen3ForCausalLM"})
+            if (classes[0] == known) m.hfArchitecture = known;
     // transformers' defaults: GPT-2 ties its head, Llama does not.
     m.tieEmbeddings = field<bool>(config, "tie_word_embeddings", !m.llama());
     return m;
@@ -311,6 +316,7 @@ std::string deckLinesFor(const arch::ModelConfig& m) {
     else
         text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
     text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
+    if (!m.hfArchitecture.empty()) text += fmt::format("hf_architecture = {}\n", m.hfArchitecture);
     return text;
 }
 

@@ -17,8 +17,8 @@
 #     from on 2+1 pipelines of 2-wide stages it gives transformers' logits, and its export loads in
 #     transformers as LlamaForCausalLM with the same scaling and kiln's logits (both ways).
 #  5. The same both ways, on 1 rank, for linear and YaRN scaling, a MistralForCausalLM without a window
-#     (model_type mistral, v0.3's form; exported as the LlamaForCausalLM it is) and one with sliding_window 4
-#     (v0.1's form, shorter than the reference sequences; exported as MistralForCausalLM).
+#     (model_type mistral, v0.3's form: a Llama, exported as MistralForCausalLM by the model.hf_architecture
+#     kiln import sets) and one with sliding_window 4 (v0.1's form, shorter than the reference sequences).
 #  6. Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms per head, head_dim 24 apart from hidden_size / heads = 16),
 #     their biases and norm weights drawn at random: kiln import prints model.qkv_bias, model.qk_norm and
 #     model.head_dim; started from on 2+1 pipelines of 2-wide stages, both ways, exported as Qwen2ForCausalLM
@@ -97,7 +97,7 @@ for name in llama-linear llama-yarn mistral mistral-window; do
 done
 both_ways llama-linear LlamaForCausalLM
 both_ways llama-yarn LlamaForCausalLM
-both_ways mistral MistralForCausalLM
+both_ways mistral MistralForCausalLM MistralForCausalLM
 both_ways mistral-window MistralForCausalLM MistralForCausalLM
 echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(head -1 "$work/mistral-window.parity")"
 

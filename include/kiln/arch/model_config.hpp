@@ -56,6 +56,9 @@ struct ModelConfig {
     bool qkvBias = false;         // llama: biases on q, k and v (model.qkv_bias; Qwen 2 and 2.5)
     bool qkNorm = false;          // llama: RMSNorm of each query and key head before rotation (model.qk_norm; Qwen 3)
     std::uint32_t slidingWindow = 0;  // llama: positions a query sees, itself included (model.sliding_window; 0: all)
+    // The transformers class kiln export writes (model.hf_architecture; "": the one the shape implies). Not the
+    // maths: a Mistral v0.3 is a Llama, and comes back as MistralForCausalLM only by name.
+    std::string hfArchitecture;
     // The head is the token embedding (model.tie_embeddings). The last stage
     // keeps its own copy of it (the output layer's head_weight), which the
     // gradient sums and AdamW keep equal to the first stage's: one parameter,

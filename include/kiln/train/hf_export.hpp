@@ -45,10 +45,11 @@ struct ExportReport {
     std::vector<std::string> notes;   // what the export could not write, if anything
 };
 
-// The transformers class a model is exported as: GPT2LMHeadModel; Qwen2ForCausalLM with q/k/v biases,
-// Qwen3ForCausalLM with q/k norms, else LlamaForCausalLM (a Mistral too: the same architecture). InputError
-// for a model no class expresses (both biases and norms).
-const char* huggingFaceArchitecture(const arch::ModelConfig& model);
+// The transformers class a model is exported as: model.hf_architecture when set (kiln import sets it), else
+// GPT2LMHeadModel; Qwen2ForCausalLM with q/k/v biases, Qwen3ForCausalLM with q/k norms, MistralForCausalLM
+// with a sliding window, else LlamaForCausalLM. InputError for a model no class expresses (both biases and
+// norms), or a key that names another model.
+std::string huggingFaceArchitecture(const arch::ModelConfig& model);
 
 ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir,
                                  const ExportOptions& options = {});

@@ -16,7 +16,7 @@
 #     frequencies meet the kept, the blended and the divided regimes): kiln import prints the model.rope_* lines; started
 #     from on 2+1 pipelines of 2-wide stages it gives transformers' logits, and its export loads in
 #     transformers as LlamaForCausalLM with the same scaling and kiln's logits (both ways).
-#  5. The same both ways, on 1 rank, for linear and YaRN scaling, a MistralForCausalLM without a window
+#  5. The same both ways, on 2+1 pipelines of 2-wide stages, for linear and YaRN scaling, a MistralForCausalLM without a window
 #     (model_type mistral, v0.3's form: a Llama, exported as MistralForCausalLM by the model.hf_architecture
 #     kiln import sets) and one with sliding_window 4 (v0.1's form, shorter than the reference sequences).
 #  6. Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms per head, head_dim 24 apart from hidden_size / heads = 16),
@@ -92,8 +92,8 @@ echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both
 "$kiln" import "$work/hf/mistral-window" | grep -q "^sliding_window = 4" || fail "kiln import does not give the window"
 for name in llama-linear llama-yarn mistral mistral-window; do
   # shellcheck disable=SC2046
-  must "$name" 1 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
-    --set plan.pipelines= --set fault.f=0
+  must "$name" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
+    --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 done
 both_ways llama-linear LlamaForCausalLM
 both_ways llama-yarn LlamaForCausalLM

@@ -4,10 +4,12 @@ float32), checks the architecture it loads as, runs kiln_reference.json's token 
 compares the logits with kiln's own. Exit 0 when the largest difference is within TOLERANCE of the largest
 logit (relative).
 
-    python hf_logits.py MODEL_DIR ARCHITECTURE TOLERANCE [REFERENCE_JSON]
+    python hf_logits.py MODEL_DIR ARCHITECTURE TOLERANCE [REFERENCE_JSON] [-- MODEL_DIR ARCHITECTURE ...]
 
 REFERENCE_JSON (default MODEL_DIR/kiln_reference.json) may come from another directory: the export of a kiln
 run that started from MODEL_DIR, to check that kiln computes what transformers does with the same weights.
+Several checks separated by -- run in one process (importing torch and transformers takes 2 s a process), a
+JSON line and a PASS or FAIL line each, in order; the exit status is 1 if any fails.
 """
 import json
 import sys
@@ -17,8 +19,20 @@ from transformers import AutoModelForCausalLM
 
 
 def main():
-    directory, architecture, tolerance = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    reference_path = sys.argv[4] if len(sys.argv) > 4 else f"{directory}/kiln_reference.json"
+    groups, group = [], []
+    for arg in sys.argv[1:]:
+        if arg == "--":
+            groups.append(group)
+            group = []
+        else:
+            group.append(arg)
+    groups.append(group)
+    return max(check(*g) for g in groups)
+
+
+def check(directory, architecture, tolerance, reference_path=None):
+    tolerance = float(tolerance)
+    reference_path = reference_path or f"{directory}/kiln_reference.json"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
     model.eval()

@@ -66,28 +66,36 @@ grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json"
   { cat "$work/mismatch.log"; fail "the mismatch is not named"; }
 echo "PASS 3: rope_scaling of type dynamic, a window on some layers only and a deck of another model are refused by name"
 
-# Both ways: transformers on the original directory and on kiln's export give the logits kiln computed.
-both_ways() {  # name architecture-of-the-original [architecture-of-the-export]
-  "$kiln" export "$work/$1/tiny/ckpt/step-00000001.h5" "$work/kiln-$1" >/dev/null
-  "$python" "$here/hf_logits.py" "$work/hf/$1" "$2" 1e-4 "$work/kiln-$1/kiln_reference.json" \
-    >"$work/$1.parity" 2>"$work/$1.stderr" || { cat "$work/$1.parity" "$work/$1.stderr"; fail "$1: imported"; }
-  "$python" "$here/hf_logits.py" "$work/kiln-$1" "${3:-LlamaForCausalLM}" 1e-4 \
-    >"$work/$1.export-parity" 2>"$work/$1.export-stderr" || { cat "$work/$1.export-parity" "$work/$1.export-stderr"; fail "$1: exported"; }
+# Both ways: transformers on the original directory and on kiln's export give the logits kiln computed. Each
+# NAME:ARCHITECTURE[:EXPORT_ARCHITECTURE] (the export's default LlamaForCausalLM), all in one transformers process
+# (its start takes 2 s); $work/both.parity holds a JSON line and a PASS line per check, in order.
+both_ways() {
+  local spec name architecture exported args=()
+  for spec in "$@"; do
+    IFS=: read -r name architecture exported <<<"$spec"
+    "$kiln" export "$work/$name/tiny/ckpt/step-00000001.h5" "$work/kiln-$name" >/dev/null
+    [ ${#args[@]} -eq 0 ] || args+=(--)
+    args+=("$work/hf/$name" "$architecture" 1e-4 "$work/kiln-$name/kiln_reference.json" --
+           "$work/kiln-$name" "${exported:-LlamaForCausalLM}" 1e-4)
+  done
+  "$python" "$here/hf_logits.py" "${args[@]}" >"$work/both.parity" 2>"$work/both.stderr" ||
+    { cat "$work/both.parity" "$work/both.stderr"; fail "both ways: $*"; }
 }
+check_line() { grep '^{' "$work/both.parity" | sed -n "${1}p"; }  # the Nth check's JSON line
 "$kiln" import "$work/hf/llama31" >"$work/import-llama31.txt"
 grep -q "rope_scaling = llama3" "$work/import-llama31.txt" && grep -q "rope_original_context = 64" "$work/import-llama31.txt" ||
   { cat "$work/import-llama31.txt"; fail "kiln import does not give Llama 3.1's rotary scaling"; }
 # shellcheck disable=SC2046
 must llama31 6 $(model_settings "$work/hf/llama31") --set model.init_from="$work/hf/llama31" "${frozen[@]}" \
   --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
-both_ways llama31 LlamaForCausalLM
+both_ways llama31:LlamaForCausalLM
 python3 -c "
 import json, sys
 c = json.load(open('$work/kiln-llama31/config.json'))
 r = c.get('rope_scaling') or {}
 sys.exit(0 if r.get('rope_type') == 'llama3' and r.get('factor') == 8 and r.get('original_max_position_embeddings') == 64 else 1)" ||
   fail "the export's config.json does not carry the llama3 scaling"
-echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(head -1 "$work/llama31.parity"); exported: $(head -1 "$work/llama31.export-parity")"
+echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(check_line 1); exported: $(check_line 2)"
 
 "$kiln" import "$work/hf/mistral-window" | grep -q "^sliding_window = 4" || fail "kiln import does not give the window"
 for name in llama-linear llama-yarn mistral mistral-window; do
@@ -95,11 +103,9 @@ for name in llama-linear llama-yarn mistral mistral-window; do
   must "$name" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
     --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 done
-both_ways llama-linear LlamaForCausalLM
-both_ways llama-yarn LlamaForCausalLM
-both_ways mistral MistralForCausalLM MistralForCausalLM
-both_ways mistral-window MistralForCausalLM MistralForCausalLM
-echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(head -1 "$work/mistral-window.parity")"
+both_ways llama-linear:LlamaForCausalLM llama-yarn:LlamaForCausalLM mistral:MistralForCausalLM:MistralForCausalLM \
+  mistral-window:MistralForCausalLM:MistralForCausalLM
+echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(check_line 7)"
 
 "$kiln" import "$work/hf/qwen2" | grep -q "^qkv_bias = true" || fail "kiln import does not give Qwen 2's biases"
 "$kiln" import "$work/hf/qwen3" >"$work/import-qwen3.txt"
@@ -110,6 +116,5 @@ for name in qwen2 qwen3; do
   must "$name" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
     --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 done
-both_ways qwen2 Qwen2ForCausalLM Qwen2ForCausalLM
-both_ways qwen3 Qwen3ForCausalLM Qwen3ForCausalLM
-echo "PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(head -1 "$work/qwen3.parity"); exported: $(head -1 "$work/qwen3.export-parity")"
+both_ways qwen2:Qwen2ForCausalLM:Qwen2ForCausalLM qwen3:Qwen3ForCausalLM:Qwen3ForCausalLM
+echo "PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(check_line 3); exported: $(check_line 4)"

@@ -79,11 +79,14 @@ std::vector<std::string> byteAlphabet() {
 }
 
 // The UTF-8 characters of `s`, each as its bytes.
+// Bytes of the UTF-8 character that `lead` begins.
+std::size_t utf8Length(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
+
 std::vector<std::string> characters(const std::string& s) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < s.size();) {
         const auto c = static_cast<unsigned char>(s[i]);
-        const std::size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        const std::size_t n = utf8Length(c);
         out.push_back(s.substr(i, n));
         i += n;
     }
@@ -210,9 +213,11 @@ public:
             byteIds_[b] = id == vocab_.end() ? kNone : id->second;
         }
         // Characters up to U+07FF (one or two UTF-8 bytes) by code point.
-        shortIds_.assign(0x800, kNone);
-        for (std::uint32_t cp = 0; cp < 0x800 && !byteLevel_; ++cp)
-            if (const auto id = vocab_.find(utf8(cp)); id != vocab_.end()) shortIds_[cp] = id->second;
+        if (!byteLevel_) {
+            shortIds_.assign(0x800, kNone);
+            for (std::uint32_t cp = 0; cp < 0x800; ++cp)
+                if (const auto id = vocab_.find(utf8(cp)); id != vocab_.end()) shortIds_[cp] = id->second;
+        }
         if (const auto unk = model.value("unk_token", json()); unk.is_string()) {
             const auto id = vocab_.find(unk.get<std::string>());
             if (id == vocab_.end()) throw refuse(fmt::format("model.unk_token = {} is not in model.vocab", unk.dump()));
@@ -423,8 +428,7 @@ private:
         }
         bool lastUnknown = false;
         for (std::size_t i = 0; i < piece.size();) {
-            const auto lead = static_cast<unsigned char>(piece[i]);
-            const std::size_t n = std::min(piece.size() - i, std::size_t(lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4));
+            const std::size_t n = std::min(piece.size() - i, utf8Length(static_cast<unsigned char>(piece[i])));
             const std::string_view character = piece.substr(i, n);
             if (const auto id = characterId(character); id != kNone) {
                 ids.push_back(id);

@@ -41,6 +41,10 @@ std::string ropeScalingText(const RopeScaling& rope) {
     return "none";
 }
 
+const char* routerSoftmaxName(Experts::Softmax softmax) {
+    return softmax == Experts::Softmax::BeforeTopK ? "before_topk" : "after_topk";
+}
+
 const char* recomputeName(ModelConfig::Recompute recompute) {
     switch (recompute) {
         case ModelConfig::Recompute::None: return "none";
@@ -83,8 +87,17 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::para
             {"attn_norm_weight", {C}}, {"q_weight", {q, C}}, {"k_weight", {kv, C}}, {"v_weight", {kv, C}}};
         if (qkvBias) shapes.insert(shapes.end(), {{"q_bias", {q}}, {"k_bias", {kv}}, {"v_bias", {kv}}});
         if (qkNorm) shapes.insert(shapes.end(), {{"q_norm_weight", {headDim()}}, {"k_norm_weight", {headDim()}}});
-        shapes.insert(shapes.end(), {{"o_weight", {C, q}}, {"mlp_norm_weight", {C}}, {"gate_weight", {H, C}},
-                                     {"up_weight", {H, C}}, {"down_weight", {C, H}}});
+        shapes.insert(shapes.end(), {{"o_weight", {C, q}}, {"mlp_norm_weight", {C}}});
+        if (!experts.any()) {
+            shapes.insert(shapes.end(), {{"gate_weight", {H, C}}, {"up_weight", {H, C}}, {"down_weight", {C, H}}});
+            return shapes;
+        }
+        const std::int64_t E = experts.count, He = experts.width, S = experts.sharedWidth;
+        shapes.insert(shapes.end(), {{"router_weight", {E, C}}, {"expert_gate_weight", {E, He, C}},
+                                     {"expert_up_weight", {E, He, C}}, {"expert_down_weight", {E, C, He}}});
+        if (S > 0)
+            shapes.insert(shapes.end(), {{"shared_gate_weight", {S, C}}, {"shared_up_weight", {S, C}},
+                                         {"shared_down_weight", {C, S}}});
         return shapes;
     }
     if (layer == 0) return {{"token_embedding", {V, C}}, {"position_embedding", {T, C}}};
@@ -100,6 +113,13 @@ std::uint64_t ModelConfig::parameters() const {
     return tieEmbeddings ? n - std::uint64_t{vocabSize} * dModel : n;
 }
 
+std::uint64_t ModelConfig::activeParameters() const {
+    if (!experts.any()) return parameters();
+    // Each block's experts, of which a token passes through perToken.
+    const std::uint64_t perExpert = 3ull * experts.width * dModel;
+    return parameters() - std::uint64_t{blocks} * (experts.count - experts.perToken) * perExpert;
+}
+
 std::string ModelConfig::shapeText() const {
     const std::string common = fmt::format("{}, {} blocks, d_model {}, {} heads", familyName(family), blocks, dModel, heads);
     const char* tied = tieEmbeddings ? ", tied embeddings" : "";
@@ -108,10 +128,15 @@ std::string ModelConfig::shapeText() const {
     std::string attention;
     if (headDimension != 0 && headDimension != dModel / heads) attention += fmt::format(", head_dim {}", headDimension);
     if (qkvBias) attention += ", q/k/v biases";
-    if (qkNorm) attention += ", q/k norms";
+    if (qkNorm) attention += qkNormProjection ? ", q/k norms over the projection" : ", q/k norms";
     if (slidingWindow != 0) attention += fmt::format(", sliding window {}", slidingWindow);
-    return fmt::format("{} ({} key/value{}), SwiGLU {}, rope_theta {:g}{}{}", common, keyValueHeads(), attention,
-                       mlpWidth(), ropeTheta, scaled, tied);
+    const std::string mlp =
+        !experts.any() ? fmt::format("SwiGLU {}", mlpWidth())
+                       : fmt::format("{} experts of SwiGLU {}, top {} (softmax {}){}", experts.count, experts.width,
+                                     experts.perToken, experts.softmax == Experts::Softmax::BeforeTopK ? "before" : "after",
+                                     experts.sharedWidth > 0 ? fmt::format(" + shared SwiGLU {}", experts.sharedWidth) : "");
+    return fmt::format("{} ({} key/value{}), {}, rope_theta {:g}{}{}", common, keyValueHeads(), attention, mlp,
+                       ropeTheta, scaled, tied);
 }
 
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
@@ -122,7 +147,11 @@ double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
     const double attention = 2.0 * 2.0 * T * (llama() ? double(queryWidth()) : C);
     if (llama()) {
         const double kv = double(keyValueHeads()) * headDim(), Q = queryWidth();
-        return 2.0 * (C * Q + 2 * C * kv + Q * C + 3 * C * H) + attention;  // q, k and v, o, gate, up and down
+        // gate, up and down: of the dense MLP, or of the router, the experts a token is routed to and the shared one.
+        const double mlp = !experts.any() ? 3 * C * H
+                                          : C * experts.count + 3 * C * (double(experts.perToken) * experts.width +
+                                                                         experts.sharedWidth);
+        return 2.0 * (C * Q + 2 * C * kv + Q * C + mlp) + attention;  // q, k and v, o, the MLP
     }
     return 2.0 * (3 * C * C + C * C + 2 * C * H) + attention;  // QKV, proj, MLP
 }
@@ -153,6 +182,36 @@ RopeScaling ropeScalingFromDeck(const config::Deck& deck) {
         throw InputError(fmt::format("{}: model.rope_high_freq_factor = {:g} must exceed model.rope_low_freq_factor = {:g}",
                                      deck.setting("model.rope_high_freq_factor").origin, r.highFreqFactor, r.lowFreqFactor));
     return r;
+}
+
+Experts expertsFromDeck(const config::Deck& deck) {
+    Experts e;
+    e.count = static_cast<std::uint32_t>(deck.integer("model.experts"));
+    e.perToken = static_cast<std::uint32_t>(deck.integer("model.experts_per_token"));
+    e.width = static_cast<std::uint32_t>(deck.integer("model.expert_hidden"));
+    e.sharedWidth = static_cast<std::uint32_t>(deck.integer("model.shared_expert_hidden"));
+    e.softmax = deck.text("model.router_softmax") == "before_topk" ? Experts::Softmax::BeforeTopK : Experts::Softmax::AfterTopK;
+    e.auxLossCoef = deck.real("model.router_aux_loss");
+    e.zLossCoef = deck.real("model.router_z_loss");
+    const auto origin = [&](const char* key) { return deck.setting(key).origin; };
+    if (e.count == 0) {
+        // The keys of a mixture set without one: a deck that meant experts and forgot how many.
+        for (const char* key : {"model.experts_per_token", "model.expert_hidden", "model.shared_expert_hidden"})
+            if (deck.integer(key) != 0)
+                throw InputError(fmt::format("{}: {} is set, but model.experts = 0 (a dense MLP); set model.experts to "
+                                             "train a mixture of experts",
+                                             origin(key), key));
+        return e;
+    }
+    if (e.perToken == 0 || e.perToken > e.count)
+        throw InputError(fmt::format("{}: model.experts_per_token = {}: each token goes to between 1 and model.experts = "
+                                     "{} experts",
+                                     origin("model.experts_per_token"), e.perToken, e.count));
+    if (e.width == 0)
+        throw InputError(fmt::format("{}: model.experts = {} needs model.expert_hidden, each expert's SwiGLU width "
+                                     "(moe_intermediate_size; Mixtral 8x7B: 14336)",
+                                     origin("model.experts"), e.count));
+    return e;
 }
 
 }  // namespace
@@ -195,10 +254,17 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
         if (deck.flag("model.qkv_bias")) throw refuse("model.qkv_bias");
         if (deck.flag("model.qk_norm")) throw refuse("model.qk_norm");
         if (deck.integer("model.sliding_window") != 0) throw refuse("model.sliding_window");
+        if (deck.integer("model.experts") != 0) throw refuse("model.experts");
         return m;
     }
+    m.experts = expertsFromDeck(deck);
     m.qkvBias = deck.flag("model.qkv_bias");
     m.qkNorm = deck.flag("model.qk_norm");
+    m.qkNormProjection = deck.text("model.qk_norm_over") == "projection";
+    if (m.qkNormProjection && !m.qkNorm)
+        throw InputError(fmt::format("{}: model.qk_norm_over = projection, but model.qk_norm = false: there are no q/k "
+                                     "norms to span the projection",
+                                     deck.setting("model.qk_norm_over").origin));
     m.slidingWindow = static_cast<std::uint32_t>(deck.integer("model.sliding_window"));
     m.kvHeads = static_cast<std::uint32_t>(deck.integer("model.kv_heads"));
     if (m.kvHeads == 0) m.kvHeads = m.heads;

@@ -21,10 +21,22 @@ std::vector<ShardSpec> shardSpecs(const ModelConfig& c, std::uint32_t layer) {
         // attention norm, q, k, v, their biases (split with their heads), the q and k norms (whole: one weight
         // for every head, its gradient summed over the stage in the layer), o (rows of the sum), MLP norm, gate,
         // up, down (rows of the sum).
+        // A norm over the whole projection (OLMoE's) has a weight per query or key dimension: split with its heads.
         std::vector<ShardSpec> specs = {whole, queries, keyValues, keyValues};
         if (c.qkvBias) specs.insert(specs.end(), {queries, keyValues, keyValues});
-        if (c.qkNorm) specs.insert(specs.end(), {whole, whole});
-        specs.insert(specs.end(), {byHeadColumns, whole, neurons, neurons, neuronColumns});
+        if (c.qkNorm && c.qkNormProjection) specs.insert(specs.end(), {queries, keyValues});
+        if (c.qkNorm && !c.qkNormProjection) specs.insert(specs.end(), {whole, whole});
+        specs.insert(specs.end(), {byHeadColumns, whole});
+        if (!c.experts.any()) {
+            specs.insert(specs.end(), {neurons, neurons, neuronColumns});
+            return specs;
+        }
+        // The router whole on every rank (each routes every token alike); the experts split among the ranks, whole
+        // experts each (expert parallelism); a shared expert split by neurons as the dense MLP is.
+        const ShardSpec experts{0, 1, c.experts.count, 1};
+        specs.insert(specs.end(), {whole, experts, experts, experts});
+        const std::int64_t S = c.experts.sharedWidth;
+        if (S > 0) specs.insert(specs.end(), {{0, 1, S, 1}, {0, 1, S, 1}, {1, 1, S, 1}});
         return specs;
     }
     if (layer == 0) return {{0, 1, V, 1}, whole};  // token rows by vocabulary; positions whole
@@ -62,6 +74,14 @@ std::string widthProblem(const ModelConfig& config, std::uint32_t width) {
         return fmt::format("a stage {} ranks wide splits the key/value heads among its ranks, but model.kv_heads = {} "
                            "is not a multiple of {}",
                            width, config.keyValueHeads(), width);
+    if (config.experts.any() && config.experts.count % width != 0)
+        return fmt::format("a stage {} ranks wide spreads the experts over its ranks, whole experts each, but "
+                           "model.experts = {} is not a multiple of {}",
+                           width, config.experts.count, width);
+    if (config.experts.sharedWidth != 0 && config.experts.sharedWidth < width)
+        return fmt::format("a stage {} ranks wide splits the shared expert's neurons among its ranks, but "
+                           "model.shared_expert_hidden = {}",
+                           width, config.experts.sharedWidth);
     if (config.heads >= width) return "";
     return fmt::format("a stage {} ranks wide splits the attention heads among its ranks, but the model has only {} "
                        "(model.heads)",

@@ -285,12 +285,49 @@ const std::vector<KeySpec>& deckSchema() {
          "llama: RMSNorm (model.norm_eps) of each query and key head before the rotation, one weight of head_dim "
          "for all query heads and one for all key heads, as Qwen 3 has it.",
          {}},
+        {"model.qk_norm_over", KeyType::Text, "head",
+         "llama with model.qk_norm: what one norm spans. head: each head, one weight of head_dim for every head "
+         "(Qwen 3); projection: the whole q and k projections, weights of heads x head_dim and kv_heads x head_dim "
+         "(OLMoE).",
+         oneOf({"head", "projection"})},
+        {"model.experts", KeyType::Integer, "0",
+         "llama: a mixture of experts in place of each block's dense MLP: this many SwiGLU experts, of which each "
+         "token goes to model.experts_per_token chosen by a router (dropless: no capacity limit). 0 = the dense MLP "
+         "of model.ffn_hidden. A stage's experts are spread over its ranks: its width must divide this.",
+         atLeast(0)},
+        {"model.experts_per_token", KeyType::Integer, "0",
+         "llama with model.experts: the experts each token is routed to (top-k; Mixtral: 2, Qwen3-30B-A3B and "
+         "OLMoE: 8). Between 1 and model.experts.",
+         atLeast(0)},
+        {"model.expert_hidden", KeyType::Integer, "0",
+         "llama with model.experts: each expert's SwiGLU width (moe_intermediate_size; Mixtral's intermediate_size).",
+         atLeast(0)},
+        {"model.shared_expert_hidden", KeyType::Integer, "0",
+         "llama with model.experts: the width of a shared SwiGLU expert every token passes through beside its "
+         "routed ones (DeepSeek's shared experts, unweighted). 0 = none.",
+         atLeast(0)},
+        {"model.router_softmax", KeyType::Text, "after_topk",
+         "llama with model.experts: how a token's weights for its experts are taken from the router's scores. "
+         "after_topk: a softmax over the chosen experts' scores, so they sum to 1 (Mixtral; Qwen 3 MoE with "
+         "norm_topk_prob); before_topk: the softmax over all experts, kept for the chosen ones (OLMoE).",
+         oneOf({"after_topk", "before_topk"})},
+        {"model.router_aux_loss", KeyType::Real, "0.01",
+         "llama with model.experts: the weight of the load-balancing loss added to the training loss, "
+         "E * sum_e f_e P_e per sequence and block (f_e: the share of the sequence's k x T choices that went to "
+         "expert e; P_e: its mean router probability; 1 when balanced), averaged over the sequences and summed "
+         "over the blocks. 0 = none.",
+         realInRange(0.0, 1e3)},
+        {"model.router_z_loss", KeyType::Real, "0",
+         "llama with model.experts: the weight of the router z-loss (the squared log-sum-exp of a token's router "
+         "scores, averaged over the tokens and summed over the blocks), which keeps the scores small. 0 = none.",
+         realInRange(0.0, 1e3)},
         {"model.hf_architecture", KeyType::Text, "",
          "The transformers class kiln export writes: empty for the one the model implies (GPT2LMHeadModel; "
          "Qwen2ForCausalLM with model.qkv_bias, Qwen3ForCausalLM with model.qk_norm, MistralForCausalLM with a "
          "sliding window, else LlamaForCausalLM); kiln import sets it to the checkpoint's own (a Mistral v0.3 is "
          "a Llama, and comes back as MistralForCausalLM by this key alone).",
-         oneOf({"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})},
+         oneOf({"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                "MixtralForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"})},
         {"model.sliding_window", KeyType::Integer, "0",
          "llama: sliding-window attention, as Mistral v0.1 has it: each position sees itself and the window - 1 "
          "before it (transformers' sliding_window). 0 = every earlier position. Memory and time are those of full "

@@ -54,6 +54,25 @@ torch::Tensor embedTokens(const torch::Tensor& table, const torch::Tensor& ids, 
 torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               bool recompute = false, std::int64_t window = 0);
 
+// A block's mixture of experts in place of its dense MLP (expert_mlp.cpp): the router, the experts (this
+// rank's, whole experts, in a split stage) and the shared expert (its neurons), registered by `param` in
+// parameterShapes() order.
+class ExpertMlp {
+public:
+    ExpertMlp(const arch::ModelConfig& config, std::uint32_t layer, ShardedParameters& param, SliceHandle slice);
+    // m (B, T, C), whole on every rank of the stage, -> this rank's part of the MLP's output (B, T, C): its
+    // experts' contributions to the tokens routed to them (and its shared neurons'), completed by the stage's sum.
+    torch::Tensor forward(const torch::Tensor& m);
+
+private:
+    arch::Experts experts_;
+    std::uint32_t block_;
+    SliceHandle slice_;
+    arch::UnitRange mine_;  // this rank's experts
+    torch::Tensor router_, gate_, up_, down_;  // (E, C); (E_mine, He, C), (E_mine, He, C), (E_mine, C, He)
+    torch::Tensor sharedGate_, sharedUp_, sharedDown_;  // undefined without a shared expert
+};
+
 // The llama family's layers (llama_layers.cpp).
 Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice);
 

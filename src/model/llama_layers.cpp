@@ -1,9 +1,11 @@
 // The llama family's layers, numerically Hugging Face's LlamaForCausalLM:
 //   embedding   token rows only (positions are rotary, inside attention)
 //   block       x + o(attention(rope(q), rope(k), v) of RMSNorm(x)), then
-//               y + down(silu(gate(m)) * up(m)) of m = RMSNorm(y); no biases
+//               y + down(silu(gate(m)) * up(m)) of m = RMSNorm(y), or of a mixture
+//               of experts (expert_mlp.cpp: Mixtral, Qwen 3 MoE, OLMoE); no biases
 //               but q, k and v's (Qwen 2), q and k RMSNormed per head before
-//               the rotation (Qwen 3), heads of head_dim apart from C / heads
+//               the rotation (Qwen 3) or over the whole projection (OLMoE), heads
+//               of head_dim apart from C / heads
 //   output      RMSNorm, head to the vocabulary
 // Rotary embeddings use the "rotate half" convention of Hugging Face's
 // checkpoints (the two halves of a head's dimensions are the pairs), so that
@@ -83,6 +85,17 @@ torch::Tensor applyRotary(const torch::Tensor& x, double theta) {
 namespace kiln::model::detail {
 namespace {
 
+// RMSNorm over a projection of `width` features of which x (..., part) holds this rank's part: the squares are
+// summed over the stage forward, and so are their gradients backward (every rank's part depends on the sum).
+torch::Tensor splitRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, std::int64_t width,
+                           TensorSlice& slice) {
+    const auto x32 = x.to(c10::promoteTypes(x.scalar_type(), torch::kFloat32));
+    auto squares = x32.pow(2).sum(-1, /*keepdim=*/true);
+    if (slice.split()) squares = sumOverSlices(copyToSlices(squares, slice), slice);
+    const auto normed = x32 * torch::rsqrt(squares / static_cast<double>(width) + eps);
+    return weight * normed.to(x.scalar_type());
+}
+
 class LlamaEmbedding final : public LayerImpl {
 public:
     LlamaEmbedding(const arch::ModelConfig& c, SliceHandle slice)
@@ -105,7 +118,9 @@ public:
         : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
           kvHeads_(arch::unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
           recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective),
-          eps_(c.normEps), theta_(c.ropeTheta), rope_(c.rope), window_(c.slidingWindow) {
+          qkNormProjection_(c.qkNorm && c.qkNormProjection), queryWidth_(c.queryWidth()),
+          keyValueWidth_(std::int64_t{c.keyValueHeads()} * c.headDim()), eps_(c.normEps), theta_(c.ropeTheta),
+          rope_(c.rope), window_(c.slidingWindow) {
         const std::int64_t C = c.dModel, H = c.mlpWidth(), q = std::int64_t{c.heads} * headDim_,
                            kv = std::int64_t{c.keyValueHeads()} * headDim_;
         const double residualStd = residualInitStd(c);
@@ -119,12 +134,16 @@ public:
             kBias_ = param("k_bias", torch::zeros({kv}));
             vBias_ = param("v_bias", torch::zeros({kv}));
         }
-        if (c.qkNorm) {  // Qwen 3
-            qNorm_ = param("q_norm_weight", torch::ones({headDim_}));
-            kNorm_ = param("k_norm_weight", torch::ones({headDim_}));
+        if (c.qkNorm) {  // Qwen 3's per head; OLMoE's over the whole projection (this rank's heads' part of it)
+            qNorm_ = param("q_norm_weight", torch::ones({qkNormProjection_ ? q : headDim_}));
+            kNorm_ = param("k_norm_weight", torch::ones({qkNormProjection_ ? kv : headDim_}));
         }
         oWeight_ = param("o_weight", torch::randn({C, q}) * residualStd);
         mlpNorm_ = param("mlp_norm_weight", torch::ones({C}));
+        if (c.experts.any()) {
+            experts_ = std::make_unique<ExpertMlp>(c, index, param, slice_);
+            return;
+        }
         gateWeight_ = param("gate_weight", torch::randn({H, C}) * kInitStd);
         upWeight_ = param("up_weight", torch::randn({H, C}) * kInitStd);
         downWeight_ = param("down_weight", torch::randn({C, H}) * residualStd);
@@ -135,18 +154,25 @@ public:
         // Split over the stage: this rank's query heads with their key/value heads (the width divides the
         // key/value heads), and its MLP neurons; o and down leave partial sums, completed by one sum each.
         const auto h = copyToSlices(rmsNorm(x, attnNorm_, eps_), *slice_);
-        const auto heads = [&](const torch::Tensor& weight, const torch::Tensor& bias, std::int64_t n) {
-            return torch::linear(h, weight, bias).view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
+        // OLMoE's q/k norms span the projection, of which this rank holds its heads' part: normed before the
+        // split into heads.
+        const auto projected = [&](const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& norm,
+                                   std::int64_t width) {
+            const auto p = torch::linear(h, weight, bias);
+            return qkNormProjection_ ? splitRmsNorm(p, norm, eps_, width, *slice_) : p;
+        };
+        const auto heads = [&](const torch::Tensor& projection, std::int64_t n) {
+            return projection.view({B, T, n, headDim_}).transpose(1, 2);  // (B, n, T, hd)
         };
         // Qwen 3's q/k norms: one weight for every head, so each rank of a split stage holds it whole and its
         // heads give part of the gradient; copyToSlices sums those parts over the stage in backward.
         const auto normed = [&](torch::Tensor x, const torch::Tensor& weight) {
-            return weight.defined() ? rmsNorm(x, copyToSlices(weight, *slice_), eps_) : x;
+            return weight.defined() && !qkNormProjection_ ? rmsNorm(x, copyToSlices(weight, *slice_), eps_) : x;
         };
         const auto angles = rotaryAngles(T, headDim_, theta_, h, rope_);
-        auto q = applyRotary(normed(heads(qWeight_, qBias_, heads_), qNorm_), angles);
-        auto k = applyRotary(normed(heads(kWeight_, kBias_, kvHeads_), kNorm_), angles);
-        auto v = heads(vWeight_, vBias_, kvHeads_);
+        auto q = applyRotary(normed(heads(projected(qWeight_, qBias_, qNorm_, queryWidth_), heads_), qNorm_), angles);
+        auto k = applyRotary(normed(heads(projected(kWeight_, kBias_, kNorm_, keyValueWidth_), kvHeads_), kNorm_), angles);
+        auto v = heads(torch::linear(h, vWeight_, vBias_), kvHeads_);
         if (kvHeads_ < heads_) {  // each key/value head serves a group of consecutive query heads
             k = k.repeat_interleave(heads_ / kvHeads_, 1);
             v = v.repeat_interleave(heads_ / kvHeads_, 1);
@@ -154,6 +180,7 @@ public:
         const auto attended = causalAttention(q, k, v, recomputeAttention_, window_).transpose(1, 2).reshape({B, T, heads_ * headDim_});
         const auto y = x + sumOverSlices(torch::linear(attended, oWeight_), *slice_);
         const auto m = copyToSlices(rmsNorm(y, mlpNorm_, eps_), *slice_);
+        if (experts_) return y + sumOverSlices(experts_->forward(m), *slice_);
         const auto neurons = torch::silu(torch::linear(m, gateWeight_)) * torch::linear(m, upWeight_);
         return y + sumOverSlices(torch::linear(neurons, downWeight_), *slice_);
     }
@@ -162,12 +189,14 @@ public:
 private:
     SliceHandle slice_;
     std::int64_t heads_, kvHeads_, headDim_;
-    bool recomputeAttention_;
+    bool recomputeAttention_, qkNormProjection_;
+    std::int64_t queryWidth_, keyValueWidth_;  // the whole projections' widths (a split stage holds part of them)
     double eps_, theta_;
     arch::RopeScaling rope_;
     std::int64_t window_;  // sliding-window attention's span; 0: none
     torch::Tensor attnNorm_, qWeight_, kWeight_, vWeight_, oWeight_, mlpNorm_, gateWeight_, upWeight_, downWeight_;
     torch::Tensor qBias_, kBias_, vBias_, qNorm_, kNorm_;  // undefined unless the model has them
+    std::unique_ptr<ExpertMlp> experts_;  // in place of gate, up and down in a mixture of experts
 };
 
 class LlamaOutput final : public LayerImpl {

@@ -49,6 +49,14 @@ const std::vector<std::pair<const char*, std::uint32_t arch::ModelConfig::*>> kL
 const std::vector<std::pair<const char*, bool arch::ModelConfig::*>> kLlamaFeatures = {
     {"model_qkv_bias", &arch::ModelConfig::qkvBias}, {"model_qk_norm", &arch::ModelConfig::qkNorm}};
 
+// A mixture of experts' shape (and OLMoE's norms): absent from profiles written before them, which had none.
+using Field = std::uint32_t& (*)(arch::ModelConfig&);
+const std::vector<std::pair<const char*, Field>> kExpertShape = {
+    {"model_experts", [](arch::ModelConfig& c) -> std::uint32_t& { return c.experts.count; }},
+    {"model_experts_per_token", [](arch::ModelConfig& c) -> std::uint32_t& { return c.experts.perToken; }},
+    {"model_expert_hidden", [](arch::ModelConfig& c) -> std::uint32_t& { return c.experts.width; }},
+    {"model_shared_expert_hidden", [](arch::ModelConfig& c) -> std::uint32_t& { return c.experts.sharedWidth; }}};
+
 }  // namespace
 
 namespace {
@@ -62,7 +70,13 @@ double blockValuesPerToken(const arch::ModelConfig& c) {
     // llama: norm in and out, q k v, q and k normed (qk_norm), q and k rotated, k and v repeated to every query
     // head (when grouped), attended, residual, MLP norm in and out, gate, up, silu(gate) and the product.
     const double repeated = c.keyValueHeads() < c.heads ? 2 * Q : 0.0, normed = c.qkNorm ? Q + kv : 0.0;
-    return 2 * C + (Q + 2 * kv) + normed + (Q + kv) + repeated + Q + C + 2 * C + 4 * H;
+    const double attention = 2 * C + (Q + 2 * kv) + normed + (Q + kv) + repeated + Q + C;
+    if (!c.experts.any()) return attention + 2 * C + 4 * H;
+    // A mixture: the MLP norm in and out, the router's scores and probabilities (E each), and per choice the
+    // token gathered (C), gate, up, silu(gate), their product (4 He each) and the weighted output (C) kept for
+    // backward; the shared expert as a dense MLP.
+    const auto& e = c.experts;
+    return attention + 2 * C + 2.0 * e.count + double(e.perToken) * (2 * C + 4.0 * e.width) + 4.0 * e.sharedWidth;
 }
 
 // Attention's values kept per sample: written out (libtorch 1.13), the scores and probabilities, 2 x heads x T x T;
@@ -127,6 +141,13 @@ void requireSameModel(const ModelProfile& p, const arch::ModelConfig& c, const s
         if (c.llama() && p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
                                               std::string(name).replace(5, 1, "."), p.model.*member, c.*member));
+    arch::ModelConfig profiledModel = p.model, deckModel = c;
+    for (const auto& [name, field] : kExpertShape) {
+        const auto profiled = field(profiledModel), deck = field(deckModel);
+        if (profiled != deck)
+            differences.push_back(fmt::format("{} is {} in the profile but {} in the deck",
+                                              std::string(name).replace(5, 1, "."), profiled, deck));
+    }
     for (const auto& [name, member] : kLlamaFeatures)
         if (c.llama() && p.model.*member != c.*member)
             differences.push_back(fmt::format("{} is {} in the profile but {} in the deck", std::string(name).replace(5, 1, "."),
@@ -157,6 +178,9 @@ void writeProfile(const std::string& path, const ModelProfile& p) {
         h5::writeAttribute(file, "model_family", std::uint64_t{static_cast<std::uint32_t>(p.model.family)});
         for (const auto& [name, member] : kLlamaShape) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
         for (const auto& [name, member] : kLlamaFeatures) h5::writeAttribute(file, name, std::uint64_t{p.model.*member});
+        arch::ModelConfig model = p.model;
+        for (const auto& [name, field] : kExpertShape) h5::writeAttribute(file, name, std::uint64_t{field(model)});
+        h5::writeAttribute(file, "model_qk_norm_projection", std::uint64_t{model.qkNormProjection});
         h5::writeAttribute(file, "runtime_bytes", p.runtimeBytes);
         h5::writeAttribute(file, "recompute", std::string(arch::recomputeName(p.model.recompute)));
         std::vector<Row> rows;
@@ -191,6 +215,10 @@ ModelProfile readProfile(const std::string& path) {
         if (h5::hasAttribute(file, name)) p.model.*member = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
     for (const auto& [name, member] : kLlamaFeatures)
         if (h5::hasAttribute(file, name)) p.model.*member = h5::readUintAttribute(file, name, path) != 0;
+    for (const auto& [name, field] : kExpertShape)
+        if (h5::hasAttribute(file, name)) field(p.model) = static_cast<std::uint32_t>(h5::readUintAttribute(file, name, path));
+    if (h5::hasAttribute(file, "model_qk_norm_projection"))
+        p.model.qkNormProjection = h5::readUintAttribute(file, "model_qk_norm_projection", path) != 0;
     // Absent from profiles written before it was measured: nothing counted.
     if (h5::hasAttribute(file, "runtime_bytes")) p.runtimeBytes = h5::readUintAttribute(file, "runtime_bytes", path);
     // Absent from profiles written before train.recompute: measured without.

@@ -27,7 +27,12 @@ std::vector<std::pair<std::string, std::uint64_t>> shapeOf(const arch::ModelConf
             {"model.tie_embeddings", c.tieEmbeddings ? 1u : 0u},
             {"model.head_dim", c.headDimension},
             {"model.qkv_bias", c.qkvBias ? 1u : 0u},
-            {"model.qk_norm", c.qkNorm ? 1u : 0u}};
+            {"model.qk_norm", c.qkNorm ? 1u : 0u},
+            {"model.qk_norm_over (0 head, 1 projection)", c.qkNormProjection ? 1u : 0u},
+            {"model.experts", c.experts.count},
+            {"model.experts_per_token", c.experts.perToken},
+            {"model.expert_hidden", c.experts.width},
+            {"model.shared_expert_hidden", c.experts.sharedWidth}};
 }
 
 void writeShape(hid_t file, const arch::ModelConfig& c) {
@@ -46,6 +51,10 @@ void writeShape(hid_t file, const arch::ModelConfig& c) {
     h5::writeAttribute(file, "model_rope_attention_factor", r.attentionFactor);
     h5::writeAttribute(file, "model_sliding_window", static_cast<std::uint64_t>(c.slidingWindow));
     h5::writeAttribute(file, "model_hf_architecture", c.hfArchitecture);
+    // The routing's maths (export needs the softmax's place) and its losses' weights.
+    h5::writeAttribute(file, "model_router_softmax", static_cast<std::uint64_t>(c.experts.softmax));
+    h5::writeAttribute(file, "model_router_aux_loss", c.experts.auxLossCoef);
+    h5::writeAttribute(file, "model_router_z_loss", c.experts.zLossCoef);
 }
 
 arch::ModelConfig readShape(hid_t file, const std::string& context) {
@@ -69,6 +78,19 @@ arch::ModelConfig readShape(hid_t file, const std::string& context) {
     c.headDimension = read("model.head_dim", true);
     c.qkvBias = read("model.qkv_bias", true) == 1;
     c.qkNorm = read("model.qk_norm", true) == 1;
+    // Absent before issue 54: per-head norms, a dense MLP.
+    c.qkNormProjection = read("model.qk_norm_over (0 head, 1 projection)", true) == 1;
+    c.experts.count = read("model.experts", true);
+    c.experts.perToken = read("model.experts_per_token", true);
+    c.experts.width = read("model.expert_hidden", true);
+    c.experts.sharedWidth = read("model.shared_expert_hidden", true);
+    if (h5::hasAttribute(file, "model_router_softmax")) {
+        c.experts.softmax = h5::readUintAttribute(file, "model_router_softmax", context) == 1
+                                ? arch::Experts::Softmax::BeforeTopK
+                                : arch::Experts::Softmax::AfterTopK;
+        c.experts.auxLossCoef = h5::readRealAttribute(file, "model_router_aux_loss", context);
+        c.experts.zLossCoef = h5::readRealAttribute(file, "model_router_z_loss", context);
+    }
     if (h5::hasAttribute(file, "model_rope_theta")) c.ropeTheta = h5::readRealAttribute(file, "model_rope_theta", context);
     if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
     if (h5::hasAttribute(file, "model_hf_architecture"))  // absent before issue 53: the one the shape implies

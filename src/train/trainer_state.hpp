@@ -15,6 +15,7 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/model/compute_threads.hpp"
+#include "kiln/model/router_record.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/plan/speed_monitor.hpp"
@@ -240,6 +241,8 @@ private:
         double sync = 0.0;
         std::vector<double> compute;  // every rank's seconds computing, by rank
         std::vector<double> probe;    // every rank's straggler probe seconds (0: none), by rank
+        // A mixture of experts' routers, summed over the pipelines (empty for a dense model).
+        model::RouterRecord router;
     };
     // `wait` gains the seconds spent waiting for the batch.
     Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);

@@ -12,6 +12,7 @@
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_clock.hpp"
 #include "kiln/model/cpu_allocations.hpp"
+#include "kiln/model/router_record.hpp"
 
 #include <fmt/format.h>
 
@@ -36,6 +37,14 @@ comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std
     return f.add("layout", layoutDigest);
 }
 
+// The step's router record summed over the ranks (the first rank of each stage records its blocks').
+model::RouterRecord summedRouterRecord(MPI_Comm comm) {
+    model::RouterRecord r = model::routerRecord();
+    for (auto* values : {&r.balanceSum, &r.zSum, &r.load})
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, values->data(), static_cast<int>(values->size()), MPI_DOUBLE, MPI_SUM, comm));
+    return r;
+}
+
 }  // namespace
 
 Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targetsPerStep, double& wait) {
@@ -51,6 +60,9 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // A benched straggler's ranks and the reference node's time the same block at the same moment, the
         // step's start, so that both meet the same contention (on shared cores, a probe after the step ran alone).
         const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
+        const auto& experts = modelConfig.experts;
+        if (experts.any()) model::routerRecord().reset(modelConfig.blocks, experts.count);
+        model::setRouterLossScale(1.0 / targetsPerStep);  // as the summed cross-entropy's gradient is scaled
         const StepWork work = parallel->runStep(*batch, targetsPerStep, *injector, step);
         a.work = work.stage;
         const auto s0 = Clock::now();
@@ -79,6 +91,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         {
             const comm::PeerWait peers;  // waiting for the slowest rank is not this rank's hang
             KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
+            if (experts.any()) a.router = summedRouterRecord(world.control());
         }
         double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));
@@ -177,9 +190,14 @@ void Trainer::State::recordStep(std::uint64_t step, const Committed& done, doubl
 void Trainer::State::logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const {
     const Attempt& a = done.attempt;
     // f: the simultaneous node failures the current layout survives (fault.f, or fewer once nodes run out).
-    log::info("step {:>6}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
-              config.steps, done.loss, done.lr, a.gradNorm, tokensPerSecond / 1e3, 100.0 * done.wait / done.stepSeconds,
-              duration(eta), membership.tolerance(),
+    // A mixture of experts: the balance loss (1 when every expert gets its share) and the z-loss, over the blocks.
+    std::string router;
+    if (!a.router.empty())
+        router = fmt::format("  balance {:.3f}  z {:.2f}", a.router.meanBalance(double(spec.globalBatch)),
+                             a.router.meanZ(double(spec.globalBatch) * spec.seqLen));
+    log::info("step {:>6}/{}  loss {:.4f}{}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
+              config.steps, done.loss, router, done.lr, a.gradNorm, tokensPerSecond / 1e3,
+              100.0 * done.wait / done.stepSeconds, duration(eta), membership.tolerance(),
               membership.spares() > 0 ? fmt::format(" +{} spare", membership.spares()) : std::string());
 }
 

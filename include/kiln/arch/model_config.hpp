@@ -40,6 +40,26 @@ const char* ropeScalingName(RopeScaling::Kind kind);
 // "llama3 factor 8, low/high frequency factors 1/4, original context 8192", or "none".
 std::string ropeScalingText(const RopeScaling& rope);
 
+// A sparse MLP in place of the dense one in every block (mixture of experts, as Mixtral, Qwen 3's MoE models
+// and OLMoE have it): a router scores each token against `count` SwiGLU experts of `width` neurons, the token
+// goes to its top `perToken` and comes back as their outputs weighted by the router's softmax (taken over all
+// experts and kept for the chosen ones: before top-k, OLMoE's; or renormalised over the chosen ones: after
+// top-k, Mixtral's). Dropless: every token reaches every expert it chose. A shared SwiGLU of `sharedWidth`
+// (DeepSeek's shared experts) sees every token beside them. The router's auxiliary losses are computed per
+// sequence and layer, so that no layout, microbatch or width changes them (arch/router_losses in DESIGN.md).
+struct Experts {
+    std::uint32_t count = 0;        // model.experts; 0: the dense MLP
+    std::uint32_t perToken = 0;     // model.experts_per_token (top-k)
+    std::uint32_t width = 0;        // model.expert_hidden: an expert's SwiGLU width
+    std::uint32_t sharedWidth = 0;  // model.shared_expert_hidden; 0: none
+    enum class Softmax : std::uint32_t { AfterTopK = 0, BeforeTopK = 1 } softmax = Softmax::AfterTopK;
+    double auxLossCoef = 0.0;  // model.router_aux_loss: the load-balancing loss's weight
+    double zLossCoef = 0.0;    // model.router_z_loss: the router z-loss's weight
+    bool any() const { return count > 0; }
+    bool operator==(const Experts&) const = default;
+};
+const char* routerSoftmaxName(Experts::Softmax softmax);
+
 struct ModelConfig {
     Family family = Family::Gpt2;
     std::uint32_t vocabSize = 0;  // from the tokenizer of the data
@@ -55,6 +75,10 @@ struct ModelConfig {
     std::uint32_t headDimension = 0;  // llama: a head's width when not d_model / heads (model.head_dim; Qwen 3)
     bool qkvBias = false;         // llama: biases on q, k and v (model.qkv_bias; Qwen 2 and 2.5)
     bool qkNorm = false;          // llama: RMSNorm of each query and key head before rotation (model.qk_norm; Qwen 3)
+    // llama: the q and k norms span the whole projection (heads x head_dim weights), as OLMoE has them, rather
+    // than one head (model.qk_norm_over = projection).
+    bool qkNormProjection = false;
+    Experts experts;              // llama: a mixture of experts in place of the dense MLP (model.experts)
     std::uint32_t slidingWindow = 0;  // llama: positions a query sees, itself included (model.sliding_window; 0: all)
     // The transformers class kiln export writes (model.hf_architecture; "": the one the shape implies). Not the
     // maths: a Mistral v0.3 is a Llama, and comes back as MistralForCausalLM only by name.
@@ -86,6 +110,9 @@ struct ModelConfig {
     std::uint64_t parametersOf(std::uint32_t layer) const;
     // The model's parameters (a tied head counted once, as the embedding).
     std::uint64_t parameters() const;
+    // Those one token passes through: of each block's experts only the perToken it is routed to (all of a
+    // dense model's).
+    std::uint64_t activeParameters() const;
     // The index of the token embedding in layer 0 and of the head in the last
     // layer, in parameterShapes() order (both families).
     static constexpr std::size_t kTokenEmbedding = 0;

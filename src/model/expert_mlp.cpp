@@ -1,0 +1,129 @@
+// A mixture of experts in place of a block's dense MLP (arch::Experts).
+//
+// Routing is computed whole, on every rank of a stage alike: the router's scores of every token, its top-k
+// experts and their weights. The experts are spread over the stage's ranks (expert parallelism inside a
+// node); each rank runs its own experts on the tokens routed to them and leaves their weighted outputs as a
+// partial sum, which the stage's one sum completes, the sum the dense MLP's down projection needs anyway. No
+// token moves: the stage's ranks already hold every token (its attention is tensor-parallel), so the
+// all-to-all of systems whose ranks hold different tokens would only move more bytes.
+//
+// The router's losses are computed per sequence (DeepSeek-V3's sequence-wise balance loss) and per token
+// (z-loss), so that neither depends on how a step's batch is cut into microbatches or spread over pipelines.
+// They reach the gradient through the block's output (the autograd function below), on the first rank of a
+// stage alone, since every rank computes them alike and the stage sums the router's gradient.
+#include "layer_parts.hpp"
+
+#include "kiln/model/router_record.hpp"
+
+namespace kiln::model::detail {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// The identity on x forward; backward, it also gives `loss` the gradient routerLossScale(), as if the loss
+// had been added to the step's (summed, then scaled) cross-entropy.
+struct AttachLoss : torch::autograd::Function<AttachLoss> {
+    static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, const torch::Tensor& loss) {
+        (void)loss;
+        return x.view_as(x);
+    }
+    static tensor_list backward(AutogradContext*, tensor_list grads) {
+        return {grads[0], torch::full({}, routerLossScale(), torch::TensorOptions().dtype(torch::kFloat32).device(grads[0].device()))};
+    }
+};
+
+torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& down) {
+    return torch::linear(torch::silu(torch::linear(x, gate)) * torch::linear(x, up), down);
+}
+
+}  // namespace
+
+ExpertMlp::ExpertMlp(const arch::ModelConfig& c, std::uint32_t layer, ShardedParameters& param, SliceHandle slice)
+    : experts_(c.experts), block_(layer - 1), slice_(std::move(slice)),
+      mine_(arch::unitRange(c.experts.count, slice_->width, slice_->rank)) {
+    const std::int64_t C = c.dModel, E = experts_.count, He = experts_.width, S = experts_.sharedWidth;
+    const double residualStd = residualInitStd(c);
+    router_ = param("router_weight", torch::randn({E, C}) * kInitStd);
+    gate_ = param("expert_gate_weight", torch::randn({E, He, C}) * kInitStd);
+    up_ = param("expert_up_weight", torch::randn({E, He, C}) * kInitStd);
+    down_ = param("expert_down_weight", torch::randn({E, C, He}) * residualStd);
+    if (S > 0) {
+        sharedGate_ = param("shared_gate_weight", torch::randn({S, C}) * kInitStd);
+        sharedUp_ = param("shared_up_weight", torch::randn({S, C}) * kInitStd);
+        sharedDown_ = param("shared_down_weight", torch::randn({C, S}) * residualStd);
+    }
+}
+
+torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
+    const auto B = m.size(0), T = m.size(1), C = m.size(2), N = B * T;
+    const std::int64_t E = experts_.count, k = experts_.perToken;
+    const auto tokens = m.reshape({N, C});
+    // Routing, in float32 whatever the autocast: the same choices on every rank and in every precision's backward.
+    const auto scores = torch::linear(tokens, copyToSlices(router_, *slice_)).to(torch::kFloat32);  // (N, E)
+    const auto probabilities = torch::softmax(scores, -1);
+    auto [chosenProbabilities, chosen] = probabilities.topk(k, -1);  // (N, k)
+    auto weights = experts_.softmax == arch::Experts::Softmax::AfterTopK
+                       ? chosenProbabilities / chosenProbabilities.sum(-1, /*keepdim=*/true)
+                       : chosenProbabilities;
+    weights = weights.to(m.scalar_type());
+
+    // The (token, choice) pairs sorted by expert (stable: by token within an expert), and where each expert's run
+    // starts; this rank's experts' runs are one contiguous block of them.
+    const auto flat = chosen.reshape({-1});
+    const auto order = std::get<1>(flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+    const auto counts = torch::bincount(flat, {}, E).to(torch::kCPU).to(torch::kInt64);
+    const auto* count = counts.data_ptr<std::int64_t>();
+    std::vector<std::int64_t> start(static_cast<std::size_t>(E) + 1, 0);
+    for (std::int64_t e = 0; e < E; ++e) start[e + 1] = start[e] + count[e];
+    const auto pairs = order.slice(0, start[mine_.first], start[mine_.end]);
+
+    torch::Tensor routed = torch::zeros({N * k, C}, m.options());
+    if (pairs.numel() > 0) {
+        const auto inputs = tokens.index_select(0, torch::floor_divide(pairs, k));
+        std::vector<torch::Tensor> outputs;
+        for (std::int64_t e = mine_.first; e < mine_.end; ++e) {
+            if (count[e] == 0) continue;
+            const std::int64_t local = e - mine_.first, from = start[e] - start[mine_.first];
+            outputs.push_back(swiglu(inputs.narrow(0, from, count[e]), gate_[local], up_[local], down_[local]));
+        }
+        const auto weighted = torch::cat(outputs) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
+        // Each pair has its own row: a copy, not an accumulation, so the result does not depend on the device's
+        // order of atomic adds; a token's choices are then summed in the order the router ranked them.
+        routed = routed.index_copy(0, pairs, weighted);
+    }
+    auto out = routed.view({N, k, C}).sum(1).view({B, T, C});
+    if (sharedGate_.defined()) out = out + swiglu(m, sharedGate_, sharedUp_, sharedDown_);
+
+    if (!torch::GradMode::is_enabled()) return out;
+    // The router's losses, in token units like the summed cross-entropy: alpha T sum over sequences of the
+    // balance loss, beta sum over tokens of z.
+    torch::NoGradGuard noGradForCounts;
+    const auto perSequence = torch::zeros({B * E}, scores.options())
+                                 .index_add_(0, (torch::arange(B, chosen.options()).repeat_interleave(T * k) * E + flat),
+                                             torch::ones({N * k}, scores.options()))
+                                 .view({B, E});
+    // Every rank of a stage routes alike: its first records.
+    auto& record = routerRecord();
+    const bool records = slice_->rank == 0 && record.blocks > block_ && record.experts == static_cast<std::uint32_t>(E);
+    if (records) {
+        auto load = counts.to(torch::kFloat64);
+        const auto* l = load.data_ptr<double>();
+        for (std::int64_t e = 0; e < E; ++e) record.load[block_ * E + e] += l[e];
+    }
+    torch::AutoGradMode withGrad(true);
+    // f_e: the share of a sequence's k T choices that went to expert e; P_e: its mean probability.
+    const auto shares = perSequence / double(k * T);
+    const auto meanProbabilities = probabilities.view({B, T, E}).mean(1);
+    const auto balance = double(E) * (shares * meanProbabilities).sum(-1);  // (B)
+    const auto z = torch::logsumexp(scores, -1).pow(2);  // (N)
+    if (records) {
+        record.balanceSum[block_] += balance.sum().item<double>();
+        record.zSum[block_] += z.sum().item<double>();
+    }
+    if (slice_->rank != 0 || (experts_.auxLossCoef == 0.0 && experts_.zLossCoef == 0.0)) return out;
+    const auto loss = experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum();
+    return AttachLoss::apply(out, loss);
+}
+
+}  // namespace kiln::model::detail

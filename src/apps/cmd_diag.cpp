@@ -1,9 +1,10 @@
 // kiln diag FILE: what a run did, from its diag.h5 (also while it runs).
 // --plot DIR writes PNG plots with gnuplot: loss (training and held-out),
-// throughput, per-source mix.
+// throughput, per-source mix, and a mixture of experts' routers (router_plot.hpp).
 #include "cli_options.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/io/diag_summary.hpp"
+#include "router_plot.hpp"
 #include "subcommands.hpp"
 
 #include <fmt/format.h>
@@ -69,11 +70,14 @@ void plot(const fs::path& dir, const io::DiagSummary& summary) {
     for (std::size_t s = 0; s < sources.size(); ++s)
         script += fmt::format("{}'{}' using 1:{} with lines lw 2 title '{}'", s ? ", " : "", data.string(), 7 + s, sources[s]);
     script += "\n";
+    const std::string router = routerPlotScript(dir, summary);
+    script += router;
     FILE* gnuplot = popen("gnuplot", "w");
     if (!gnuplot) throw Error("cannot start gnuplot (install gnuplot-nox)", ErrorScope::AllRanks);
     std::fputs(script.c_str(), gnuplot);
     if (pclose(gnuplot) != 0) throw Error("gnuplot failed; plots not written", ErrorScope::AllRanks);
-    fmt::print("plots: {0}/loss.png {0}/throughput.png {0}/mix.png (data: {1})\n", dir.string(), data.string());
+    fmt::print("plots: {0}/loss.png {0}/throughput.png {0}/mix.png{2} (data: {1})\n", dir.string(), data.string(),
+               router.empty() ? "" : fmt::format(" {0}/router.png {0}/experts.png", dir.string()));
 }
 
 void printJson(const std::string& path, const io::DiagSummary& s) {
@@ -96,6 +100,24 @@ void printJson(const std::string& path, const io::DiagSummary& s) {
         out["share_sync"] = t.sync / t.time;
         out["share_optimizer"] = t.optimizer / t.time;
         out["share_pipeline_wait"] = t.pipelineWait / t.time;
+    }
+    if (!s.router.empty()) {
+        // The last step's routers: the balance loss and z-loss means over the blocks, the busiest expert's share.
+        const auto& last = s.router.back();
+        const double blocks = s.routerShape.blocks, experts = s.routerShape.experts;
+        double balance = 0.0, z = 0.0, busiest = 0.0;
+        for (double b : last.balance) balance += b / blocks;
+        for (double v : last.z) z += v / blocks;
+        for (std::size_t b = 0; b < s.routerShape.blocks; ++b) {
+            double total = 0.0, most = 0.0;
+            for (std::size_t e = 0; e < s.routerShape.experts && b * experts + e < last.load.size(); ++e) {
+                total += last.load[b * s.routerShape.experts + e];
+                most = std::max(most, last.load[b * s.routerShape.experts + e]);
+            }
+            if (total > 0) busiest = std::max(busiest, most * experts / total);
+        }
+        out["router"] = {{"blocks", s.routerShape.blocks}, {"experts", s.routerShape.experts},
+                         {"last_balance", balance}, {"last_z", z}, {"last_busiest_expert_share", busiest}};
     }
     out["source_tokens"] = nlohmann::json::object();
     for (std::size_t i = 0; i < s.sources.size(); ++i) out["source_tokens"][s.sources[i]] = s.tokensPerSource[i];

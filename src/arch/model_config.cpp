@@ -86,7 +86,9 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> ModelConfig::para
         std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {
             {"attn_norm_weight", {C}}, {"q_weight", {q, C}}, {"k_weight", {kv, C}}, {"v_weight", {kv, C}}};
         if (qkvBias) shapes.insert(shapes.end(), {{"q_bias", {q}}, {"k_bias", {kv}}, {"v_bias", {kv}}});
-        if (qkNorm) shapes.insert(shapes.end(), {{"q_norm_weight", {headDim()}}, {"k_norm_weight", {headDim()}}});
+        if (qkNorm)  // per head, or over the whole projection (OLMoE)
+            shapes.insert(shapes.end(), {{"q_norm_weight", {qkNormProjection ? q : headDim()}},
+                                         {"k_norm_weight", {qkNormProjection ? kv : headDim()}}});
         shapes.insert(shapes.end(), {{"o_weight", {C, q}}, {"mlp_norm_weight", {C}}});
         if (!experts.any()) {
             shapes.insert(shapes.end(), {{"gate_weight", {H, C}}, {"up_weight", {H, C}}, {"down_weight", {C, H}}});

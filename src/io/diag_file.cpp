@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -42,8 +43,8 @@ h5::Handle openDiagForReading(const std::string& path) {
 }
 
 DiagFile::DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources,
-                   const std::vector<TemplateStageRecord>& templates, bool continueRun)
-    : path_(path), sources_(sources.size()) {
+                   const std::vector<TemplateStageRecord>& templates, bool continueRun, RouterShape router)
+    : path_(path), sources_(sources.size()), router_(router) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::quietErrors();
     stepType_ = stepRecord().type("diag");
@@ -63,6 +64,7 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     std::vector<InstantiationRecord> oldInstantiations;
     std::vector<FailureRecord> oldFailures;
     std::vector<EvalRecord> oldEvals;
+    std::vector<RouterRow> oldRouter;
     std::string aside;
     if (std::filesystem::exists(path)) {
         const auto stamp = std::chrono::system_clock::now().time_since_epoch() / std::chrono::milliseconds(1);
@@ -76,6 +78,12 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
             oldInstantiations = readInstantiations(old);
             oldFailures = readFailures(old);
             oldEvals = readEvals(old);
+            RouterShape oldShape;
+            oldRouter = readRouter(old, oldShape);
+            // Another model's routers (resumed with other experts is refused before; a dense run has none): dropped.
+            if (oldShape.blocks != router.blocks || oldShape.experts != router.experts) oldRouter.clear();
+            // Steps recorded without routers (by a kiln before them): zero rows keep the tables aligned with /steps.
+            if (oldRouter.size() < oldSteps.size()) oldRouter.insert(oldRouter.begin(), oldSteps.size() - oldRouter.size(), RouterRow{});
             if (oldSources != sources)
                 throw InputError(fmt::format("diagnostics {} records the sources [{}], this run has [{}]; a different "
                                              "data.mix source list needs a new diag.h5 (move it aside)",
@@ -103,7 +111,15 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
         failures_ = createTable(file_, "failures", failureType_, 0, path);
         evals_ = createTable(file_, "eval", evalType_, 0, path);
         h5::writeRecords(file_, "templates", templateRecord(), templates, path);
+        if (router.experts > 0) {
+            routerBalance_ = createTable(file_, "router_balance", H5T_IEEE_F64LE, router.blocks, path);
+            routerZ_ = createTable(file_, "router_z", H5T_IEEE_F64LE, router.blocks, path);
+            expertLoad_ = createTable(file_, "expert_load", H5T_IEEE_F64LE, hsize_t{router.blocks} * router.experts, path);
+            h5::writeAttribute(expertLoad_, "blocks", std::uint64_t{router.blocks});
+            h5::writeAttribute(expertLoad_, "experts", std::uint64_t{router.experts});
+        }
     }
+    for (const auto& row : oldRouter) appendRouter(row);
     std::vector<std::uint64_t> flatTokens;
     for (const auto& row : oldTokens) flatTokens.insert(flatTokens.end(), row.begin(), row.end());
     append(steps_, stepType_, oldSteps.data(), 0, oldSteps.size());
@@ -122,6 +138,9 @@ DiagFile::~DiagFile() {
     h5::LibraryLock lock(h5::libraryMutex());
     steps_.reset();
     sourceTokens_.reset();
+    routerBalance_.reset();
+    routerZ_.reset();
+    expertLoad_.reset();
     events_.reset();
     instantiations_.reset();
     failures_.reset();
@@ -146,8 +165,22 @@ void DiagFile::append(hid_t dataset, hid_t memType, const void* record, std::uin
     KILN_H5(H5Dflush(dataset), path_);
 }
 
-void DiagFile::step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens) {
+void DiagFile::appendRouter(const RouterRow& row) {
+    if (router_.experts == 0) return;
+    // A row of the run's shape (a step without one, zeros: the tables stay aligned with /steps).
+    const auto fitted = [](std::vector<double> values, std::size_t size) {
+        values.resize(size, 0.0);
+        return values;
+    };
+    const std::size_t blocks = router_.blocks, loads = blocks * router_.experts;
+    append(routerBalance_, H5T_NATIVE_DOUBLE, fitted(row.balance, blocks).data(), blocks);
+    append(routerZ_, H5T_NATIVE_DOUBLE, fitted(row.z, blocks).data(), blocks);
+    append(expertLoad_, H5T_NATIVE_DOUBLE, fitted(row.load, loads).data(), loads);
+}
+
+void DiagFile::step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens, const RouterRow& router) {
     h5::LibraryLock lock(h5::libraryMutex());
+    appendRouter(router);
     append(steps_, stepType_, &record);
     lastStep_ = record.step;
     std::vector<std::uint64_t> row(std::max<std::size_t>(sources_, 1), 0);
@@ -250,6 +283,37 @@ std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, s
     if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
     std::vector<std::vector<std::uint64_t>> rows(dims[0]);
     for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
+    return rows;
+}
+
+namespace {
+
+std::vector<std::vector<double>> readMatrix(hid_t file, const char* name) {
+    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), "diag"));
+    h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
+    hsize_t dims[2] = {0, 0};
+    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
+    std::vector<double> flat(dims[0] * dims[1]);
+    if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
+    std::vector<std::vector<double>> rows(dims[0]);
+    for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
+    return rows;
+}
+
+}  // namespace
+
+std::vector<RouterRow> DiagFile::readRouter(hid_t file, RouterShape& shape) {
+    h5::LibraryLock lock(h5::libraryMutex());
+    shape = {};
+    if (H5Lexists(file, "expert_load", H5P_DEFAULT) <= 0) return {};
+    {
+        h5::Handle set(KILN_H5(H5Dopen2(file, "expert_load", H5P_DEFAULT), "diag"));
+        shape.blocks = static_cast<std::uint32_t>(h5::readUintAttribute(set, "blocks", "diag"));
+        shape.experts = static_cast<std::uint32_t>(h5::readUintAttribute(set, "experts", "diag"));
+    }
+    const auto balance = readMatrix(file, "router_balance"), z = readMatrix(file, "router_z"), load = readMatrix(file, "expert_load");
+    std::vector<RouterRow> rows;
+    for (std::size_t r = 0; r < std::min({balance.size(), z.size(), load.size()}); ++r) rows.push_back({balance[r], z[r], load[r]});
     return rows;
 }
 

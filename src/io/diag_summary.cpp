@@ -59,6 +59,7 @@ DiagRecords readDiagRecords(const std::string& path) {
     r.layouts = DiagFile::readInstantiations(file);
     r.failures = DiagFile::readFailures(file);
     r.evals = DiagFile::readEvals(file);
+    r.router = DiagFile::readRouter(file, r.routerShape);
     return r;
 }
 
@@ -70,6 +71,9 @@ DiagSummary summarize(DiagRecords records) {
     for (auto r : rows)
         s.mix.push_back(r < records.sourceTokens.size() ? records.sourceTokens[r]
                                                          : std::vector<std::uint64_t>(s.sources.size()));
+    s.routerShape = records.routerShape;
+    if (!records.router.empty())
+        for (auto r : rows) s.router.push_back(r < records.router.size() ? records.router[r] : RouterRow{});
     s.tokensPerSource.assign(s.sources.size(), 0);
     for (const auto& row : s.mix)
         for (std::size_t i = 0; i < s.sources.size() && i < row.size(); ++i) s.tokensPerSource[i] += row[i];

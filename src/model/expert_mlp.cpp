@@ -93,6 +93,10 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
         routed = routed.index_copy(0, pairs, weighted);
     }
     auto out = routed.view({N, k, C}).sum(1).view({B, T, C});
+    // No token chose this rank's experts: a zero through their weights still gives them a (zero) gradient, as the
+    // unsplit layer's experts have, so that every rank's gradient sums and update see the same tensors.
+    if (pairs.numel() == 0 && gate_.numel() > 0 && torch::GradMode::is_enabled())
+        out = out + (gate_.sum() + up_.sum() + down_.sum()).to(out.scalar_type()) * 0.0;
     if (sharedGate_.defined()) out = out + swiglu(m, sharedGate_, sharedUp_, sharedDown_);
 
     if (!torch::GradMode::is_enabled()) return out;
@@ -121,8 +125,13 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
         record.balanceSum[block_] += balance.sum().item<double>();
         record.zSum[block_] += z.sum().item<double>();
     }
-    if (slice_->rank != 0 || (experts_.auxLossCoef == 0.0 && experts_.zLossCoef == 0.0)) return out;
-    const auto loss = experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum();
+    const bool losses = experts_.auxLossCoef != 0.0 || experts_.zLossCoef != 0.0;
+    if (!slice_->split() && !losses) return out;
+    // On the other ranks of a split stage a zero, through the router's scores: their backward must reach the
+    // router's and m's sums over the stage even when none of their experts was chosen, or the ranks' collectives
+    // would not pair up.
+    const auto loss = slice_->rank == 0 ? experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum()
+                                        : scores.sum() * 0.0;
     return AttachLoss::apply(out, loss);
 }
 

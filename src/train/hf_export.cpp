@@ -27,6 +27,7 @@ struct Planned {
     std::uint32_t layer = 0;
     std::size_t index = 0;
     bool transposed = false;
+    std::int64_t expert = -1;  // of a parameter of all the block's experts: this expert's part
     std::uint64_t bytes() const {
         std::uint64_t n = 4;
         for (auto d : shape) n *= static_cast<std::uint64_t>(d);
@@ -50,8 +51,16 @@ std::vector<std::vector<Planned>> planShards(const arch::ModelConfig& c, std::ui
             auto shape = shapes[k].second;
             // GPT-2's Conv1D keeps (in, out): kiln's linear weight (out, in) transposed.
             if (names[k].transposed) std::swap(shape[0], shape[1]);
-            tensors.push_back({names[k].name, shape, layer, k, names[k].transposed});
-            bytes += tensors.back().bytes();
+            if (names[k].experts == 0) {
+                tensors.push_back({names[k].name, shape, layer, k, names[k].transposed});
+                bytes += tensors.back().bytes();
+                continue;
+            }
+            const std::vector<std::int64_t> expertShape(shape.begin() + 1, shape.end());
+            for (std::uint32_t e = 0; e < names[k].experts; ++e) {
+                tensors.push_back({names[k].expertName(e), expertShape, layer, k, false, e});
+                bytes += tensors.back().bytes();
+            }
         }
         if (inShard > 0 && inShard + bytes > maxShardBytes) {
             shards.emplace_back();
@@ -100,6 +109,11 @@ void writeSafetensors(const std::filesystem::path& path, const std::filesystem::
                 loaded = t.layer;
             }
             const auto& values = weights[t.index];
+            if (t.expert >= 0) {  // expert e's rows of the (E, ...) parameter
+                const std::uint64_t count = t.bytes() / 4;
+                out.write(reinterpret_cast<const char*>(values.data() + t.expert * count), static_cast<std::streamsize>(4 * count));
+                continue;
+            }
             const auto& written = t.transposed ? transposed(values, t.shape[1], t.shape[0]) : values;
             out.write(reinterpret_cast<const char*>(written.data()), static_cast<std::streamsize>(4 * written.size()));
         }
@@ -184,32 +198,18 @@ nlohmann::ordered_json ropeScalingJson(const arch::RopeScaling& r) {
 
 }  // namespace
 
-std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
-    std::string implied = "GPT2LMHeadModel";
-    if (c.llama()) {
-        if (c.qkvBias && c.qkNorm)
-            throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
-                             "(Qwen 3's attention_bias adds o's bias as well)");
-        implied = c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM"
-                  : c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
-    }
-    if (c.hfArchitecture.empty() || c.hfArchitecture == implied) return implied;
-    // Another name for the same maths: a Llama without biases or norms is a Mistral too.
-    if (c.hfArchitecture == "MistralForCausalLM" && implied == "LlamaForCausalLM") return c.hfArchitecture;
-    throw InputError(fmt::format("model.hf_architecture = {}, but the model is a {} (its biases, norms and window "
-                                 "decide); leave the key empty",
-                                 c.hfArchitecture, implied));
-}
-
 namespace {
 
 // Llama's config, or Qwen 2's or 3's (the same fields, their model_type, no sliding window).
 nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
     const std::string architecture = huggingFaceArchitecture(c);
-    const char* type = architecture == "Qwen2ForCausalLM"     ? "qwen2"
-                       : architecture == "Qwen3ForCausalLM"   ? "qwen3"
-                       : architecture == "MistralForCausalLM" ? "mistral"
-                                                              : "llama";
+    const char* type = architecture == "Qwen2ForCausalLM"      ? "qwen2"
+                       : architecture == "Qwen3ForCausalLM"    ? "qwen3"
+                       : architecture == "MistralForCausalLM"  ? "mistral"
+                       : architecture == "MixtralForCausalLM"  ? "mixtral"
+                       : architecture == "Qwen3MoeForCausalLM" ? "qwen3_moe"
+                       : architecture == "OlmoeForCausalLM"    ? "olmoe"
+                                                               : "llama";
     const bool qwen = c.qkvBias || c.qkNorm;
     nlohmann::ordered_json sliding = nullptr;
     if (c.slidingWindow != 0) sliding = c.slidingWindow;
@@ -235,6 +235,32 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"attention_dropout", 0.0},
             {"tie_word_embeddings", c.tieEmbeddings},
             {"torch_dtype", "float32"}};
+}
+
+// The experts' fields, as each class names them. kiln's balance loss is per sequence and summed over the
+// blocks, transformers' pooled over them: router_aux_loss_coef carries kiln's weight, not its maths.
+void addExperts(nlohmann::ordered_json& config, const arch::ModelConfig& c) {
+    const auto& e = c.experts;
+    const std::string type = config["model_type"];
+    config["num_experts_per_tok"] = e.perToken;
+    config["router_aux_loss_coef"] = e.auxLossCoef;
+    config["output_router_logits"] = false;
+    if (type == "mixtral") {
+        config["num_local_experts"] = e.count;
+        config["intermediate_size"] = e.width;
+        config["router_jitter_noise"] = 0.0;
+        return;
+    }
+    config["num_experts"] = e.count;
+    config["norm_topk_prob"] = e.softmax == arch::Experts::Softmax::AfterTopK;
+    if (type == "olmoe") {
+        config["intermediate_size"] = e.width;
+        config["clip_qkv"] = nullptr;
+        return;
+    }
+    config["moe_intermediate_size"] = e.width;  // qwen3_moe: every layer sparse
+    config["decoder_sparse_step"] = 1;
+    config["mlp_only_layers"] = nlohmann::ordered_json::array();
 }
 
 // The id that ends each document in kiln's token stream (the data's tokenizer's EOS), from the deck the
@@ -276,6 +302,7 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
     const auto contents = readContents(checkpoint, /*verify=*/false);
     const auto& c = contents.model;
     auto config = c.llama() ? llamaConfig(c) : gpt2Config(c);
+    if (c.experts.any()) addExperts(config, c);
     std::string why;
     const auto eos = documentEndId(checkpoint, why);
     config["bos_token_id"] = nullptr;

@@ -137,11 +137,11 @@ std::string storedName(const SafetensorsDirectory& files, const std::string& nam
 template <typename Refuse>
 void readSlidingWindow(const json& config, const std::string& type, arch::ModelConfig& m, const Refuse& refuse) {
     const auto window = field<std::uint32_t>(config, "sliding_window", 0);
-    if (type == "mistral") {
+    if (type == "mistral" || type == "mixtral") {
         m.slidingWindow = window;
         return;
     }
-    if (type == "llama" || !field<bool>(config, "use_sliding_window", false)) return;
+    if (type == "llama" || type == "olmoe" || !field<bool>(config, "use_sliding_window", false)) return;
     std::size_t sliding = 0;
     if (config.contains("layer_types") && config["layer_types"].is_array()) {
         for (const auto& kind : config["layer_types"]) sliding += kind == "sliding_attention" ? 1 : 0;
@@ -155,6 +155,35 @@ void readSlidingWindow(const json& config, const std::string& type, arch::ModelC
                                  sliding, m.blocks));
     if (sliding != 0 && window == 0) throw refuse("use_sliding_window = true without a sliding_window");
     if (sliding != 0) m.slidingWindow = window;
+}
+
+// A mixture of experts' fields, as Mixtral, Qwen 3 MoE and OLMoE name them. What kiln does not compute (a
+// router's jitter, dense layers among the sparse ones, clipped q/k/v) is refused by its field.
+template <typename Refuse>
+void readExperts(const json& config, const std::string& type, arch::ModelConfig& m, const Refuse& refuse) {
+    auto& e = m.experts;
+    const bool mixtral = type == "mixtral";
+    // transformers 5 writes num_local_experts for all three; its configs before, and the published ones, each its own.
+    e.count = field<std::uint32_t>(config, mixtral ? "num_local_experts" : "num_experts",
+                                   field<std::uint32_t>(config, mixtral ? "num_experts" : "num_local_experts", 0));
+    e.perToken = field<std::uint32_t>(config, "num_experts_per_tok", 2);
+    e.width = type == "qwen3_moe" ? field<std::uint32_t>(config, "moe_intermediate_size", 0) : m.ffnHidden;
+    if (e.count == 0 || e.perToken == 0 || e.perToken > e.count || e.width == 0)
+        throw refuse(fmt::format("{} experts, {} per token, {} wide: not a mixture kiln can train", e.count, e.perToken,
+                                 e.width));
+    // Mixtral renormalises the chosen experts' weights; the others say so by norm_topk_prob.
+    e.softmax = mixtral || field<bool>(config, "norm_topk_prob", false) ? arch::Experts::Softmax::AfterTopK
+                                                                       : arch::Experts::Softmax::BeforeTopK;
+    if (const double jitter = field<double>(config, "router_jitter_noise", 0.0); jitter != 0.0)
+        throw refuse(fmt::format("router_jitter_noise = {:g} (kiln's router adds no noise)", jitter));
+    if (type == "qwen3_moe") {
+        if (const auto step = field<std::uint32_t>(config, "decoder_sparse_step", 1); step != 1)
+            throw refuse(fmt::format("decoder_sparse_step = {} (kiln's experts are in every block)", step));
+        if (const auto dense = field<json>(config, "mlp_only_layers", json::array()); dense.is_array() && !dense.empty())
+            throw refuse(fmt::format("mlp_only_layers = {} (kiln's experts are in every block)", dense.dump()));
+    }
+    if (type == "olmoe" && !field<json>(config, "clip_qkv", json()).is_null())
+        throw refuse("clip_qkv is set (kiln does not clip q, k and v)");
 }
 
 // The rotary settings: transformers 5 keeps them in rope_parameters (rope_theta inside), earlier versions in
@@ -227,17 +256,21 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
     };
     arch::ModelConfig m;
-    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+    const bool moe = type == "mixtral" || type == "qwen3_moe" || type == "olmoe";
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || moe) {
         // Mistral v0.3 and later are the Llama architecture under another name; Qwen 2 and 2.5 add biases to q,
-        // k and v, Qwen 3 RMSNorms q and k per head.
+        // k and v, Qwen 3 RMSNorms q and k per head; Mixtral, Qwen 3 MoE and OLMoE (its q/k norms over the whole
+        // projection) have experts in place of the dense MLP.
         m.family = arch::Family::Llama;
         m.qkvBias = type == "qwen2";
-        m.qkNorm = type == "qwen3";
+        m.qkNorm = type == "qwen3" || type == "qwen3_moe" || type == "olmoe";
+        m.qkNormProjection = type == "olmoe";
         m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
         m.dModel = required<std::uint32_t>(config, "hidden_size", path);
         m.heads = required<std::uint32_t>(config, "num_attention_heads", path);
         m.kvHeads = field<std::uint32_t>(config, "num_key_value_heads", m.heads);
         m.ffnHidden = required<std::uint32_t>(config, "intermediate_size", path);
+        if (moe) readExperts(config, type, m, refuse);
         m.normEps = field<double>(config, "rms_norm_eps", 1e-6);
         m.seqLen = field<std::uint32_t>(config, "max_position_embeddings", 2048);
         readRotary(config, m, refuse);
@@ -273,13 +306,15 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         if (field<bool>(config, "scale_attn_by_inverse_layer_idx", false))
             throw refuse("scale_attn_by_inverse_layer_idx = true");
     } else {
-        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral', 'qwen2', 'qwen3' and 'gpt2')", type));
+        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral', 'qwen2', 'qwen3', 'mixtral', "
+                                 "'qwen3_moe', 'olmoe' and 'gpt2')",
+                                 type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
     // The class it was saved as, for kiln export to write the same (the maths is the model_type's).
     if (const auto classes = field<json>(config, "architectures", json()); classes.is_array() && classes.size() == 1)
         for (const char* known : {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                  "Qwen3ForCausalLM"})
+                                  "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"})
             if (classes[0] == known) m.hfArchitecture = known;
     // transformers' defaults: GPT-2 ties its head, Llama does not.
     m.tieEmbeddings = field<bool>(config, "tie_word_embeddings", !m.llama());
@@ -312,9 +347,13 @@ std::string deckLinesFor(const arch::ModelConfig& m) {
     if (m.llama() && m.headDimension != 0) text += fmt::format("head_dim = {}\n", m.headDimension);
     if (m.qkvBias) text += "qkv_bias = true\n";
     if (m.qkNorm) text += "qk_norm = true\n";
+    if (m.qkNormProjection) text += "qk_norm_over = projection\n";
+    if (m.experts.any())
+        text += fmt::format("experts = {}\nexperts_per_token = {}\nexpert_hidden = {}\nrouter_softmax = {}\n",
+                            m.experts.count, m.experts.perToken, m.experts.width,
+                            arch::routerSoftmaxName(m.experts.softmax));
     if (m.slidingWindow != 0) text += fmt::format("sliding_window = {}\n", m.slidingWindow);
-    else
-        text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
+    if (!m.llama()) text += fmt::format("mlp_ratio = {}\n", m.mlpRatio);
     text += fmt::format("tie_embeddings = {}\n", m.tieEmbeddings ? "true" : "false");
     if (!m.hfArchitecture.empty()) text += fmt::format("hf_architecture = {}\n", m.hfArchitecture);
     return text;
@@ -340,6 +379,14 @@ std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig
         differ("model.head_dim", "head_dim", run.headDim(), hf.headDim());
         differ("model.qkv_bias", "model_type qwen2's q/k/v biases", run.qkvBias, hf.qkvBias);
         differ("model.qk_norm", "model_type qwen3's q/k norms", run.qkNorm, hf.qkNorm);
+        differ("model.qk_norm_over", "model_type olmoe's q/k norms over the projection",
+               std::string(run.qkNormProjection ? "projection" : "head"), std::string(hf.qkNormProjection ? "projection" : "head"));
+        differ("model.experts", "num_experts", run.experts.count, hf.experts.count);
+        differ("model.experts_per_token", "num_experts_per_tok", run.experts.perToken, hf.experts.perToken);
+        differ("model.expert_hidden", "the experts' intermediate size", run.experts.width, hf.experts.width);
+        differ("model.shared_expert_hidden", "a shared expert's width", run.experts.sharedWidth, hf.experts.sharedWidth);
+        differ("model.router_softmax", "norm_topk_prob", std::string(arch::routerSoftmaxName(run.experts.softmax)),
+               std::string(arch::routerSoftmaxName(hf.experts.softmax)));
         differ("model.sliding_window", "sliding_window", run.slidingWindow, hf.slidingWindow);
         differ("the rotary scaling (model.rope_*)", "rope_parameters", arch::ropeScalingText(run.rope),
                arch::ropeScalingText(hf.rope));
@@ -371,6 +418,24 @@ void initFromHuggingFace(const std::filesystem::path& dir, model::Gpt& model) {
         const auto names = huggingFaceNames(c, layer);
         auto params = model.layer(local).parameters();
         for (std::size_t k = 0; k < names.size(); ++k) {
+            if (names[k].experts != 0) {
+                // One tensor per expert: this rank reads its own experts only.
+                const auto mine = arch::unitRange(names[k].experts, slice.width, slice.rank);
+                std::vector<torch::Tensor> experts;
+                const std::vector<std::int64_t> want(shapes[k].second.begin() + 1, shapes[k].second.end());
+                for (auto e = mine.first; e < mine.end; ++e) {
+                    const std::string expert = names[k].expertName(static_cast<std::uint32_t>(e));
+                    if (!files.has(expert))
+                        throw InputError(fmt::format("{}: tensor {} is missing", dir.string(), expert), ErrorScope::ThisRank);
+                    experts.push_back(files.read(expert));
+                    if (experts.back().sizes().vec() != want)
+                        throw InputError(fmt::format("{}: tensor {} has shape [{}], the model needs [{}]", files.fileOf(expert),
+                                                     expert, fmt::join(experts.back().sizes().vec(), ", "), fmt::join(want, ", ")),
+                                         ErrorScope::ThisRank);
+                }
+                params[k].copy_(torch::stack(experts).to(params[k].device(), params[k].scalar_type()));
+                continue;
+            }
             // A tied run's head is the embedding, whatever else the directory holds.
             const std::string name =
                 storedName(files, c.isTiedHead(layer, k) ? huggingFaceNames(c, 0)[0].name : names[k].name, c.llama());

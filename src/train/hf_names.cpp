@@ -1,8 +1,54 @@
 #include "hf_names.hpp"
 
+#include "kiln/base/error.hpp"
+#include "kiln/train/hf_export.hpp"
+
 #include <fmt/format.h>
 
 namespace kiln::train {
+
+std::string HuggingFaceName::expertName(std::uint32_t e) const {
+    const auto at = name.find("{}");
+    return name.substr(0, at) + std::to_string(e) + name.substr(at + 2);
+}
+
+std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
+    if (!c.llama()) return "GPT2LMHeadModel";
+    using Softmax = arch::Experts::Softmax;
+    std::string implied;
+    if (c.experts.any()) {
+        if (c.experts.sharedWidth > 0)
+            throw InputError("the model has a shared expert (model.shared_expert_hidden): no transformers class kiln "
+                             "writes has one without Qwen 2 MoE's gate on it");
+        if (c.qkvBias) throw InputError("the model has experts and q/k/v biases: no transformers class has both");
+        if (c.slidingWindow != 0 && c.qkNorm)
+            throw InputError("the model has experts, q/k norms and a sliding window: no transformers class has all three");
+        // OLMoE norms q and k over the projection, Qwen 3 MoE per head; Mixtral has neither and renormalises the
+        // chosen experts' weights (softmax after top-k); the other two say which by norm_topk_prob.
+        implied = c.qkNormProjection ? "OlmoeForCausalLM" : c.qkNorm ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM";
+        if (implied == "OlmoeForCausalLM" && (c.slidingWindow != 0 || c.headDim() * c.heads != c.dModel))
+            throw InputError("OLMoE's q/k norms with a sliding window or a head_dim apart from d_model / heads: "
+                             "OlmoeForCausalLM has neither");
+        if (implied == "MixtralForCausalLM" && c.experts.softmax == Softmax::BeforeTopK)
+            throw InputError("model.router_softmax = before_topk without q/k norms: Mixtral renormalises the chosen "
+                             "experts' weights (after_topk), and the classes that do not (OLMoE, Qwen 3 MoE) norm q and k");
+    } else {
+        if (c.qkvBias && c.qkNorm)
+            throw InputError("the model has both q/k/v biases and q/k norms: no transformers class has exactly that "
+                             "(Qwen 3's attention_bias adds o's bias as well)");
+        if (c.qkNormProjection)
+            throw InputError("model.qk_norm_over = projection without experts: OLMoE's norms come with its experts in "
+                             "transformers (OlmoeForCausalLM); no dense class has them");
+        implied = c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM"
+                  : c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
+    }
+    if (c.hfArchitecture.empty() || c.hfArchitecture == implied) return implied;
+    // Another name for the same maths: a Llama without biases or norms is a Mistral too.
+    if (c.hfArchitecture == "MistralForCausalLM" && implied == "LlamaForCausalLM") return c.hfArchitecture;
+    throw InputError(fmt::format("model.hf_architecture = {}, but the model is a {} (its biases, norms, experts and "
+                                 "window decide); leave the key empty",
+                                 c.hfArchitecture, implied));
+}
 
 std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::uint32_t layer) {
     const bool output = layer == c.numLayers() - 1;
@@ -15,8 +61,25 @@ std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::u
         if (c.qkvBias)
             names.insert(names.end(), {{p + "self_attn.q_proj.bias"}, {p + "self_attn.k_proj.bias"}, {p + "self_attn.v_proj.bias"}});
         if (c.qkNorm) names.insert(names.end(), {{p + "self_attn.q_norm.weight"}, {p + "self_attn.k_norm.weight"}});
-        names.insert(names.end(), {{p + "self_attn.o_proj.weight"}, {p + "post_attention_layernorm.weight"},
-                                   {p + "mlp.gate_proj.weight"}, {p + "mlp.up_proj.weight"}, {p + "mlp.down_proj.weight"}});
+        names.insert(names.end(), {{p + "self_attn.o_proj.weight"}, {p + "post_attention_layernorm.weight"}});
+        if (!c.experts.any()) {
+            names.insert(names.end(), {{p + "mlp.gate_proj.weight"}, {p + "mlp.up_proj.weight"}, {p + "mlp.down_proj.weight"}});
+            return names;
+        }
+        const std::uint32_t E = c.experts.count;
+        if (huggingFaceArchitecture(c) == "MixtralForCausalLM") {
+            const std::string moe = p + "block_sparse_moe.";
+            names.insert(names.end(), {{moe + "gate.weight"}, {moe + "experts.{}.w1.weight", false, E},
+                                       {moe + "experts.{}.w3.weight", false, E}, {moe + "experts.{}.w2.weight", false, E}});
+        } else {
+            names.insert(names.end(), {{p + "mlp.gate.weight"}, {p + "mlp.experts.{}.gate_proj.weight", false, E},
+                                       {p + "mlp.experts.{}.up_proj.weight", false, E},
+                                       {p + "mlp.experts.{}.down_proj.weight", false, E}});
+        }
+        // Qwen 2 MoE's names for a shared expert (no class transformers has for kiln's: export refuses it).
+        if (c.experts.sharedWidth > 0)
+            names.insert(names.end(), {{p + "mlp.shared_expert.gate_proj.weight"}, {p + "mlp.shared_expert.up_proj.weight"},
+                                       {p + "mlp.shared_expert.down_proj.weight"}});
         return names;
     }
     if (layer == 0) return {{"transformer.wte.weight"}, {"transformer.wpe.weight"}};

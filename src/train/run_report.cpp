@@ -11,16 +11,17 @@
 
 namespace kiln::train {
 
-void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
+void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources, io::RouterShape router,
                             std::vector<io::TemplateStageRecord> templates) {
     path_ = std::move(path);
     deckText_ = std::move(deckText);
     sources_ = std::move(sources);
     templates_ = std::move(templates);
+    router_ = router;
 }
 
 void RunReport::open(bool continueRun, std::uint64_t step, const std::string& kind, const std::string& detail) {
-    file_ = std::make_unique<io::DiagFile>(path_.string(), deckText_, sources_, templates_, continueRun);
+    file_ = std::make_unique<io::DiagFile>(path_.string(), deckText_, sources_, templates_, continueRun, router_);
     file_->event(step, kind, detail);
 }
 
@@ -54,9 +55,9 @@ void RunReport::failureReplayed(double replaySeconds) {
     pending_.reset();
 }
 
-void RunReport::step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens) {
-    if (file_) file_->step(record, sourceTokens);
-    lastRow_ = StepRow{record, std::move(sourceTokens)};
+void RunReport::step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router) {
+    if (file_) file_->step(record, sourceTokens, router);
+    lastRow_ = StepRow{record, std::move(sourceTokens), std::move(router)};
 }
 
 void RunReport::handOver(const comm::World& world, int speaker, std::uint64_t step) {
@@ -77,7 +78,7 @@ void RunReport::handOver(const comm::World& world, int speaker, std::uint64_t st
                      holderLives ? "was retired with its node" : "failed"));
     // The previous holder may have died after a step's commit, before its row.
     if (lastRow_ && (!file_->lastStep() || *file_->lastStep() < lastRow_->record.step))
-        file_->step(lastRow_->record, lastRow_->sourceTokens);
+        file_->step(lastRow_->record, lastRow_->sourceTokens, lastRow_->router);
 }
 
 }  // namespace kiln::train

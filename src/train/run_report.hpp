@@ -25,7 +25,7 @@ namespace kiln::train {
 class RunReport {
 public:
     // What diag.h5 is created with: the resolved deck, the data sources' names, the templates' stages.
-    void describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
+    void describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources, io::RouterShape router,
                      std::vector<io::TemplateStageRecord> templates);
     // This rank opens diag.h5 (a new file, or appending: `continueRun`) and
     // records event `kind`.
@@ -49,7 +49,7 @@ public:
     void failureReplayed(double replaySeconds);
     // A committed step's /steps row. Every rank keeps the last one: a holder
     // that dies between the commit and its row leaves it to the next.
-    void step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens);
+    void step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router = {});
 
     // After a recovery round or a retirement, on every member: `speaker` (a
     // start-up rank) speaks for the job from now on and holds diag.h5; a live
@@ -61,12 +61,14 @@ private:
     std::string deckText_;
     std::vector<std::string> sources_;
     std::vector<io::TemplateStageRecord> templates_;
+    io::RouterShape router_;
     std::unique_ptr<io::DiagFile> file_;
     int holder_ = 0;
     std::optional<io::FailureRecord> pending_;
     struct StepRow {
         io::StepRecord record;
         std::vector<std::uint64_t> sourceTokens;
+        io::RouterRow router;
     };
     std::optional<StepRow> lastRow_;
 };

@@ -132,6 +132,14 @@ namespace kiln::train {
 
 namespace {
 
+// The step's routers per block: the balance loss per sequence, the z-loss per token, and the loads.
+io::RouterRow routerRow(const model::RouterRecord& r, double sequences, double tokens) {
+    io::RouterRow row{r.balanceSum, r.zSum, r.load};
+    for (auto& b : row.balance) b /= sequences;
+    for (auto& z : row.z) z /= tokens;
+    return row;
+}
+
 std::string duration(double seconds) {
     const auto s = static_cast<long long>(seconds + 0.5);
     return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
@@ -184,7 +192,7 @@ void Trainer::State::recordStep(std::uint64_t step, const Committed& done, doubl
     const data::Cursor& after = loader->cursor();
     for (std::size_t i = 0; i < spec.sources.size(); ++i)
         sourceTokens.push_back((after.sources[i].samples - done.before.sources[i].samples) * spec.seqLen);
-    report.step(record, std::move(sourceTokens));
+    report.step(record, std::move(sourceTokens), routerRow(a.router, double(spec.globalBatch), targetsPerStep));
 }
 
 void Trainer::State::logProgress(std::uint64_t step, const Committed& done, double tokensPerSecond, double eta) const {

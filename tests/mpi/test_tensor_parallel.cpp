@@ -4,7 +4,10 @@
 // same loss and, for every parameter, the shard of the unsplit gradient
 // (float32, to 1e-5 relative), and its layers must hold the shards of the
 // unsplit initial weights. Uneven splits are included: 3 heads over 2 ranks,
-// a vocabulary of 61 over 4. Then what builds on shards: gradient sums
+// a vocabulary of 61 over 4. A mixture of experts (OLMoE's q/k norms over the
+// projections, a shared expert, both router losses) spreads its experts over
+// the stage, also when a microbatch's only token reaches one rank's expert
+// alone. Then what builds on shards: gradient sums
 // between replicas of different widths, and the checkpoint writers' choice.
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
@@ -61,10 +64,21 @@ void expectClose(const torch::Tensor& got, const torch::Tensor& want, const std:
     EXPECT_LE((got - want).abs().max().item<double>() / scale, 1e-5) << what;
 }
 
-void compareWidth(std::uint32_t heads, int width) {
-    const auto config = smallModel(heads);
+// A llama with 4 experts (its q/k norms over the projections, as OLMoE's, a shared expert and both router
+// losses), `perToken` chosen per token, sequences of `seqLen`.
+ModelConfig expertModel(std::uint32_t perToken, std::uint32_t seqLen) {
+    ModelConfig c = smallModel(4);
+    c.family = kiln::arch::Family::Llama;
+    c.kvHeads = 4;
+    c.qkNorm = c.qkNormProjection = true;
+    c.experts = {4, perToken, 8, 8, kiln::arch::Experts::Softmax::AfterTopK, 0.01, 0.001};
+    c.seqLen = seqLen;
+    return c;
+}
+
+void compareWidth(const ModelConfig& config, int width, std::int64_t samples = 3) {
     torch::manual_seed(7);
-    const auto ids = torch::randint(config.vocabSize, {3, config.seqLen + 1}, torch::kInt64);
+    const auto ids = torch::randint(config.vocabSize, {samples, config.seqLen + 1}, torch::kInt64);
     const auto input = ids.slice(1, 0, config.seqLen), targets = ids.slice(1, 1, config.seqLen + 1);
 
     Gpt whole(config);
@@ -76,7 +90,7 @@ void compareWidth(std::uint32_t heads, int width) {
     const auto loss = split.lossSum(split.forward(input), targets);
     loss.backward();
     EXPECT_NEAR(loss.item<double>(), wholeLoss.item<double>(), 1e-5 * wholeLoss.item<double>())
-        << "width " << width << ", " << heads << " heads";
+        << "width " << width << ", " << config.heads << " heads";
     for (std::uint32_t l = 0; l < config.numLayers(); ++l) {
         const auto specs = kiln::arch::shardSpecs(config, l);
         const auto mine = split.layer(l).named_parameters(), theirs = whole.layer(l).named_parameters();
@@ -93,6 +107,8 @@ void compareWidth(std::uint32_t heads, int width) {
     }
 }
 
+void compareWidth(std::uint32_t heads, int width) { compareWidth(smallModel(heads), width); }
+
 }  // namespace
 
 TEST(TensorParallel, SplitStagesEqualTheWholeModel) {
@@ -104,6 +120,15 @@ TEST(TensorParallel, SplitStagesEqualTheWholeModel) {
 
 TEST(TensorParallel, UnevenSplits) {
     compareWidth(3, 2);  // heads 2 + 1 (and 61 vocabulary rows as 30 + 31)
+}
+
+TEST(TensorParallel, ExpertsSpreadOverTheStage) {
+    for (int width : {1, 2, 4}) compareWidth(expertModel(2, 8), width);
+}
+
+TEST(TensorParallel, ExpertsThatNoTokenReaches) {
+    // One token, one expert: three of the four ranks run none of theirs, and still take part in every sum.
+    compareWidth(expertModel(1, 1), 4, 1);
 }
 
 TEST(TensorParallel, ShardsAreRunsOfAtoms) {

@@ -16,6 +16,13 @@ start from (issue 38, item 4b):
   OUT/qwen2         Qwen2ForCausalLM (q/k/v biases, drawn at random so that each one counts), rope_theta 1e6
   OUT/qwen3         Qwen3ForCausalLM (q/k RMSNorm per head, its weights drawn at random; head_dim 24, not
                     hidden_size / heads = 16)
+  OUT/mixtral       MixtralForCausalLM: 8 experts of SwiGLU 48, 2 per token (their weights renormalised)
+  OUT/qwen3-moe     Qwen3MoeForCausalLM: 8 experts of 48, 2 per token, norm_topk_prob, q/k norms per head,
+                    head_dim 24
+  OUT/olmoe         OlmoeForCausalLM: 8 experts of 48, 2 per token, norm_topk_prob false (the softmax over all
+                    experts kept), q/k norms over the whole projections
+                    (the routers' weights drawn at 0.3, and the norms', so that routing is decisive and each
+                    weight counts)
   OUT/llama-scaled  the llama's config with a rotary scaling kiln does not compute (dynamic), refused by name
   OUT/mistral-window   MistralForCausalLM with sliding_window 4 (v0.1's attention), shorter than the 8 tokens of
                     kiln export's reference sequences
@@ -29,7 +36,8 @@ import sys
 
 import torch
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 
 def main():
@@ -91,6 +99,26 @@ def main():
                     p.uniform_(0.5, 1.5)
     qwen2.save_pretrained(f"{out}/qwen2")
     qwen3.save_pretrained(f"{out}/qwen3")
+    common = dict(vocab_size=300, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=128, tie_word_embeddings=False, bos_token_id=None, eos_token_id=256,
+                  pad_token_id=None, num_experts_per_tok=2)
+    experts = {
+        "mixtral": MixtralForCausalLM(MixtralConfig(intermediate_size=48, num_local_experts=8, rms_norm_eps=1e-5,
+                                                    rope_theta=1e6, sliding_window=None, **common)),
+        "qwen3-moe": Qwen3MoeForCausalLM(Qwen3MoeConfig(intermediate_size=96, moe_intermediate_size=48, num_experts=8,
+                                                        norm_topk_prob=True, head_dim=24, rms_norm_eps=1e-6,
+                                                        rope_theta=1e6, **common)),
+        "olmoe": OlmoeForCausalLM(OlmoeConfig(intermediate_size=48, num_experts=8, norm_topk_prob=False,
+                                              rms_norm_eps=1e-5, rope_theta=1e4, **common)),
+    }
+    with torch.no_grad():
+        for name, model in experts.items():
+            for parameter_name, p in model.named_parameters():
+                if parameter_name.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight")):
+                    p.normal_(0.0, 0.3)
+                if parameter_name.endswith(("q_norm.weight", "k_norm.weight")):
+                    p.uniform_(0.5, 1.5)
+            model.save_pretrained(f"{out}/{name}")
     for source, name, change in (("llama", "llama-scaled", {"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}),
                                  ("qwen2", "qwen2-mixed", {"use_sliding_window": True, "sliding_window": 16,
                                                            "max_window_layers": 2, "layer_types": None})):
@@ -100,7 +128,7 @@ def main():
         config.update(change)
         json.dump(config, open(f"{out}/{name}/config.json", "w"))
     print(f"saved in {out}: llama, llama-tied, gpt2, {', '.join(scalings)}, mistral, mistral-window, qwen2, qwen3, "
-          "llama-scaled, qwen2-mixed")
+          f"{', '.join(experts)}, llama-scaled, qwen2-mixed")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,13 @@
 #     their biases and norm weights drawn at random: kiln import prints model.qkv_bias, model.qk_norm and
 #     model.head_dim; started from on 2+1 pipelines of 2-wide stages, both ways, exported as Qwen2ForCausalLM
 #     and Qwen3ForCausalLM.
+#  7. Mixtures of experts (issue 54): a MixtralForCausalLM, a Qwen3MoeForCausalLM (norm_topk_prob, q/k norms
+#     per head, head_dim 24) and an OlmoeForCausalLM (the softmax before top-k, q/k norms over the whole
+#     projections), 8 experts of which 2 per token, their routers drawn at 0.3 so that routing is decisive:
+#     kiln import prints model.experts and its keys; started from on 2+1 pipelines of 2-wide stages (4 experts
+#     on each rank, each reading only its own experts' tensors), both ways, exported as the class they came
+#     from, one tensor per expert. A Qwen 3 MoE with dense layers among its sparse ones (decoder_sparse_step
+#     2) is refused by that field.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -118,3 +125,31 @@ for name in qwen2 qwen3; do
 done
 both_ways qwen2:Qwen2ForCausalLM:Qwen2ForCausalLM qwen3:Qwen3ForCausalLM:Qwen3ForCausalLM
 echo "PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(check_line 3); exported: $(check_line 4)"
+"$kiln" import "$work/hf/olmoe" >"$work/import-olmoe.txt"
+grep -q "^experts = 8" "$work/import-olmoe.txt" && grep -q "^experts_per_token = 2" "$work/import-olmoe.txt" &&
+  grep -q "^router_softmax = before_topk" "$work/import-olmoe.txt" && grep -q "^qk_norm_over = projection" "$work/import-olmoe.txt" ||
+  { cat "$work/import-olmoe.txt"; fail "kiln import does not give OLMoE's experts and norms"; }
+for name in mixtral qwen3-moe olmoe; do
+  # shellcheck disable=SC2046
+  must "$name" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" "${frozen[@]}" \
+    --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
+done
+both_ways mixtral:MixtralForCausalLM:MixtralForCausalLM qwen3-moe:Qwen3MoeForCausalLM:Qwen3MoeForCausalLM \
+  olmoe:OlmoeForCausalLM:OlmoeForCausalLM
+"$python" -c "
+import json, sys
+from safetensors import safe_open
+names = set(safe_open('$work/kiln-mixtral/model.safetensors', 'pt').keys())
+sys.exit(0 if 'model.layers.3.block_sparse_moe.experts.7.w2.weight' in names else 1)" ||
+  fail "the Mixtral export does not hold one tensor per expert under transformers' names"
+cp -r "$work/hf/qwen3-moe" "$work/hf/qwen3-moe-dense"
+python3 -c "
+import json, sys
+path = sys.argv[1] + '/config.json'
+config = json.load(open(path))
+config['decoder_sparse_step'] = 2
+json.dump(config, open(path, 'w'))" "$work/hf/qwen3-moe-dense"
+if "$kiln" import "$work/hf/qwen3-moe-dense" >"$work/dense.txt" 2>&1; then fail "a Qwen 3 MoE with dense layers was accepted"; fi
+grep -q "decoder_sparse_step = 2 (kiln's experts are in every block)" "$work/dense.txt" ||
+  { cat "$work/dense.txt"; fail "decoder_sparse_step is not refused by name"; }
+echo "PASS 7: Mixtral, Qwen 3 MoE and OLMoE on 2+1 pipelines of 2-wide stages (experts spread over each stage's ranks), both ways: $(check_line 1); $(check_line 3); $(check_line 5)"

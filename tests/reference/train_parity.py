@@ -9,7 +9,11 @@ of the global batch; the gradient norm is the global L2 norm before clipping, an
 grad_clip / (norm + 1e-6) when the norm exceeds grad_clip; the learning rate warms up linearly
 (lr * (step + 1) / warmup_steps) and then follows a cosine to min_lr over decay_steps (0: the rest of the run);
 AdamW decays matrices and embeddings, not norms. torch.optim.AdamW is the optimiser, with one parameter group
-for the decayed tensors and one for the others.
+for the decayed tensors and one for the others. A mixture of experts adds its routers' losses (model.router_aux_loss
+and model.router_z_loss, written out here from the router scores transformers returns): per block, the
+balance loss E sum_e f_e P_e of each sequence (f_e the share of its k T choices that went to expert e, P_e
+expert e's mean probability) averaged over the sequences, and the squared log-sum-exp of each token's scores
+averaged over the tokens; both summed over the blocks.
 
     python train_parity.py HF_DIR BATCHES.npy DECK_RESOLVED.ini TOLERANCE KILN_LOSSES [KILN_LOSSES ...]
 
@@ -55,14 +59,15 @@ def main():
     batches = torch.from_numpy(numpy.load(batches_path).astype(numpy.int64))
     steps = batches.shape[0]
     torch.set_num_threads(1)
-    reference = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]))
+    model_deck = deck["model"] if deck.has_section("model") else {}
+    reference = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]), model_deck=model_deck)
     # How far PyTorch's own gradient norm moves when its weights move by 1e-7 (relative, random) after every
     # step, as fp32 rounding in another summation order moves them: at a step where the loss spikes the norm
     # of some models (a tied embedding's) is ill-conditioned, and no fp32 computation in another summation
     # order can be held closer than that. (Moving the initial weights alone underestimated it: AdamW's first
     # steps damp such a move, while kiln's 2-wide stages round differently at every step.) The norm's
     # tolerance at each step is the larger of TOLERANCE and 3 times that movement; the loss's is TOLERANCE.
-    moved = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]), perturbation=1e-7)
+    moved = pytorch_curve(directory, batches, train, int(deck["run"]["steps"]), perturbation=1e-7, model_deck=model_deck)
     norm_tolerance = [max(tolerance, 3 * abs(m[1] - r[1]) / r[1]) for r, m in zip(reference, moved)]
     worst = {path: 0.0 for path in curves}
     bad_norm = {path: [] for path in curves}
@@ -91,7 +96,22 @@ def main():
     return 0
 
 
-def pytorch_curve(directory, batches, train, run_steps, perturbation=0.0):
+def router_losses(router_logits, sequences, k, aux, z):
+    """kiln's router losses (model.router_aux_loss, model.router_z_loss) from each block's (B T, E) scores."""
+    total = 0.0
+    for scores in router_logits:
+        scores = scores.float()
+        E = scores.shape[-1]
+        T = scores.shape[0] // sequences
+        probabilities = torch.softmax(scores, -1)
+        chosen = probabilities.topk(k, -1).indices.view(sequences, T * k)
+        counts = torch.zeros(sequences, E).scatter_add_(1, chosen, torch.ones(sequences, T * k))
+        balance = E * (counts / (k * T) * probabilities.view(sequences, T, E).mean(1)).sum(-1)
+        total = total + aux * balance.mean() + z * (torch.logsumexp(scores, -1) ** 2).mean()
+    return total
+
+
+def pytorch_curve(directory, batches, train, run_steps, perturbation=0.0, model_deck=None):
     """Every step's loss and gradient norm (before clipping) of the model trained in plain PyTorch."""
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
@@ -111,13 +131,22 @@ def pytorch_curve(directory, batches, train, run_steps, perturbation=0.0):
         [{"params": decayed, "weight_decay": float(train["weight_decay"])}, {"params": others, "weight_decay": 0.0}],
         lr=0.0, betas=(float(train["beta1"]), float(train["beta2"])), eps=float(train["eps"]))
     clip = float(train["grad_clip"])
+    experts = getattr(model.config, "num_experts_per_tok", 0)
+    aux, z = float(model_deck.get("router_aux_loss", 0.01)), float(model_deck.get("router_z_loss", 0.0))
     curve = []
     for step in range(batches.shape[0]):
         tokens = batches[step]
-        logits = model(input_ids=tokens[:, :-1]).logits
+        if experts:
+            out = model(input_ids=tokens[:, :-1], output_router_logits=True)
+        else:
+            out = model(input_ids=tokens[:, :-1])
+        logits = out.logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        objective = loss
+        if experts:
+            objective = loss + router_losses(out.router_logits, tokens.shape[0], experts, aux, z)
         optimiser.zero_grad(set_to_none=False)
-        loss.backward()
+        objective.backward()
         norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())).item()
         if clip > 0 and norm > clip:
             for p in model.parameters():

@@ -18,6 +18,10 @@
 #     regime of the rule is met): 30 steps on 2+1 pipelines of 2-wide stages agree with PyTorch the same way.
 #  5. Qwen 3 (q/k RMSNorm per head, head_dim 24 apart from hidden_size / heads): the same. On a 2-wide stage
 #     each rank holds the norms whole and its heads give part of their gradient: the stage sums the parts.
+#  6. Mixtures of experts (issue 54), the routers' losses included (model.router_aux_loss 0.01, the default, and
+#     model.router_z_loss 0.001, written out in train_parity.py): a Mixtral (softmax after top-k) and an OLMoE
+#     (softmax before top-k, q/k norms over the projections), 8 experts of which 2 per token, 30 steps on 2+1
+#     pipelines of 2-wide stages (4 experts on each rank), agree with PyTorch the same way.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 python=$5
 rm -rf "$work"
@@ -92,3 +96,15 @@ losses qwen3-wide
 "$python" "$here/train_parity.py" "$work/hf/qwen3" "$work/batches.npy" "$work/qwen3-wide/tiny/deck.resolved.ini" 1e-4 \
   "$work/qwen3-wide.losses" >"$work/qwen3.log" 2>&1 || { cat "$work/qwen3.log"; fail "Qwen 3 training parity"; }
 echo "PASS 5: Qwen 3's q/k norms and head_dim, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/qwen3.log")"
+
+for name in mixtral olmoe; do
+  # shellcheck disable=SC2046
+  must "$name-wide" 6 $(model_settings "$work/hf/$name") --set model.init_from="$work/hf/$name" --set run.steps=$steps \
+    --set train.grad_clip=1 --set model.router_z_loss=0.001 --set cluster.ranks_per_node=2 --set plan.stage_width=2 \
+    --set plan.pipelines=2+1 --set fault.f=1
+  grep -q "balance [0-9.]*  z [0-9.]*" "$work/$name-wide.log" || { cat "$work/$name-wide.log"; fail "$name: the log has no router losses"; }
+  losses "$name-wide"
+  "$python" "$here/train_parity.py" "$work/hf/$name" "$work/batches.npy" "$work/$name-wide/tiny/deck.resolved.ini" 1e-4 \
+    "$work/$name-wide.losses" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name training parity"; }
+done
+echo "PASS 6: Mixtral and OLMoE with their routers' losses, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/mixtral.log"); $(tail -1 "$work/olmoe.log")"

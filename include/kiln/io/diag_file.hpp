@@ -24,6 +24,11 @@
 //   /eval           one record per held-out evaluation: step (the steps trained before it), loss
 //                   (mean cross-entropy per token), perplexity, tokens, seconds, time
 //   /events         time, step, kind, detail; the kinds are diag_schema.hpp's diagEventKinds()
+//   /router_balance (steps, blocks) a mixture of experts' load-balancing loss per block, the mean over the
+//                   step's sequences (1: balanced); only for a model with experts, as the next two
+//   /router_z       (steps, blocks) the router z-loss per block, the mean over the step's tokens
+//   /expert_load    (steps, blocks x experts) tokens each expert of each block received (k per token);
+//                   attributes `blocks` and `experts`
 //
 // Every column's meaning: diag_schema.hpp (and docs/reference/diag.md, printed from it).
 #pragma once
@@ -51,6 +56,16 @@ struct StepRecord {
     double sync = 0.0;       // seconds summing gradients over replicas, and clipping
     double optimizer = 0.0;  // seconds in the optimizer update
     double pipelineWait = 0.0;  // seconds waiting for neighbouring stages (the bubble) and pending sends
+};
+
+// A step's routers (a mixture of experts): per block the balance loss and z-loss, and blocks x experts loads.
+struct RouterRow {
+    std::vector<double> balance, z, load;
+};
+
+// The shape of a run's routers (both 0 for a dense model: no router tables).
+struct RouterShape {
+    std::uint32_t blocks = 0, experts = 0;
 };
 
 struct EvalRecord {
@@ -113,12 +128,12 @@ public:
     // Creates `path`, or continues it when `continueRun` and it exists. A fresh run
     // never overwrites an old diag.h5: it is moved aside (diag.h5.<ms since epoch>).
     DiagFile(const std::string& path, const std::string& deckText, const std::vector<std::string>& sources,
-             const std::vector<TemplateStageRecord>& templates, bool continueRun);
+             const std::vector<TemplateStageRecord>& templates, bool continueRun, RouterShape router = {});
     ~DiagFile();
     DiagFile(const DiagFile&) = delete;
     DiagFile& operator=(const DiagFile&) = delete;
 
-    void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens);
+    void step(const StepRecord& record, const std::vector<std::uint64_t>& sourceTokens, const RouterRow& router = {});
     // The last step recorded in /steps (of this run and those it continues), if any.
     std::optional<std::uint64_t> lastStep() const { return lastStep_; }
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
@@ -133,14 +148,19 @@ public:
     static std::vector<EvalRecord> readEvals(hid_t file);
     static std::vector<TemplateStageRecord> readTemplates(hid_t file);
     static std::vector<std::vector<std::uint64_t>> readSourceTokens(hid_t file, std::vector<std::string>& sources);
+    // The router tables' rows (none in a dense run's file), and their shape.
+    static std::vector<RouterRow> readRouter(hid_t file, RouterShape& shape);
 
 private:
+    void appendRouter(const RouterRow& row);
     // Appends `rows` rows, each a record (columns == 0) or `columns` values.
     void append(hid_t dataset, hid_t memType, const void* records, std::uint64_t columns = 0, std::uint64_t rows = 1);
 
     std::string path_;
     std::size_t sources_ = 0;
     std::optional<std::uint64_t> lastStep_;
+    RouterShape router_;
+    h5::Handle routerBalance_, routerZ_, expertLoad_;
     h5::Handle file_, steps_, sourceTokens_, events_, instantiations_, failures_, evals_, stepType_, eventType_,
         instantiationType_, failureType_, evalType_;
 };

@@ -27,6 +27,8 @@ struct DiagRecords {
     std::vector<InstantiationRecord> layouts;
     std::vector<FailureRecord> failures;
     std::vector<EvalRecord> evals;
+    RouterShape routerShape;
+    std::vector<RouterRow> router;  // a row per row of `steps` (none for a dense model)
 };
 
 struct DiagSummary {
@@ -40,6 +42,8 @@ struct DiagSummary {
     std::vector<FailureRecord> failures;
     std::vector<EvalRecord> evals;  // one per step count, the last recorded
     std::vector<EventRecord> events;
+    RouterShape routerShape;
+    std::vector<RouterRow> router;  // one per row of `steps` (none for a dense model)
 };
 
 DiagRecords readDiagRecords(const std::string& path);

@@ -1,7 +1,9 @@
 // A checkpoint's weights as Hugging Face transformers loads them: a gpt2
 // model (learned positions, pre-norm blocks with biases, GELU-tanh MLP, final
 // LayerNorm, untied head) as GPT2LMHeadModel, a llama model as LlamaForCausalLM
-// (or Qwen2ForCausalLM, Qwen3ForCausalLM: huggingFaceArchitecture):
+// (or Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, and with experts
+// MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM: huggingFaceArchitecture),
+// each expert's weights a tensor of its own as save_pretrained writes them:
 //
 //   DIR/model.safetensors   the weights under the architecture's names (GPT-2's attention
 //                           and MLP matrices transposed: it keeps them as Conv1D, in x out);
@@ -47,8 +49,9 @@ struct ExportReport {
 
 // The transformers class a model is exported as: model.hf_architecture when set (kiln import sets it), else
 // GPT2LMHeadModel; Qwen2ForCausalLM with q/k/v biases, Qwen3ForCausalLM with q/k norms, MistralForCausalLM
-// with a sliding window, else LlamaForCausalLM. InputError for a model no class expresses (both biases and
-// norms), or a key that names another model.
+// with a sliding window, else LlamaForCausalLM; with experts OlmoeForCausalLM (q/k norms over the projection),
+// Qwen3MoeForCausalLM (per head) or MixtralForCausalLM (none). InputError for a model no class expresses (both
+// biases and norms, a shared expert), or a key that names another model (hf_names.cpp).
 std::string huggingFaceArchitecture(const arch::ModelConfig& model);
 
 ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const std::filesystem::path& dir,

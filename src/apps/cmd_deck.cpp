@@ -50,9 +50,13 @@ std::string modelSummary(const config::Deck& deck) {
         return "the vocabulary comes from the data's tokenizer (kiln plan or kiln run count the parameters)";
     const auto m = arch::modelConfigFromDeck(deck, 0);
     const double millions = double(m.parameters()) / 1e6;
-    return fmt::format("{}, vocabulary {}, sequence {}: {} M parameters ({:.3g} B, exactly {})", m.shapeText(), m.vocabSize,
+    // A mixture of experts: also those a token passes through.
+    const std::string active = m.experts.any() ? fmt::format("; active per token {:.3g} B, exactly {}",
+                                                             double(m.activeParameters()) / 1e9, m.activeParameters())
+                                               : "";
+    return fmt::format("{}, vocabulary {}, sequence {}: {} M parameters ({:.3g} B, exactly {}{})", m.shapeText(), m.vocabSize,
                        m.seqLen, millions < 1e4 ? fmt::format("{:.4g}", millions) : fmt::format("{:.0f}", millions),
-                       double(m.parameters()) / 1e9, m.parameters());
+                       double(m.parameters()) / 1e9, m.parameters(), active);
 }
 
 }  // namespace

@@ -244,7 +244,8 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.preset", KeyType::Text, "",
          "A published shape by name: gpt2-small, gpt2-medium, smollm-135m, smollm2-135m, smollm2-1.7b, llama-3.2-1b, "
          "llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, "
-         "llama-3-8b, llama-2-70b. It "
+         "llama-3-8b, llama-2-70b, and mixtures of experts: mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, "
+         "qwen3-235b-a22b, olmoe-1b-7b. It "
          "fills the model.* keys the deck leaves at their defaults (model.vocab included); a key the deck sets wins. "
          "kiln deck --check prints the resolved shape and its parameter count.",
          [](const Value& v) {

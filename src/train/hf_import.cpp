@@ -373,7 +373,8 @@ std::string initFromProblem(const arch::ModelConfig& hf, const arch::ModelConfig
     differ("the vocabulary (model.vocab, else the data's tokenizer)", "vocab_size", run.vocabSize, hf.vocabSize);
     if (llama && run.llama()) {
         differ("model.kv_heads", "num_key_value_heads", run.keyValueHeads(), hf.keyValueHeads());
-        differ("model.ffn_hidden", "intermediate_size", run.ffnHidden, hf.ffnHidden);
+        if (!hf.experts.any() || !run.experts.any())  // a mixture has no dense MLP: its ffn_hidden is unused
+            differ("model.ffn_hidden", "intermediate_size", run.ffnHidden, hf.ffnHidden);
         differ("model.norm_eps", "rms_norm_eps", run.normEps, hf.normEps);
         differ("model.rope_theta", "rope_theta", run.ropeTheta, hf.ropeTheta);
         differ("model.head_dim", "head_dim", run.headDim(), hf.headDim());

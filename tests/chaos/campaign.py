@@ -34,6 +34,9 @@ With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
   duty       one rank stopped and continued (SIGSTOP/SIGCONT) 30-80 ms of every 100 ms for 2-4 s: a straggler
              by duty cycle, which the speed monitor may rebalance around; no failure (fault.hang_timeout_s = 4)
   straggle   one rank lagging (fault.inject slow=) for some steps: retired as a straggler and maybe taken back
+With --models dense,experts (issue 54) each run also draws its model: the tiny deck's GPT (dense) or a llama whose
+blocks hold 4 experts of which 2 per token (experts), spread over the ranks of the wide stages; each model's runs are
+checked against its own failure-free run.
 Checks per run: exit status 0 within the time limit (else: hung), or 75 (beyond f: stopped for a requeue) after which
 the same command without its injections resumes the run and exits 0; every step's loss and gradient norm equal to the
 failure-free run's to 1e-5 relative; no collateral death (tests/fault/victims.py: /failures names exactly the
@@ -81,6 +84,17 @@ UNPINNED = ["plan.pipelines=", "plan.stage_width=0", "plan.device_tflops=0"]
 JOBS = [PINNED, ("unpinned 8x2", 8, 2, UNPINNED), ("unpinned 6x1", 6, 1, UNPINNED), ("unpinned 12x2", 12, 2, UNPINNED),
         ("pinned 6x2 f=1", 6, 2, ["plan.pipelines=2+1", "fault.f=1"]), ("pinned 16x2", 16, 2, ["plan.pipelines=2+2+2+1+1"]),
         ("unpinned 16x2", 16, 2, UNPINNED)]
+# The models a campaign draws from (--models): the deck's, or a mixture of experts.
+MODELS = {"dense": [], "experts": ["model.family=llama", "model.kv_heads=2", "model.experts=4", "model.experts_per_token=2",
+                                   "model.expert_hidden=48", "model.router_z_loss=0.001"]}
+
+
+def with_model(job, model):
+    """The job training `model`: its settings added, its name saying so."""
+    name, ranks, per_node, settings = job
+    return job if model == "dense" else (f"{name} {model}", ranks, per_node, settings + MODELS[model])
+
+
 # The phases of a recovery a second or third failure is put in (fault_injector.hpp).
 RECOVERY_PHASES = ["agree", "regroup", "migrate", "received", "migrated", "rebuild"]
 # Straggler settings of the wide jobs: decisions within the 12 steps (as tests/fault/stragglers.sh sets them).
@@ -370,6 +384,7 @@ def main():
     parser.add_argument("--wide", action="store_true",
                         help="draw the job too (pinned and unpinned, measured profiles, 6-16 ranks) and admissions, duty cycles, "
                              "stragglers")
+    parser.add_argument("--models", default="dense", help="draw each run's model from these (dense, experts)")
     parser.add_argument("--kinds", default="", help="draw only these kinds (comma-separated), e.g. admitkill")
     parser.add_argument("--lead", default="", help="the first run is of this kind, e.g. second")
     parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -378,11 +393,17 @@ def main():
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
 
-    clean = os.path.join(args.work, "clean")
-    status, _ = run(args, clean, "", None, clean + ".log")
-    if status != 0:
-        sys.exit(f"FAIL: the failure-free run exited with {status} (see {clean}.log)")
-    reference = losses(args, clean)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        sys.exit(f"FAIL: --models {args.models}: the models are {', '.join(MODELS)}")
+    references = {}
+    for model in models:  # each model's failure-free run
+        clean = os.path.join(args.work, f"clean-{model}")
+        status, _ = run(args, clean, "", None, clean + ".log", job=with_model(PINNED, model))
+        if status != 0:
+            sys.exit(f"FAIL: the failure-free run of the {model} model exited with {status} (see {clean}.log)")
+        references[model] = losses(args, clean)
 
     rng = random.Random(args.seed)
     counts = {"survived": 0, "crashed": 0, "hung": 0, "collateral": 0, "openmpi": 0, "requeued": 0}
@@ -394,6 +415,8 @@ def main():
     for i in range(args.runs):
         job = rng.choice(JOBS) if args.wide else PINNED
         kind, inject, _, outside = draw(rng, args.wide, job[1], job[2], [args.lead] if args.lead and i == 0 else only)
+        model = rng.choice(models) if len(models) > 1 else models[0]
+        job, reference = with_model(job, model), references[model]
         out = os.path.join(args.work, f"run{i:03d}")
         landed = set()
         since = time.time()
@@ -402,6 +425,8 @@ def main():
         what = f"{kind:<10} {inject}" + describe_outside(outside)
         if args.wide:
             what = f"[{job[0]}] {what}"
+        elif model != "dense":
+            what += f" [{model}]"
         if outside and outside[0] in ("kill", "admitkill") and outside[1] not in landed:
             missed += 1
             what += " [the outside kill did not land]"

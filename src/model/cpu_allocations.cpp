@@ -10,10 +10,10 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kiln::model {
@@ -50,16 +50,23 @@ std::size_t pages(std::size_t bytes) { return (bytes + kPage - 1) / kPage * kPag
 // what is live at once in a pipeline (forward passes of one microbatch
 // interleaved with backward passes of another). What stays in the cache is
 // at most, per size, the most blocks of that size live at once.
+//
+// Sizes that vary from one microbatch to the next (a mixture of experts' tokens per expert, rounded to a few
+// sizes by the layer) would each keep blocks of their own: a request takes the smallest free block up to 1/8
+// larger than it when none of its own size is free, and the block goes back to its own size's list.
 class BlockCache {
 public:
-    void* take(std::size_t bytes) {
+    // `bytes` becomes the size of the block taken.
+    void* take(std::size_t& bytes) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            auto& list = free_[bytes];
-            if (!list.blocks.empty()) {
+            for (auto it = free_.lower_bound(bytes); it != free_.end() && it->first <= bytes + bytes / 8; ++it) {
+                auto& list = it->second;
+                if (list.blocks.empty()) continue;
                 void* block = list.blocks.back();
                 list.blocks.pop_back();
                 list.lowWater = std::min(list.lowWater, list.blocks.size());
+                bytes = it->first;
                 cachedFree_ -= bytes;
                 return block;
             }
@@ -120,7 +127,7 @@ private:
         std::size_t lowWater = 0;
     };
     mutable std::mutex mutex_;
-    std::unordered_map<std::size_t, FreeList> free_;
+    std::map<std::size_t, FreeList> free_;  // by size: a request may take the next sizes up
     std::size_t cachedFree_ = 0;
 };
 
@@ -151,7 +158,7 @@ void releaseBlock(void* context) {
 }
 
 c10::DataPtr counted(std::size_t bytes) {
-    const std::size_t mapped = bytes >= cachedFrom ? pages(bytes) : 0;
+    std::size_t mapped = bytes >= cachedFrom ? pages(bytes) : 0;
     void* data = mapped > 0 ? cache().take(mapped) : c10::alloc_cpu(bytes);
     if (mapped == 0) hold(static_cast<std::int64_t>(bytes));
     raise(peak, live.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed) + static_cast<std::int64_t>(bytes));

@@ -37,6 +37,16 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& gate, const to
     return torch::linear(torch::silu(torch::linear(x, gate)) * torch::linear(x, up), down);
 }
 
+// An expert's rows rounded up to 4 significant bits (at most 1/8 more): the tokens an expert gets change from
+// one microbatch to the next, and its activations would take as many sizes of memory, each kept for reuse by
+// the host allocator (cpu_allocations.hpp) or the device's; in a few sizes they are reused instead.
+std::int64_t bucketRows(std::int64_t rows) {
+    if (rows <= 16) return rows;
+    const int shift = 63 - __builtin_clzll(static_cast<unsigned long long>(rows)) - 3;
+    const std::int64_t unit = std::int64_t{1} << shift;
+    return (rows + unit - 1) / unit * unit;
+}
+
 }  // namespace
 
 ExpertMlp::ExpertMlp(const arch::ModelConfig& c, std::uint32_t layer, ShardedParameters& param, SliceHandle slice)
@@ -80,12 +90,19 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
 
     torch::Tensor routed = torch::zeros({N * k, C}, m.options());
     if (pairs.numel() > 0) {
-        const auto inputs = tokens.index_select(0, torch::floor_divide(pairs, k));
+        const auto tokenOfPair = torch::floor_divide(pairs, k);
+        // One view per expert, taken at once: their gradients are stacked once in backward, where selecting
+        // expert e of the (E, ...) weights would give each expert a zero-filled gradient of all of them.
+        const auto gates = gate_.unbind(0), ups = up_.unbind(0), downs = down_.unbind(0);
         std::vector<torch::Tensor> outputs;
         for (std::int64_t e = mine_.first; e < mine_.end; ++e) {
             if (count[e] == 0) continue;
-            const std::int64_t local = e - mine_.first, from = start[e] - start[mine_.first];
-            outputs.push_back(swiglu(inputs.narrow(0, from, count[e]), gate_[local], up_[local], down_[local]));
+            const std::int64_t local = e - mine_.first, from = start[e] - start[mine_.first], rows = bucketRows(count[e]);
+            // Its tokens, the first repeated into the padding rows, whose outputs are dropped (no gradient).
+            auto mine = tokenOfPair.narrow(0, from, count[e]);
+            if (rows > count[e]) mine = torch::cat({mine, mine.narrow(0, 0, 1).expand({rows - count[e]})});
+            const auto inputs = tokens.index_select(0, mine);
+            outputs.push_back(swiglu(inputs, gates[local], ups[local], downs[local]).narrow(0, 0, count[e]));
         }
         const auto weighted = torch::cat(outputs) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
         // Each pair has its own row: a copy, not an accumulation, so the result does not depend on the device's

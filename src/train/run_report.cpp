@@ -11,8 +11,8 @@
 
 namespace kiln::train {
 
-void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources, io::RouterShape router,
-                            std::vector<io::TemplateStageRecord> templates) {
+void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
+                            std::vector<io::TemplateStageRecord> templates, io::RouterShape router) {
     path_ = std::move(path);
     deckText_ = std::move(deckText);
     sources_ = std::move(sources);

@@ -25,8 +25,9 @@ namespace kiln::train {
 class RunReport {
 public:
     // What diag.h5 is created with: the resolved deck, the data sources' names, the templates' stages.
-    void describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources, io::RouterShape router,
-                     std::vector<io::TemplateStageRecord> templates);
+    // `router`: a mixture of experts' blocks and experts (diag.h5's router tables), none for a dense model.
+    void describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
+                     std::vector<io::TemplateStageRecord> templates, io::RouterShape router = {});
     // This rank opens diag.h5 (a new file, or appending: `continueRun`) and
     // records event `kind`.
     void open(bool continueRun, std::uint64_t step, const std::string& kind, const std::string& detail);

@@ -58,9 +58,8 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
 void Trainer::State::describeReport() {
     std::vector<std::string> names;
     for (const auto& src : spec.sources) names.push_back(src.name);
-    report.describeRun(runDir / "diag.h5", deck.resolvedText(), std::move(names),
-                       {modelConfig.experts.any() ? modelConfig.blocks : 0, modelConfig.experts.count},
-                       templateRecords(plan.templates));
+    report.describeRun(runDir / "diag.h5", deck.resolvedText(), std::move(names), templateRecords(plan.templates),
+                       {modelConfig.experts.any() ? modelConfig.blocks : 0, modelConfig.experts.count});
 }
 
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst) const {

@@ -7,7 +7,10 @@ const std::vector<LogLine>& logLines() {
         {"step", "step      1/12  loss 5.5469  lr 6.00e-04  |g| 4.581  9.5k tok/s  wait 0.0%  ETA 0m01s  f 2",
          "progress, one line per step (or per run.log_every): loss, learning rate, gradient norm, throughput, the "
          "share of time waiting for data (above a few % the loader is the bottleneck: raise data.prefetch or "
-         "data.read_threads), time left, and the node failures the layout survives now"},
+         "data.read_threads), time left, and the node failures the layout survives now. A mixture of experts adds "
+         "'balance 1.018  z 1.94' after the loss: the routers' load-balancing loss (1: balanced; a climb toward "
+         "model.experts is a router collapsing onto few experts: raise model.router_aux_loss) and z-loss, means "
+         "over the blocks (kiln diag --plot draws each expert's load)"},
         {"kiln: error", "kiln: error on rank 0 (node-7): deck input/my.ini line 12: ...",
          "a bad input, named with its file, line or key; nothing was lost. Fix it and run again"},
         {"MPI", "  MPI        Open MPI v5.0.10", "the MPI library the job runs with; ULFM needs Open MPI 5"},

@@ -185,6 +185,13 @@ std::vector<DiagTable> diagTables() {
         recordTable("failures", "one record per recovery, with the seconds of each phase", failureRecord().names()),
         recordTable("eval", "one record per held-out evaluation", evalRecord().names()),
         recordTable("events", "what happened besides steps, one record each", eventRecord().names()),
+        {"router_balance", "(steps, blocks) a mixture of experts' load-balancing loss per block, the mean over the "
+                           "step's sequences (1: balanced); only in a run with experts, as the next two",
+         {}},
+        {"router_z", "(steps, blocks) the router z-loss per block, the mean over the step's tokens", {}},
+        {"expert_load", "(steps, blocks x experts) the tokens each expert of each block received (experts_per_token "
+                        "per token); attributes `blocks` and `experts`",
+         {}},
     };
     std::size_t columns = 0;
     for (const auto& t : tables) columns += t.columns.size();

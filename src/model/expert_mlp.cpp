@@ -24,12 +24,13 @@ using torch::autograd::tensor_list;
 // The identity on x forward; backward, it also gives `loss` the gradient routerLossScale(), as if the loss
 // had been added to the step's (summed, then scaled) cross-entropy.
 struct AttachLoss : torch::autograd::Function<AttachLoss> {
-    static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, const torch::Tensor& loss) {
-        (void)loss;
+    static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& loss) {
+        ctx->saved_data["float64"] = loss.scalar_type() == torch::kFloat64;
         return x.view_as(x);
     }
-    static tensor_list backward(AutogradContext*, tensor_list grads) {
-        return {grads[0], torch::full({}, routerLossScale(), torch::TensorOptions().dtype(torch::kFloat32).device(grads[0].device()))};
+    static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+        const auto type = ctx->saved_data["float64"].toBool() ? torch::kFloat64 : torch::kFloat32;
+        return {grads[0], torch::full({}, routerLossScale(), torch::TensorOptions().dtype(type).device(grads[0].device()))};
     }
 };
 
@@ -69,9 +70,10 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     const auto B = m.size(0), T = m.size(1), C = m.size(2), N = B * T;
     const std::int64_t E = experts_.count, k = experts_.perToken;
     const auto tokens = m.reshape({N, C});
-    // Routing, in float32 whatever the autocast: the same choices on every rank and in every precision's backward.
-    const auto scores = torch::linear(tokens, copyToSlices(router_, *slice_)).to(torch::kFloat32);  // (N, E)
-    const auto probabilities = torch::softmax(scores, -1);
+    // Routing in at least float32 whatever the autocast (float64, used to check gradients, is kept).
+    const auto scores = torch::linear(tokens, copyToSlices(router_, *slice_));
+    const auto wide = scores.to(c10::promoteTypes(scores.scalar_type(), torch::kFloat32));  // (N, E)
+    const auto probabilities = torch::softmax(wide, -1);
     auto [chosenProbabilities, chosen] = probabilities.topk(k, -1);  // (N, k)
     auto weights = experts_.softmax == arch::Experts::Softmax::AfterTopK
                        ? chosenProbabilities / chosenProbabilities.sum(-1, /*keepdim=*/true)
@@ -120,9 +122,9 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     // The router's losses, in token units like the summed cross-entropy: alpha T sum over sequences of the
     // balance loss, beta sum over tokens of z.
     torch::NoGradGuard noGradForCounts;
-    const auto perSequence = torch::zeros({B * E}, scores.options())
+    const auto perSequence = torch::zeros({B * E}, wide.options())
                                  .index_add_(0, (torch::arange(B, chosen.options()).repeat_interleave(T * k) * E + flat),
-                                             torch::ones({N * k}, scores.options()))
+                                             torch::ones({N * k}, wide.options()))
                                  .view({B, E});
     // Every rank of a stage routes alike: its first records.
     auto& record = routerRecord();
@@ -137,7 +139,7 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     const auto shares = perSequence / double(k * T);
     const auto meanProbabilities = probabilities.view({B, T, E}).mean(1);
     const auto balance = double(E) * (shares * meanProbabilities).sum(-1);  // (B)
-    const auto z = torch::logsumexp(scores, -1).pow(2);  // (N)
+    const auto z = torch::logsumexp(wide, -1).pow(2);  // (N)
     if (records) {
         record.balanceSum[block_] += balance.sum().item<double>();
         record.zSum[block_] += z.sum().item<double>();
@@ -148,7 +150,7 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     // router's and m's sums over the stage even when none of their experts was chosen, or the ranks' collectives
     // would not pair up.
     const auto loss = slice_->rank == 0 ? experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum()
-                                        : scores.sum() * 0.0;
+                                        : wide.sum() * 0.0;
     return AttachLoss::apply(out, loss);
 }
 

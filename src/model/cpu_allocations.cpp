@@ -52,7 +52,7 @@ std::size_t pages(std::size_t bytes) { return (bytes + kPage - 1) / kPage * kPag
 // at most, per size, the most blocks of that size live at once.
 //
 // Sizes that vary from one microbatch to the next (a mixture of experts' tokens per expert, rounded to a few
-// sizes by the layer) would each keep blocks of their own: a request takes the smallest free block up to 1/8
+// sizes by the layer) would each keep blocks of their own: a request takes the smallest free block up to 1/4
 // larger than it when none of its own size is free, and the block goes back to its own size's list.
 class BlockCache {
 public:
@@ -60,7 +60,7 @@ public:
     void* take(std::size_t& bytes) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            for (auto it = free_.lower_bound(bytes); it != free_.end() && it->first <= bytes + bytes / 8; ++it) {
+            for (auto it = free_.lower_bound(bytes); it != free_.end() && it->first <= bytes + bytes / 4; ++it) {
                 auto& list = it->second;
                 if (list.blocks.empty()) continue;
                 void* block = list.blocks.back();

@@ -66,6 +66,51 @@ ExpertMlp::ExpertMlp(const arch::ModelConfig& c, std::uint32_t layer, ShardedPar
     }
 }
 
+torch::Tensor ExpertMlp::localExperts(const torch::Tensor& tokens, const torch::Tensor& tokenOfPair,
+                                      const std::vector<std::int64_t>& count) const {
+    const auto local = static_cast<std::int64_t>(count.size());
+    std::int64_t routed = 0, most = 0;
+    for (auto n : count) {
+        routed += n;
+        most = std::max(most, n);
+    }
+    // On a GPU, batched when the experts' loads are close (every expert padded to the busiest one's rows, at most
+    // half as much again): one kernel per weight for all of them instead of one per expert. Not on the CPU, whose
+    // batched product is a loop over the same products (libtorch with OpenBLAS): the padding would only add work.
+    const std::int64_t common = bucketRows(most);
+    const bool batched = tokens.is_cuda() && local > 1 && 2 * local * common <= 3 * routed;
+    std::vector<std::int64_t> rows;
+    for (auto n : count) rows.push_back(batched ? common : n == 0 ? 0 : bucketRows(n));
+    // Every local expert's tokens in one gather, each expert's run padded to its rows with its first token (those
+    // rows' outputs are dropped: no gradient): one scatter in backward.
+    const auto* token = tokenOfPair.data_ptr<std::int64_t>();
+    std::vector<std::int64_t> gathered, kept;
+    for (std::int64_t e = 0, from = 0; e < local; from += count[e], ++e) {
+        for (std::int64_t r = 0; r < rows[e]; ++r) {
+            if (r < count[e]) kept.push_back(std::int64_t(gathered.size()));
+            gathered.push_back(count[e] == 0 ? 0 : token[from + std::min(r, count[e] - 1)]);
+        }
+    }
+    // Copies (backward keeps the indices), on the device.
+    const auto onDevice = [&](std::vector<std::int64_t>& v) {
+        return torch::from_blob(v.data(), {std::int64_t(v.size())}, torch::kInt64).clone().to(tokens.device());
+    };
+    const auto inputs = tokens.index_select(0, onDevice(gathered));
+    if (batched) {
+        const auto x = inputs.view({local, common, tokens.size(1)});
+        const auto h = torch::silu(torch::bmm(x, gate_.transpose(1, 2))) * torch::bmm(x, up_.transpose(1, 2));
+        return torch::bmm(h, down_.transpose(1, 2)).view({local * common, tokens.size(1)}).index_select(0, onDevice(kept));
+    }
+    // One view per expert, taken at once: their gradients are stacked once in backward, where selecting expert e
+    // of the (E, ...) weights would give each expert a zero-filled gradient of all of them.
+    const auto gates = gate_.unbind(0), ups = up_.unbind(0), downs = down_.unbind(0);
+    std::vector<torch::Tensor> outputs;
+    for (std::int64_t e = 0, offset = 0; e < local; offset += rows[e], ++e)
+        if (count[e] > 0)
+            outputs.push_back(swiglu(inputs.narrow(0, offset, rows[e]), gates[e], ups[e], downs[e]).narrow(0, 0, count[e]));
+    return torch::cat(outputs);
+}
+
 torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     const auto B = m.size(0), T = m.size(1), C = m.size(2), N = B * T;
     const std::int64_t E = experts_.count, k = experts_.perToken;
@@ -92,21 +137,10 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
 
     torch::Tensor routed = torch::zeros({N * k, C}, m.options());
     if (pairs.numel() > 0) {
-        const auto tokenOfPair = torch::floor_divide(pairs, k);
-        // One view per expert, taken at once: their gradients are stacked once in backward, where selecting
-        // expert e of the (E, ...) weights would give each expert a zero-filled gradient of all of them.
-        const auto gates = gate_.unbind(0), ups = up_.unbind(0), downs = down_.unbind(0);
-        std::vector<torch::Tensor> outputs;
-        for (std::int64_t e = mine_.first; e < mine_.end; ++e) {
-            if (count[e] == 0) continue;
-            const std::int64_t local = e - mine_.first, from = start[e] - start[mine_.first], rows = bucketRows(count[e]);
-            // Its tokens, the first repeated into the padding rows, whose outputs are dropped (no gradient).
-            auto mine = tokenOfPair.narrow(0, from, count[e]);
-            if (rows > count[e]) mine = torch::cat({mine, mine.narrow(0, 0, 1).expand({rows - count[e]})});
-            const auto inputs = tokens.index_select(0, mine);
-            outputs.push_back(swiglu(inputs, gates[local], ups[local], downs[local]).narrow(0, 0, count[e]));
-        }
-        const auto weighted = torch::cat(outputs) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
+        const std::vector<std::int64_t> load(count + mine_.first, count + mine_.end);
+        const auto tokenOfPair = torch::floor_divide(pairs, k).to(torch::kCPU).contiguous();
+        const auto weighted =
+            localExperts(tokens, tokenOfPair, load) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
         // Each pair has its own row: a copy, not an accumulation, so the result does not depend on the device's
         // order of atomic adds; a token's choices are then summed in the order the router ranked them.
         routed = routed.index_copy(0, pairs, weighted);

@@ -65,6 +65,10 @@ public:
     torch::Tensor forward(const torch::Tensor& m);
 
 private:
+    // This rank's experts run on their tokens: `tokenOfPair` (on the host) the token of each routed pair in
+    // expert order, `count` the pairs of each local expert; their outputs in the same order (pairs, C).
+    torch::Tensor localExperts(const torch::Tensor& tokens, const torch::Tensor& tokenOfPair,
+                               const std::vector<std::int64_t>& count) const;
     arch::Experts experts_;
     std::uint32_t block_;
     SliceHandle slice_;

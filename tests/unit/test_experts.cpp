@@ -75,7 +75,9 @@ TEST(Experts, OutputIsTheRoutedSumTokenByToken) {
             const auto config = expertConfig(softmax, shared);
             LoneExperts experts(config);
             torch::NoGradGuard noGrad;
-            const auto m = torch::randn({2, 5, 16});
+            // Random tokens (the experts' loads close: on a GPU, one batched product), then one token ten times
+            // (two experts get everything: one product per expert).
+            for (const auto& m : {torch::randn({2, 5, 16}), torch::randn({1, 1, 16}).expand({2, 5, 16}).contiguous()}) {
             const auto out = experts.mlp->forward(m).view({10, 16});
             const auto tokens = m.view({10, 16});
             const auto probabilities = torch::softmax(torch::matmul(tokens, experts["router_weight"].t()), -1);
@@ -93,6 +95,7 @@ TEST(Experts, OutputIsTheRoutedSumTokenByToken) {
                     want += swiglu(tokens[t], experts["shared_gate_weight"], experts["shared_up_weight"],
                                    experts["shared_down_weight"]);
                 EXPECT_TRUE(torch::allclose(out[t], want, 1e-5, 1e-6)) << "token " << t << ": " << out[t] << " vs " << want;
+            }
             }
         }
     }

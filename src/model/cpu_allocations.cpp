@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kiln::model {
@@ -138,31 +139,58 @@ BlockCache& cache() {
     return *instance;
 }
 
-struct Block {
-    void* data;
-    std::size_t bytes;    // what libtorch asked for: the counted bytes
-    std::size_t mapped;   // 0: from the C heap
+// The memory of each live tensor: its DataPtr's context is the data pointer itself, as
+// c10::Allocator::raw_allocate requires (libtorch's CPU kernels take scratch space through it, e.g. a small
+// bfloat16 matrix product's), so what the deleter needs is kept here, by data pointer.
+struct LiveBlock {
+    std::size_t bytes;   // what libtorch asked for: the counted bytes
+    std::size_t mapped;  // 0: from the C heap
 };
 
-// The deleter of every tensor's memory.
-void releaseBlock(void* context) {
-    auto* block = static_cast<Block*>(context);
-    live.fetch_sub(static_cast<std::int64_t>(block->bytes), std::memory_order_relaxed);
-    if (block->mapped > 0) {
-        cache().give(block->data, block->mapped);
-    } else {
-        held.fetch_sub(static_cast<std::int64_t>(block->bytes), std::memory_order_relaxed);
-        c10::free_cpu(block->data);
+class LiveBlocks {
+public:
+    void add(void* data, LiveBlock block) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        blocks_.emplace(data, block);
     }
-    delete block;
+    LiveBlock remove(void* data) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = blocks_.find(data);
+        const LiveBlock block = it->second;
+        blocks_.erase(it);
+        return block;
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<void*, LiveBlock> blocks_;
+};
+
+LiveBlocks& liveBlocks() {
+    static auto* instance = new LiveBlocks;  // never destroyed, as the cache
+    return *instance;
+}
+
+// The deleter of every tensor's memory (and raw_deleter()).
+void releaseBlock(void* data) {
+    const LiveBlock block = liveBlocks().remove(data);
+    live.fetch_sub(static_cast<std::int64_t>(block.bytes), std::memory_order_relaxed);
+    if (block.mapped > 0) {
+        cache().give(data, block.mapped);
+    } else {
+        held.fetch_sub(static_cast<std::int64_t>(block.bytes), std::memory_order_relaxed);
+        c10::free_cpu(data);
+    }
 }
 
 c10::DataPtr counted(std::size_t bytes) {
+    if (bytes == 0) return {nullptr, nullptr, &releaseBlock, c10::Device(c10::DeviceType::CPU)};  // never released
     std::size_t mapped = bytes >= cachedFrom ? pages(bytes) : 0;
     void* data = mapped > 0 ? cache().take(mapped) : c10::alloc_cpu(bytes);
     if (mapped == 0) hold(static_cast<std::int64_t>(bytes));
+    liveBlocks().add(data, {bytes, mapped});
     raise(peak, live.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed) + static_cast<std::int64_t>(bytes));
-    return {data, new Block{data, bytes, mapped}, &releaseBlock, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, &releaseBlock, c10::Device(c10::DeviceType::CPU)};
 }
 
 // libtorch 1.13 (Debian's) declares allocate() const, libtorch 2 (the CUDA
@@ -173,6 +201,7 @@ public:
     c10::DataPtr allocate(std::size_t bytes) const { return counted(bytes); }
     c10::DataPtr allocate(std::size_t bytes) { return counted(bytes); }
     void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+    c10::DeleterFnPtr raw_deleter() const override { return &releaseBlock; }
 };
 
 }  // namespace

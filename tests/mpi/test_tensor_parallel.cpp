@@ -6,8 +6,8 @@
 // unsplit initial weights. Uneven splits are included: 3 heads over 2 ranks,
 // a vocabulary of 61 over 4. A mixture of experts (OLMoE's q/k norms over the
 // projections, a shared expert, both router losses) spreads its experts over
-// the stage, also when a microbatch's only token reaches one rank's expert
-// alone. Then what builds on shards: gradient sums
+// the stage, also when a microbatch's two tokens leave two of four ranks'
+// experts without one. Then what builds on shards: gradient sums
 // between replicas of different widths, and the checkpoint writers' choice.
 #include "kiln/comm/transport.hpp"
 #include "kiln/model/gpt.hpp"
@@ -127,8 +127,10 @@ TEST(TensorParallel, ExpertsSpreadOverTheStage) {
 }
 
 TEST(TensorParallel, ExpertsThatNoTokenReaches) {
-    // One token, one expert: three of the four ranks run none of theirs, and still take part in every sum.
-    compareWidth(expertModel(1, 1), 4, 1);
+    // Two tokens, one expert each: at least two of the four ranks run none of theirs, and still take part in
+    // every sum. (Two, not one: a single token attends to itself alone, and q and k would have no gradient to
+    // compare but rounding.)
+    compareWidth(expertModel(1, 2), 4, 1);
 }
 
 TEST(TensorParallel, ShardsAreRunsOfAtoms) {

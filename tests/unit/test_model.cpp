@@ -1,7 +1,8 @@
 // The model: a block's gradients agree with finite differences in double
 // precision, a layer's initial weights depend only on (seed, index), the
-// vocabulary may be padded, a rank's cores go to one thread pool, and the
-// compute clock measures between its marks.
+// vocabulary may be padded, a rank's cores go to one thread pool, the
+// compute clock measures between its marks, and the host allocator counts,
+// keeps and gives back tensors' and kernels' memory.
 #include "kiln/model/compute_clock.hpp"
 #include "kiln/model/cpu_allocations.hpp"
 #include "kiln/model/gpt.hpp"
@@ -12,6 +13,7 @@
 #include "kiln/config/deck.hpp"
 #include "layer_gradient_check.hpp"
 
+#include <c10/core/Allocator.h>
 #include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
@@ -84,6 +86,24 @@ TEST(CpuAllocations, FreedBlocksServeTheSameSizeAndUnusedOnesGoBack) {
     releaseCpuCache();
     EXPECT_EQ(cpuCachedFreeBytes(), 0);
     EXPECT_EQ(cpuHeldBytes(), held0);
+}
+
+// libtorch's CPU kernels also take scratch memory through raw_allocate (a small bfloat16 matrix product does),
+// which needs a DataPtr whose context is its data: counted and given back like a tensor's.
+TEST(CpuAllocations, RawAllocationsAreCountedAndGivenBack) {
+    countCpuAllocations();
+    auto* allocator = c10::GetAllocator(c10::DeviceType::CPU);
+    ASSERT_NE(allocator->raw_deleter(), nullptr);
+    const auto live0 = cpuAllocatedBytes();
+    for (std::size_t bytes : {std::size_t{100}, std::size_t{4} << 20}) {
+        void* scratch = allocator->raw_allocate(bytes);
+        EXPECT_EQ(cpuAllocatedBytes() - live0, static_cast<std::int64_t>(bytes));
+        allocator->raw_deallocate(scratch);
+        EXPECT_EQ(cpuAllocatedBytes(), live0);
+    }
+    const auto x = torch::randn({6, 16}).to(torch::kBFloat16), w = torch::randn({12, 16}).to(torch::kBFloat16);
+    EXPECT_TRUE(torch::allclose(torch::linear(x, w).to(torch::kFloat32),
+                                torch::linear(x.to(torch::kFloat32), w.to(torch::kFloat32)), 0.05, 0.05));
 }
 
 TEST(Model, BlockGradientMatchesFiniteDifferences) {

@@ -104,18 +104,12 @@ void printJson(const std::string& path, const io::DiagSummary& s) {
     if (!s.router.empty()) {
         // The last step's routers: the balance loss and z-loss means over the blocks, the busiest expert's share.
         const auto& last = s.router.back();
-        const double blocks = s.routerShape.blocks, experts = s.routerShape.experts;
-        double balance = 0.0, z = 0.0, busiest = 0.0;
+        const double blocks = s.routerShape.blocks;
+        double balance = 0.0, z = 0.0;
         for (double b : last.balance) balance += b / blocks;
         for (double v : last.z) z += v / blocks;
-        for (std::size_t b = 0; b < s.routerShape.blocks; ++b) {
-            double total = 0.0, most = 0.0;
-            for (std::size_t e = 0; e < s.routerShape.experts && b * experts + e < last.load.size(); ++e) {
-                total += last.load[b * s.routerShape.experts + e];
-                most = std::max(most, last.load[b * s.routerShape.experts + e]);
-            }
-            if (total > 0) busiest = std::max(busiest, most * experts / total);
-        }
+        const auto shares = io::expertShares(last, s.routerShape);
+        const double busiest = shares.empty() ? 0.0 : *std::max_element(shares.begin(), shares.end());
         out["router"] = {{"blocks", s.routerShape.blocks}, {"experts", s.routerShape.experts},
                          {"last_balance", balance}, {"last_z", z}, {"last_busiest_expert_share", busiest}};
     }

@@ -25,16 +25,9 @@ std::string routerPlotScript(const std::filesystem::path& dir, const io::DiagSum
         std::ofstream out(expertData);
         out << "# step block*experts+expert load/fair_share\n";
         for (std::size_t i = 0; i < s.steps.size() && i < s.router.size(); ++i) {
-            const auto& load = s.router[i].load;
-            for (std::size_t b = 0; b < blocks; ++b) {
-                double total = 0.0;
-                for (std::size_t e = 0; e < experts && b * experts + e < load.size(); ++e) total += load[b * experts + e];
-                for (std::size_t e = 0; e < experts; ++e) {
-                    const double share = total > 0 && b * experts + e < load.size()
-                                             ? load[b * experts + e] * double(experts) / total : 0.0;
-                    out << s.steps[i].step + 1 << ' ' << b * experts + e << ' ' << share << "\n";
-                }
-            }
+            const auto shares = io::expertShares(s.router[i], s.routerShape);
+            for (std::size_t row = 0; row < shares.size(); ++row)
+                out << s.steps[i].step + 1 << ' ' << row << ' ' << shares[row] << "\n";
             out << "\n";
         }
     }

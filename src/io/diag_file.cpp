@@ -270,37 +270,36 @@ std::vector<EventRecord> DiagFile::readEvents(hid_t file) {
     return h5::readRecords<EventRecord>(file, "events", eventRecord(), "diag", /*optional=*/true);
 }
 
+namespace {
+
+// A (rows, columns) table of diag.h5 as rows of `T` (HDF5 converts to `memType`).
+template <typename T>
+std::vector<std::vector<T>> readMatrix(hid_t set, hid_t memType) {
+    h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
+    hsize_t dims[2] = {0, 0};
+    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
+    std::vector<T> flat(dims[0] * dims[1]);
+    if (!flat.empty()) KILN_H5(H5Dread(set, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
+    std::vector<std::vector<T>> rows(dims[0]);
+    for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
+    return rows;
+}
+
+std::vector<std::vector<double>> readMatrix(hid_t file, const char* name) {
+    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), "diag"));
+    return readMatrix<double>(set, H5T_NATIVE_DOUBLE);
+}
+
+}  // namespace
+
 std::vector<std::vector<std::uint64_t>> DiagFile::readSourceTokens(hid_t file, std::vector<std::string>& sources) {
     h5::LibraryLock lock(h5::libraryMutex());
     h5::Handle set(KILN_H5(H5Dopen2(file, "source_tokens", H5P_DEFAULT), "diag"));
     std::istringstream names(h5::readStringAttribute(set, "sources", "diag"));
     sources.clear();
     for (std::string line; std::getline(names, line);) sources.push_back(line);
-    h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
-    hsize_t dims[2] = {0, 0};
-    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
-    std::vector<std::uint64_t> flat(dims[0] * dims[1]);
-    if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
-    std::vector<std::vector<std::uint64_t>> rows(dims[0]);
-    for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
-    return rows;
+    return readMatrix<std::uint64_t>(set, H5T_NATIVE_UINT64);
 }
-
-namespace {
-
-std::vector<std::vector<double>> readMatrix(hid_t file, const char* name) {
-    h5::Handle set(KILN_H5(H5Dopen2(file, name, H5P_DEFAULT), "diag"));
-    h5::Handle space(KILN_H5(H5Dget_space(set), "diag"));
-    hsize_t dims[2] = {0, 0};
-    KILN_H5(H5Sget_simple_extent_dims(space, dims, nullptr), "diag");
-    std::vector<double> flat(dims[0] * dims[1]);
-    if (!flat.empty()) KILN_H5(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "diag");
-    std::vector<std::vector<double>> rows(dims[0]);
-    for (hsize_t r = 0; r < dims[0]; ++r) rows[r].assign(flat.begin() + r * dims[1], flat.begin() + (r + 1) * dims[1]);
-    return rows;
-}
-
-}  // namespace
 
 std::vector<RouterRow> DiagFile::readRouter(hid_t file, RouterShape& shape) {
     h5::LibraryLock lock(h5::libraryMutex());

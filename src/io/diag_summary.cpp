@@ -63,6 +63,18 @@ DiagRecords readDiagRecords(const std::string& path) {
     return r;
 }
 
+std::vector<double> expertShares(const RouterRow& row, RouterShape shape) {
+    const std::size_t experts = shape.experts;
+    std::vector<double> shares(std::size_t{shape.blocks} * experts, 0.0);
+    for (std::size_t b = 0; b < shape.blocks; ++b) {
+        double total = 0.0;
+        for (std::size_t e = 0; e < experts && b * experts + e < row.load.size(); ++e) total += row.load[b * experts + e];
+        for (std::size_t e = 0; e < experts && b * experts + e < row.load.size(); ++e)
+            if (total > 0) shares[b * experts + e] = row.load[b * experts + e] * double(experts) / total;
+    }
+    return shares;
+}
+
 DiagSummary summarize(DiagRecords records) {
     DiagSummary s;
     std::vector<std::size_t> rows;

@@ -135,7 +135,7 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     for (std::int64_t e = 0; e < E; ++e) start[e + 1] = start[e] + count[e];
     const auto pairs = order.slice(0, start[mine_.first], start[mine_.end]);
 
-    torch::Tensor routed = torch::zeros({N * k, C}, m.options());
+    auto routed = torch::zeros({N * k, C}, m.options());
     if (pairs.numel() > 0) {
         const std::vector<std::int64_t> load(count + mine_.first, count + mine_.end);
         const auto tokenOfPair = torch::floor_divide(pairs, k).to(torch::kCPU).contiguous();
@@ -143,7 +143,7 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
             localExperts(tokens, tokenOfPair, load) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
         // Each pair has its own row: a copy, not an accumulation, so the result does not depend on the device's
         // order of atomic adds; a token's choices are then summed in the order the router ranked them.
-        routed = routed.index_copy(0, pairs, weighted);
+        routed.index_copy_(0, pairs, weighted);
     }
     auto out = routed.view({N, k, C}).sum(1).view({B, T, C});
     // No token chose this rank's experts: a zero through their weights still gives them a (zero) gradient, as the
@@ -153,39 +153,37 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     if (sharedGate_.defined()) out = out + swiglu(m, sharedGate_, sharedUp_, sharedDown_);
 
     if (!torch::GradMode::is_enabled()) return out;
-    // The router's losses, in token units like the summed cross-entropy: alpha T sum over sequences of the
-    // balance loss, beta sum over tokens of z.
-    torch::NoGradGuard noGradForCounts;
-    const auto perSequence = torch::zeros({B * E}, wide.options())
-                                 .index_add_(0, (torch::arange(B, chosen.options()).repeat_interleave(T * k) * E + flat),
-                                             torch::ones({N * k}, wide.options()))
-                                 .view({B, E});
-    // Every rank of a stage routes alike: its first records.
+    // Every rank of a stage routes alike: the first records the routing and carries its losses. The others pass a
+    // zero through the router's scores: their backward must reach the router's and m's sums over the stage even
+    // when none of their experts was chosen, or the ranks' collectives would not pair up.
+    // (So does the first rank when it has no losses to carry.)
+    const auto withoutLosses = [&] { return slice_->split() ? AttachLoss::apply(out, wide.sum() * 0.0) : out; };
+    if (slice_->rank != 0) return withoutLosses();
     auto& record = routerRecord();
-    const bool records = slice_->rank == 0 && record.blocks > block_ && record.experts == static_cast<std::uint32_t>(E);
-    if (records) {
-        auto load = counts.to(torch::kFloat64);
-        const auto* l = load.data_ptr<double>();
-        for (std::int64_t e = 0; e < E; ++e) record.load[block_ * E + e] += l[e];
-    }
-    torch::AutoGradMode withGrad(true);
-    // f_e: the share of a sequence's k T choices that went to expert e; P_e: its mean probability.
-    const auto shares = perSequence / double(k * T);
+    const bool records = record.blocks > block_ && record.experts == static_cast<std::uint32_t>(E);
+    const bool losses = experts_.auxLossCoef != 0.0 || experts_.zLossCoef != 0.0;
+    if (!records && !losses) return withoutLosses();
+    // f_e: the share of a sequence's k T choices that went to expert e (no gradient); P_e: its mean probability.
+    const auto sequenceOfPair = torch::arange(B, chosen.options()).repeat_interleave(T * k);
+    const auto shares = torch::zeros({B * E}, wide.options())
+                            .index_add_(0, sequenceOfPair * E + flat, torch::ones({N * k}, wide.options()))
+                            .view({B, E}) / double(k * T);
     const auto meanProbabilities = probabilities.view({B, T, E}).mean(1);
     const auto balance = double(E) * (shares * meanProbabilities).sum(-1);  // (B)
     const auto z = torch::logsumexp(wide, -1).pow(2);  // (N)
     if (records) {
-        record.balanceSum[block_] += balance.sum().item<double>();
-        record.zSum[block_] += z.sum().item<double>();
+        // One read from the device for both sums.
+        const auto sums = torch::stack({balance.sum(), z.sum()}).detach().to(torch::kCPU, torch::kFloat64);
+        record.balanceSum[block_] += sums[0].item<double>();
+        record.zSum[block_] += sums[1].item<double>();
+        const auto load = counts.to(torch::kFloat64);
+        const auto* l = load.data_ptr<double>();
+        for (std::int64_t e = 0; e < E; ++e) record.load[block_ * E + e] += l[e];
     }
-    const bool losses = experts_.auxLossCoef != 0.0 || experts_.zLossCoef != 0.0;
-    if (!slice_->split() && !losses) return out;
-    // On the other ranks of a split stage a zero, through the router's scores: their backward must reach the
-    // router's and m's sums over the stage even when none of their experts was chosen, or the ranks' collectives
-    // would not pair up.
-    const auto loss = slice_->rank == 0 ? experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum()
-                                        : wide.sum() * 0.0;
-    return AttachLoss::apply(out, loss);
+    if (!losses) return withoutLosses();
+    // In token units like the summed cross-entropy: alpha T sum over sequences of the balance loss, beta sum over
+    // tokens of z.
+    return AttachLoss::apply(out, experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum());
 }
 
 }  // namespace kiln::model::detail

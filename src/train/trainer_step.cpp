@@ -38,10 +38,17 @@ comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std
 }
 
 // The step's router record summed over the ranks (the first rank of each stage records its blocks').
+// One collective for the three tables.
 model::RouterRecord summedRouterRecord(MPI_Comm comm) {
     model::RouterRecord r = model::routerRecord();
-    for (auto* values : {&r.balanceSum, &r.zSum, &r.load})
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, values->data(), static_cast<int>(values->size()), MPI_DOUBLE, MPI_SUM, comm));
+    std::vector<double> all;
+    for (const auto* values : {&r.balanceSum, &r.zSum, &r.load}) all.insert(all.end(), values->begin(), values->end());
+    KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_SUM, comm));
+    auto from = all.begin();
+    for (auto* values : {&r.balanceSum, &r.zSum, &r.load}) {
+        std::copy(from, from + static_cast<std::ptrdiff_t>(values->size()), values->begin());
+        from += static_cast<std::ptrdiff_t>(values->size());
+    }
     return r;
 }
 

@@ -1,6 +1,7 @@
 // What `kiln diag` computes from a run's records: a resumed run's steps count
 // once (the last record wins), each layout's step time is the median of the
-// steps it ran, and the token counts per source follow the kept steps.
+// steps it ran, the token counts per source follow the kept steps, and an
+// expert's load is set against its block's fair share.
 #include "kiln/io/diag_summary.hpp"
 
 #include <gtest/gtest.h>
@@ -73,4 +74,12 @@ TEST(DiagSummary, EvaluationsOnePerStepCount) {
     EXPECT_DOUBLE_EQ(s.evals[0].loss, 2.9);
     EXPECT_DOUBLE_EQ(s.evals[1].loss, 2.5);
     EXPECT_DOUBLE_EQ(kiln::io::medianOf({}), 0.0);
+}
+
+TEST(DiagSummary, ExpertLoadsAgainstTheirBlocksFairShare) {
+    // 2 blocks of 4 experts: the first balanced, the second with everything on expert 2.
+    const kiln::io::RouterRow row{{1.0, 2.5}, {0.1, 0.2}, {25, 25, 25, 25, 0, 0, 100, 0}};
+    const auto shares = kiln::io::expertShares(row, {2, 4});
+    EXPECT_EQ(shares, (std::vector<double>{1, 1, 1, 1, 0, 0, 4, 0}));
+    EXPECT_EQ(kiln::io::expertShares({}, {2, 4}), std::vector<double>(8, 0.0));  // a step without routers
 }

@@ -47,6 +47,9 @@ struct DiagSummary {
 };
 
 DiagRecords readDiagRecords(const std::string& path);
+
+// Each expert's tokens in `row` against a fair share of its block's (1: fair), blocks x experts.
+std::vector<double> expertShares(const RouterRow& row, RouterShape shape);
 DiagSummary summarize(DiagRecords records);
 
 // The median of `values` (the upper one of an even count; 0 for none).

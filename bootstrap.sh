@@ -8,7 +8,7 @@
 #                          libraries kiln needs under PREFIX: a prefix that needs nothing of the checkout
 #   ./bootstrap.sh setup   only install what is missing
 #   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
-#                          (the torch wheel from PyPI, into .deps/torch-VERSION) and its NCCL
+#                          (the torch wheel's whole CUDA stack) and its NCCL
 #   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi, less
 #                          the data path's tests, which libtorch takes no part in: label data)
 #   ./bootstrap.sh reference   transformers and numpy beside that torch (the parity tests'
@@ -19,6 +19,10 @@
 # unseen (no GPU is needed to build it or to run the CPU tests with it); that build compiles at
 # idle priority while the CPU tests run.
 #
+# One libtorch for both builds: the torch wheel from PyPI, in .deps/torch-VERSION. The CPU build links
+# its CPU library alone, so demo, build and install fetch the wheel without its CUDA stack (0.55 GB to
+# download rather than 5); test and cuda add the rest to the same environment, never fetching the wheel twice.
+#
 # Re-running is cheap: every step checks first and does nothing when its
 # result is already there. Open MPI 5 (with ULFM) goes into .deps/ of this
 # checkout, never system-wide; Debian's packages come from apt.
@@ -28,7 +32,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 deps=$root/.deps
 build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10  # 5.0.11 was tried (issue 50): its launcher (prterun) aborted after 3 of 31 chaos admissions hit by a failure; 5.0.10's does too, about as often (issue 51, perf/RESULTS.md)
-torch_version=${KILN_TORCH_VERSION:-2.15.0}   # the CUDA build's libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
+torch_version=${KILN_TORCH_VERSION:-2.15.0}   # both builds' libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
 megatron_core_version=0.16.1  # Megatron-LM's indexed-dataset writer, for tests/reference and perf/
 pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
@@ -40,7 +44,6 @@ apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv
   python3-numpy         # the export test's GPT-2 forward (tests/cli/gpt2_numpy.py)
   libhdf5-openmpi-dev hdf5-tools
-  libtorch-dev libopenblas0-pthread   # libtorch's BLAS: OpenBLAS is ~10x the reference BLAS
   libboost-program-options-dev libgtest-dev
   libsentencepiece-dev sentencepiece
   libfmt-dev nlohmann-json3-dev gnuplot-nox
@@ -91,29 +94,64 @@ install_arrow() {
   "$deps/arrow/bin/pip" install -q --disable-pip-version-check "pyarrow==$pyarrow_version"
 }
 
+torch_venv=$deps/torch-$torch_version
+torch_site() { "$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+
 configure_and_build() {
   install_arrow
-  if [ ! -f "$build/build.ninja" ]; then
-    say "configuring in $build"
+  local torch_dir
+  torch_dir=$(torch_site)/torch
+  # Configured again when the libtorch differs (a build directory made before the CPU build used the wheel).
+  if [ ! -f "$build/build.ninja" ] || ! grep -qx "KILN_TORCH_CPU_ROOT:PATH=$torch_dir" "$build/CMakeCache.txt"; then
+    say "configuring in $build (libtorch $torch_version's CPU library, from the torch wheel)"
+    rm -f "$build/CMakeCache.txt"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DKILN_MPI_PREFIX="$deps/ompi" ${KILN_CMAKE_ARGS:-}
+      -DKILN_MPI_PREFIX="$deps/ompi" -DKILN_TORCH_CPU_ROOT="$torch_dir" ${KILN_CMAKE_ARGS:-}
   fi
   say "building with $jobs jobs"
   cmake --build "$build" -j "$jobs"
 }
 
-# libtorch 2 with CUDA: the torch wheel carries libtorch's headers, libraries
-# and CMake package, and pulls the CUDA 13 runtime libraries, cuDNN and NCCL
-# as wheels beside it; kiln's NCCL transport uses that same NCCL. The CUDA
-# compiler is the machine's (nvcc on PATH or in /usr/local/cuda).
+# The torch wheel carries libtorch's headers, libraries and CMake package. Its CPU library needs only the
+# CUDA runtime and CUPTI beside it (they are in its DT_NEEDED, unused without a GPU), so the CPU build takes
+# the wheel without dependencies and those two small wheels, at the versions torch itself requires.
+install_torch_cpu() {
+  local venv=$torch_venv
+  # Present when the wheel is this version and its CPU library finds every library it needs.
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('torch').split('+')[0] != '$torch_version')" 2>/dev/null \
+     && ! ldd "$(torch_site)/torch/lib/libtorch_cpu.so" | grep -q "not found"; then
+    say "torch $torch_version (libtorch): present in .deps/torch-$torch_version"; return
+  fi
+  say "torch $torch_version (libtorch, without its CUDA stack): installing into .deps/torch-$torch_version (a 0.55 GB download)"
+  mkdir -p "$deps"
+  [ -x "$venv/bin/pip" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "torch==$torch_version"
+  local runtime
+  runtime=$("$venv/bin/python" -c "import importlib.metadata as m, re
+for r in m.requires('torch') or []:
+    found = re.match(r'cuda-toolkit\[[^]]*\]\s*(==\s*[0-9.]+)', r)
+    if found: print('cuda-toolkit[cudart,cupti]' + found.group(1).replace(' ', ''))")
+  [ -n "$runtime" ] || { echo "bootstrap: torch $torch_version names no cuda-toolkit requirement; cannot tell which CUDA runtime its libtorch_cpu needs" >&2; exit 1; }
+  "$venv/bin/pip" install -q --disable-pip-version-check "$runtime"
+}
+
+# libtorch 2 with CUDA: the whole wheel, which pulls the CUDA 13 libraries, cuDNN and NCCL as wheels beside
+# it; kiln's NCCL transport uses that same NCCL. The CUDA compiler is the machine's (nvcc on PATH or in
+# /usr/local/cuda). Over install_torch_cpu's environment, pip adds only what is missing.
 install_torch_cuda() {
-  local venv=$deps/torch-$torch_version
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+  local venv=$torch_venv
+  # Present when every requirement of torch that applies here is installed (pip's own parser reads them).
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.metadata as m, sys
+from pip._vendor.packaging.requirements import Requirement
+wanted = [Requirement(r) for r in m.requires('torch') or []]
+sys.exit(m.version('torch').split('+')[0] != '$torch_version' or
+         any(m.distribution(r.name) is None for r in wanted if r.marker is None or r.marker.evaluate({'extra': ''})))" 2>/dev/null; then
     say "torch $torch_version (CUDA): present in .deps/torch-$torch_version"; return
   fi
   say "torch $torch_version (CUDA): installing into .deps/torch-$torch_version (about 5 GB)"
   mkdir -p "$deps"
-  /usr/bin/python3 -m venv "$venv"
+  [ -x "$venv/bin/pip" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
 }
 
@@ -138,7 +176,7 @@ configure_and_build_cuda() {
   install_arrow
   have_nvcc || { echo "bootstrap: the CUDA build needs the CUDA toolkit (nvcc on PATH or in /usr/local/cuda); none found" >&2; exit 1; }
   local site
-  site=$("$deps/torch-$torch_version/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  site=$(torch_site)
   if [ ! -f "$cuda_build/build.ninja" ]; then
     say "configuring the CUDA build in $cuda_build (libtorch $torch_version, CUDA arch $cuda_arch)"
     cmake -S "$root" -B "$cuda_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_MPI_PREFIX="$deps/ompi" \
@@ -220,9 +258,9 @@ export PATH=$deps/ompi/bin:$PATH
 cmd=${1:-demo}
 case $cmd in
   setup) install_debian_packages; install_openmpi5 ;;
-  build) install_debian_packages; install_openmpi5; configure_and_build ;;
+  build) install_debian_packages; install_openmpi5; install_torch_cpu; configure_and_build ;;
   demo)
-    install_debian_packages; install_openmpi5; configure_and_build
+    install_debian_packages; install_openmpi5; install_torch_cpu; configure_and_build
     prepare_demo_data
     say "demo: the first global batches of input/tiny-cpu.ini (2 ranks, each reads its slice)"
     (cd "$root" && mpirun -n 2 --oversubscribe "$build/kiln" data input/tiny-cpu.ini --steps 2 --show 4)
@@ -234,7 +272,7 @@ case $cmd in
     "$build/kiln" diag runs/tiny/diag.h5 --plot runs/tiny/plots
     ;;
   install)
-    install_debian_packages; install_openmpi5; configure_and_build
+    install_debian_packages; install_openmpi5; install_torch_cpu; configure_and_build
     cmake --install "$build" --prefix "${2:?usage: $0 install PREFIX}"
     bash "$root/tools/bundle_runtime.sh" "$2" "$deps/ompi"
     say "installed under $2 (it needs nothing of this checkout): put $2/bin on PATH, then sbatch $2/share/kiln/jobscripts/kiln-run.sbatch DECK"

@@ -71,7 +71,30 @@ message(STATUS "Apache Arrow (Parquet and Arrow inputs): ${KILN_HAVE_ARROW} ${_k
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # Unicode normalization (NFC, NFKC) of Hugging Face tokenizer.json normalizers.
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
-find_package(Torch REQUIRED)
+# --- libtorch. KILN_TORCH_CPU_ROOT, the torch directory of a PyPI torch wheel (bootstrap.sh's CPU build): its
+# CPU library and c10 alone, without the wheel's CMake package, which would link libtorch_cuda and make every
+# rank load the CUDA libraries it never uses (about 0.3 CPU-s a rank; perf/RESULTS.md). Otherwise a libtorch
+# found by CMake: the wheel's whole package (the CUDA build), a site's own, or Debian's libtorch-dev.
+set(KILN_TORCH_CPU_ROOT "" CACHE PATH "torch directory of a PyPI torch wheel, whose CPU libraries kiln links alone")
+if(KILN_TORCH_CPU_ROOT)
+  set(_kiln_torch_version_file "${KILN_TORCH_CPU_ROOT}/share/cmake/Torch/TorchConfigVersion.cmake")
+  if(EXISTS "${_kiln_torch_version_file}")
+    file(STRINGS "${_kiln_torch_version_file}" _kiln_torch_version REGEX "set\\(PACKAGE_VERSION ")
+    string(REGEX MATCH "[0-9]+\\.[0-9]+(\\.[0-9]+)?" Torch_VERSION "${_kiln_torch_version}")
+  endif()
+  if(NOT Torch_VERSION OR NOT EXISTS "${KILN_TORCH_CPU_ROOT}/lib/libtorch_cpu.so")
+    message(FATAL_ERROR "KILN_TORCH_CPU_ROOT=${KILN_TORCH_CPU_ROOT} is not a torch wheel's directory "
+                        "(expected share/cmake/Torch/TorchConfigVersion.cmake and lib/libtorch_cpu.so)")
+  endif()
+  set(TORCH_INSTALL_PREFIX "${KILN_TORCH_CPU_ROOT}")
+  set(TORCH_INCLUDE_DIRS "${KILN_TORCH_CPU_ROOT}/include" "${KILN_TORCH_CPU_ROOT}/include/torch/csrc/api/include")
+  set(TORCH_LIBRARIES "${KILN_TORCH_CPU_ROOT}/lib/libtorch_cpu.so" "${KILN_TORCH_CPU_ROOT}/lib/libc10.so")
+  # CMake leaves directories inside the project (.deps/) out of the install run path; an installed kiln finds
+  # libtorch where it was built against it, until tools/bundle_runtime.sh copies it into the prefix.
+  list(APPEND CMAKE_INSTALL_RPATH "${KILN_TORCH_CPU_ROOT}/lib")
+else()
+  find_package(Torch REQUIRED)
+endif()
 # The torch wheel's TorchConfig looks for c10 on the system paths before its own directory, and finds
 # Debian's (libtorch-dev 1.13) where both are installed. Linked beside the wheel's libtorch, two c10s
 # register the same operators and the process aborts when libtorch loads: take the one beside it.

@@ -12,8 +12,8 @@
 # the background mode the write time is rank 0's part (the writers' shares
 # are balanced, so the rate is an estimate for all of them together).
 # Beside them, PyTorch writing the same tensors: as many processes as writers,
-# each torch.save-ing its share at once (perf/torch_save_shares.py; Debian's
-# python3-torch, apt-get install python3-torch; skipped with a note without it).
+# each torch.save-ing its share at once (perf/torch_save_shares.py, on the torch
+# wheel bootstrap.sh installs).
 #
 #   ./bootstrap.sh build && perf/bench_checkpoint.sh
 set -euo pipefail
@@ -65,12 +65,8 @@ for model in small medium; do
   for layout in "1 1 0" "2 1+1 1" "4 2+2 1"; do
     read -r ranks pipelines f <<<"$layout"
     for mode in single parallel background; do measure "$model" "$ranks" "$pipelines" "$f" "$mode"; done
-    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-      /usr/bin/python3 "$(dirname "$0")/torch_save_shares.py" "$model" "$ranks" "$work/torch-$model-$ranks" | tee -a "$work/results.jsonl"
-      rm -rf "$work/torch-$model-$ranks"
-    else
-      echo '{"bench": "checkpoint", "note": "no python3-torch: the torch.save baseline is not run"}'
-    fi
+    "$torch_python" "$(dirname "$0")/torch_save_shares.py" "$model" "$ranks" "$work/torch-$model-$ranks" | tee -a "$work/results.jsonl"
+    rm -rf "$work/torch-$model-$ranks"
   done
 done
 python3 - "$work/results.jsonl" <<'PY'

@@ -4,6 +4,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
 kiln=$build/kiln
 export PATH=$root/.deps/ompi/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# PyPI's torch, whose libtorch kiln is built against (bootstrap.sh): the baselines in PyTorch run on it.
+torch_python=$root/.deps/torch-${KILN_TORCH_VERSION:-2.15.0}/bin/python
 cd "$root"
 
 # A fresh working directory $work = build/NAME, with the licence texts prepared

@@ -7,10 +7,9 @@
 # Measured, alternated REPEATS times (default 3), one JSON line each, then the medians and ratios:
 #   1. kiln's tokens/s for experts against dense, on 1 rank (train.threads = 0: kiln's choice of threads);
 #   2. kiln against transformers' MixtralForCausalLM of the same shape in PyTorch eager (perf/transformers_moe.py,
-#      the torch wheel ./bootstrap.sh installs; as many threads as kiln's OpenBLAS), the same batch and step; and,
-#      to tell the libraries apart (kiln's CPU build is Debian's libtorch 1.13 with OpenBLAS, the wheel torch 2
-#      with its own kernels), the dense model against transformers' LlamaForCausalLM the same way, and kiln's
-#      CUDA build (the wheel's libtorch, run on the CPU; skipped where build-cuda/kiln is missing) on both;
+#      the torch wheel ./bootstrap.sh installs, whose libtorch kiln's builds use; as many threads as kiln's
+#      compute pool), the same batch and step; and the dense model against transformers' LlamaForCausalLM the
+#      same way, and kiln's CUDA build (run on the CPU; skipped where build-cuda/kiln is missing) on both;
 #   3. the stage's sums: both models on one stage 2 ranks wide (the experts 4 and 4), against 1 rank: kiln's
 #      experts move no token (the ranks of a stage hold them all) and the combine is the sum the dense MLP's
 #      down projection needs anyway, so the experts' step should grow by what the dense one's does;
@@ -62,7 +61,8 @@ for rep in $(seq 1 "$repeats"); do
     kiln_run dense-torch2 "$rep" 1 "${dense[@]}" "${one[@]}"
     kiln_run experts-torch2 "$rep" 1 "${experts[@]}" "${one[@]}"
   fi
-  blas=$(sed -nE 's/.*\(OpenBLAS ([0-9]+) threads?, libtorch ([0-9]+)\).*/\1/p' "$work/experts-$rep.log")
+  # kiln's compute threads: its OpenBLAS pool where libtorch uses OpenBLAS, else libtorch's own.
+  blas=$(sed -nE 's/.*\((OpenBLAS ([0-9]+) threads?, libtorch [0-9]+|libtorch ([0-9]+) threads?)\).*/\2\3/p' "$work/experts-$rep.log")
   for twin in transformers transformers-dense; do
     hidden=0
     [ "$twin" = transformers-dense ] && hidden=768

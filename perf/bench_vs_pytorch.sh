@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kiln against PyTorch eager on the CPU (issue 13): the same GPT and the same
 # step (perf/pytorch_gpt.py mirrors src/model/gpt.cpp) trained in one process,
-# with Debian's python3-torch (the same libtorch 1.13 and OpenBLAS as kiln),
+# with the torch wheel bootstrap.sh installs (the same libtorch as kiln),
 # alternated in one run. Models: the demo deck's (4 blocks, d_model 64,
 # sequence 64) and a 6-block d_model 256 one (sequence 128); global batch 16 in
 # microbatches of 4.
@@ -19,7 +19,7 @@ set -euo pipefail
 repeats=${1:-3}
 . "$(dirname "$0")/bench_env.sh"
 [ -f data/manuals/manifest.json ] || { echo "bench_vs_pytorch: run ./bootstrap.sh demo first (it prepares data/)" >&2; exit 1; }
-/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench_vs_pytorch: needs python3-torch (apt-get install python3-torch)" >&2; exit 1; }
+"$torch_python" -c 'import torch' 2>/dev/null || { echo "bench_vs_pytorch: needs $torch_python with torch (./bootstrap.sh build)" >&2; exit 1; }
 work=$build/perf-vs-pytorch
 rm -rf "$work"; mkdir -p "$work"
 tunables=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432
@@ -38,8 +38,9 @@ compare() {  # name steps blocks d_model heads seq [family kv_heads ffn]
     # What kiln chose: the vocabulary of the data and its thread pools, for the twin.
     local vocab blas torch_threads
     vocab=$(sed -nE 's/.*vocabulary ([0-9]+),.*/\1/p' "$work/$name-kiln-$rep.log")
+    # "(OpenBLAS B threads, libtorch T)" with a libtorch on OpenBLAS, "(libtorch T threads)" otherwise.
     blas=$(sed -nE 's/.*\(OpenBLAS ([0-9]+) threads?, libtorch ([0-9]+)\).*/\1/p' "$work/$name-kiln-$rep.log")
-    torch_threads=$(sed -nE 's/.*\(OpenBLAS ([0-9]+) threads?, libtorch ([0-9]+)\).*/\2/p' "$work/$name-kiln-$rep.log")
+    torch_threads=$(sed -nE 's/.*\((OpenBLAS [0-9]+ threads?, )?libtorch ([0-9]+)( threads?)?\).*/\2/p' "$work/$name-kiln-$rep.log")
     local t
     t=$("$kiln" diag "$work/$name/diag.h5" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])')
     echo "{\"bench\":\"vs_pytorch\",\"model\":\"$name\",\"program\":\"kiln\",\"repeat\":$rep,\"median_step_s\":$t,\"blas_threads\":${blas:-0},\"torch_threads\":${torch_threads:-0}}"
@@ -48,7 +49,7 @@ compare() {  # name steps blocks d_model heads seq [family kv_heads ffn]
       local env=()
       [ "$program" = pytorch_tuned ] && env=(GLIBC_TUNABLES=$tunables)
       local line
-      line=$(env "${env[@]}" /usr/bin/python3 perf/pytorch_gpt.py --vocab "$vocab" --seq "$seq" --d-model "$d" \
+      line=$(env "${env[@]}" "$torch_python" perf/pytorch_gpt.py --vocab "$vocab" --seq "$seq" --d-model "$d" \
                --heads "$heads" --blocks "$blocks" --micro-batch 4 --global-batch 16 --steps "$steps" \
                --threads "${torch_threads:-1}" --blas-threads "${blas:-0}" --family "$family" --kv-heads "$kv" --ffn "$ffn")
       t=$(echo "$line" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])')

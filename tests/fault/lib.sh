@@ -49,4 +49,17 @@ must() {  # name ranks settings...: the run must exit 0
   fi
 }
 losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses >"$work/$1.losses"; }
+# memory_between NODES settings...: a plan.memory_gb halfway between the planner's memory per rank for a pipeline
+# of 1 node and one of 2, in a run of these settings on NODES nodes (kiln plan's templates), so that pipelines span
+# 2 nodes or more. Read, not written in: the figures depend on the libtorch (attention fused or written out).
+memory_between() {
+  local nodes=$1 budget
+  shift
+  budget=$("$kiln" plan input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes \
+             "$@" --set plan.nodes="$nodes" |
+           awk '$12 == "GB" && ($1 == 1 || $1 == 2) {gb[$1] = $11}
+                END {if (gb[2] < gb[1]) printf "%.5f", (gb[1] + gb[2]) / 2}')
+  [ -n "$budget" ] || { echo "FAIL: kiln plan $*: no 1-node pipeline needing more memory than a 2-node one" >&2; return 1; }
+  echo "$budget"
+}
 json() { "$kiln" diag "$work/$1/tiny/diag.h5" --json; }

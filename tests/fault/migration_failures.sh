@@ -35,7 +35,8 @@ fired() {  # name rank step phase: the injection fired
 }
 
 # 8 nodes of 1 rank and a model that needs 2 nodes per pipeline: every regroup moves layers between nodes.
-eight=(--set cluster.ranks_per_node=1 --set fault.f=2 --set plan.pipelines= --set plan.memory_gb=0.0205)
+eight=(--set cluster.ranks_per_node=1 --set fault.f=2 --set plan.pipelines=)
+eight+=(--set plan.memory_gb="$(memory_between 8 "${eight[@]}")")
 must clean8 8 "${eight[@]}"
 losses clean8
 # Rank 2 receives layers in the first regroup; rank 4 moves down a rank number when rank 1 leaves (a layout read

@@ -56,10 +56,11 @@ assert layouts[1]["pipelines"] >= 2 and layouts[1]["tolerance"] >= 1, layouts
 ' || fail "1: /failures or /instantiations"
 echo "PASS 1: two failures 5 steps apart on 4 nodes with f = 1: 2+ pipelines after the first, both survived, same losses"
 
-# 2. Six nodes lost one at a time on 8 nodes; a model that needs 2 nodes per pipeline (0.0222 GB on one, the
-#    loader's 11.4 MB included), whose 2-node pipelines hold 2 microbatches in flight (regroups never choose a
-#    layout that does not fit).
-eight=(--set cluster.ranks_per_node=1 --set plan.pipelines= --set plan.memory_gb=0.0205 --set run.steps=16 --set checkpoint.every=2)
+# 2. Six nodes lost one at a time on 8 nodes; a model that needs 2 nodes per pipeline (a memory budget below a
+#    1-node pipeline's, the loader's 11.4 MB included), whose 2-node pipelines hold 2 microbatches in flight
+#    (regroups never choose a layout that does not fit).
+eight=(--set cluster.ranks_per_node=1 --set plan.pipelines= --set run.steps=16 --set checkpoint.every=2)
+eight+=(--set plan.memory_gb="$(memory_between 8 "${eight[@]}")")
 must clean8 8 "${eight[@]}"
 set +e
 run "$work/six" 8 "${eight[@]}" --set fault.inject=1:2:forward,2:4:backward,3:6:allreduce,4:8:sums,5:10:commit,6:13:send \
@@ -152,7 +153,8 @@ grep -q "takeover .*by start-up rank 2 after rank 0 was retired with its node" <
   || fail "6: diag.h5 was not handed over"
 losses handover
 same_curve "$work/clean32.losses" "$work/handover.losses" 10
-wide=(--set plan.pipelines= --set plan.memory_gb=0.017 --set checkpoint.every=0)  # 2-node pipelines only
+wide=(--set plan.pipelines= --set checkpoint.every=0)
+wide+=(--set plan.memory_gb="$(memory_between 4 "${wide[@]}")")  # 2-node pipelines only
 must clean42 8 "${wide[@]}"
 set +e
 run "$work/threedead" 8 "${wide[@]}" --set fault.inject=2:5:forward,5:5:forward,7:5:forward >"$work/threedead.log" 2>&1
@@ -162,7 +164,9 @@ set -e
 grep -q "1 node left, and a pipeline needs at least 2: writing a checkpoint of step 5 from the surviving holders" "$work/threedead.log" \
   || { cat "$work/threedead.log"; fail "6: no beyond-f checkpoint"; }
 grep -qx "step-00000005.h5" "$work/threedead/tiny/ckpt/latest" || fail "6: latest"
-run "$work/threedead" 4 "${wide[@]}" --set fault.f=0 --set plan.memory_gb=0.0215 >"$work/threedead-resume.log" 2>&1 \
+resume=(--set plan.pipelines= --set checkpoint.every=0 --set fault.f=0)
+resume+=(--set plan.memory_gb="$(memory_between 2 "${resume[@]}")")  # one pipeline on both nodes
+run "$work/threedead" 4 "${resume[@]}" >"$work/threedead-resume.log" 2>&1 \
   || { cat "$work/threedead-resume.log"; fail "6: resume"; }
 losses clean42; losses threedead
 same_curve "$work/clean42.losses" "$work/threedead.losses" 10

@@ -92,7 +92,12 @@ HeartbeatPump::HeartbeatPump(double timeoutSeconds) {
 }
 
 HeartbeatPump::~HeartbeatPump() {
-    stop_ = true;
+    {
+        std::lock_guard<std::mutex> lock(wakeMutex_);
+        stop_ = true;
+    }
+    // Every process's exit waited out the pump's pause (a quarter second) before: woken, it ends now.
+    wake_.notify_all();
     if (thread_.joinable()) thread_.join();
     if (quiet_ != MPI_COMM_NULL) MPI_Comm_free(&quiet_);  // in a destructor: nothing to report to
 }
@@ -115,7 +120,8 @@ void HeartbeatPump::run(double intervalSeconds) {
         MPI_Status status;
         // Errors (a failed peer elsewhere) are the training thread's to handle.
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_, &flag, &status);
-        std::this_thread::sleep_for(interval);
+        std::unique_lock<std::mutex> lock(wakeMutex_);
+        wake_.wait_for(lock, interval, [this] { return stop_.load(); });
     }
 }
 

@@ -74,7 +74,7 @@ SlurmdPort=$((base_port + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
+AuthInfo=socket=$dir/munge/munge.sock,cred_expire=5
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool-%n

@@ -52,7 +52,7 @@ await_idle() {  # all 3 nodes idle (the last job's nodes are released a moment a
   fail "the nodes did not become idle: $(sinfo -N)"
 }
 # Updates a requeued job ($1) while it waits. Slurm holds a requeued job back for the lifetime
-# of its revoked job credential (cred_expire: 10 s in the test Slurm, 120 s by default; started
+# of its revoked job credential (cred_expire: 5 s in the test Slurm, 120 s by default; started
 # sooner, it fails with "Job credential revoked"). An update takes only once the job is fully
 # back in the queue, so it is repeated until field $2 reads $3.
 update_requeued() {

@@ -16,7 +16,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -81,6 +83,8 @@ private:
     void endStoppedNeighbours();
     MPI_Comm quiet_ = MPI_COMM_NULL;  // a communicator nobody sends on: probing it only progresses
     std::atomic<bool> stop_{false};
+    std::mutex wakeMutex_;
+    std::condition_variable wake_;  // ends the pump's pause at once when it is stopped
     std::map<long, std::chrono::steady_clock::time_point> stoppedSince_;  // neighbours seen stopped, since when
     std::thread thread_;
 };

@@ -10,7 +10,8 @@
 #   ./bootstrap.sh cuda    build the CUDA configuration in build-cuda: libtorch 2 with CUDA
 #                          (the torch wheel's whole CUDA stack) and its NCCL
 #   ./bootstrap.sh test-cuda   the CUDA build, then the CPU tests with it (labels unit and mpi, less
-#                          the data path's tests, which libtorch takes no part in: label data)
+#                          the data path's tests, which libtorch takes no part in, and the parity tests,
+#                          which the CPU build runs on the same libtorch: labels data and reference)
 #   ./bootstrap.sh reference   transformers and numpy beside that torch (the parity tests'
 #                          reference; `test` installs them too)
 #
@@ -188,9 +189,9 @@ configure_and_build_cuda() {
 }
 
 cuda_tests() {
-  say "CPU tests with the CUDA build (labels unit and mpi but data): libtorch $torch_version, NCCL transport compiled in"
+  say "CPU tests with the CUDA build (labels unit and mpi but data and reference): libtorch $torch_version, NCCL transport compiled in"
   "$cuda_build/kiln" version
-  (cd "$cuda_build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -L "unit|mpi" -LE data)
+  (cd "$cuda_build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -L "unit|mpi" -LE "data|reference")
 }
 
 test_cuda_build() {

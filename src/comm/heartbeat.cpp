@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -73,8 +74,12 @@ void watchHost(int self, std::vector<std::pair<long, int>> others) {
 
 void enableHeartbeatDetector(double timeoutSeconds) {
     detectorTimeout = timeoutSeconds;
-    // Read by MPI_Init from the environment; a value the user set wins.
-    const std::string period = fmt::format("{}", timeoutSeconds / 4), timeout = fmt::format("{}", timeoutSeconds);
+    // Read by MPI_Init from the environment; a value the user set wins. At most a second between heartbeats:
+    // Open MPI's detector looks at its ring a tenth of a period apart, and a survivor's MPI_Finalize waits for
+    // the rank it observes, so with a quarter of a 60 s timeout every process ending after a failure waited up to
+    // 1.5 s for its observer to move past the dead rank. A heartbeat a second is a few bytes.
+    const std::string period = fmt::format("{}", std::min(timeoutSeconds / 4, 1.0)),
+                      timeout = fmt::format("{}", timeoutSeconds);
     for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},
                                       {"OMPI_MCA_mpi_ft_detector_thread", "false"},
                                       {"OMPI_MCA_mpi_ft_detector_period", period},

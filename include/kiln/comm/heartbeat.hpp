@@ -26,7 +26,8 @@
 namespace kiln::comm {
 
 // Before MPI_Init: switch on the detector (a rank silent for `timeoutSeconds`
-// is declared failed; heartbeats every quarter of it). Sets Open MPI's
+// is declared failed; a heartbeat every second, or every quarter of it if
+// shorter). Sets Open MPI's
 // OMPI_MCA_mpi_ft_detector* variables unless the environment already does.
 void enableHeartbeatDetector(double timeoutSeconds);
 

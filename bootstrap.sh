@@ -97,6 +97,14 @@ install_arrow() {
 
 torch_venv=$deps/torch-$torch_version
 torch_site() { "$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+# torch_present PYTHON_CHECK: the environment holds torch $torch_version and PYTHON_CHECK (statements that
+# exit non-zero when something is missing) passes.
+torch_present() {
+  [ -x "$torch_venv/bin/python" ] && "$torch_venv/bin/python" -c "import importlib.metadata as m, sys
+if m.version('torch').split('+')[0] != '$torch_version': sys.exit(1)
+$1" 2>/dev/null
+}
+torch_env() { mkdir -p "$deps"; [ -x "$torch_venv/bin/pip" ] || /usr/bin/python3 -m venv "$torch_venv"; }
 
 configure_and_build() {
   install_arrow
@@ -118,15 +126,12 @@ configure_and_build() {
 # the wheel without dependencies and those two small wheels, at the versions torch itself requires.
 install_torch_cpu() {
   local venv=$torch_venv
-  # Present when the wheel is this version and its CPU library finds every library it needs.
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.metadata as m, sys
-sys.exit(m.version('torch').split('+')[0] != '$torch_version')" 2>/dev/null \
-     && ! ldd "$(torch_site)/torch/lib/libtorch_cpu.so" | grep -q "not found"; then
+  # Present when its CPU library finds every library it needs.
+  if torch_present "" && ! ldd "$(torch_site)/torch/lib/libtorch_cpu.so" | grep -q "not found"; then
     say "torch $torch_version (libtorch): present in .deps/torch-$torch_version"; return
   fi
   say "torch $torch_version (libtorch, without its CUDA stack): installing into .deps/torch-$torch_version (a 0.55 GB download)"
-  mkdir -p "$deps"
-  [ -x "$venv/bin/pip" ] || /usr/bin/python3 -m venv "$venv"
+  torch_env
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "torch==$torch_version"
   local runtime
   runtime=$("$venv/bin/python" -c "import importlib.metadata as m, re
@@ -143,16 +148,13 @@ for r in m.requires('torch') or []:
 install_torch_cuda() {
   local venv=$torch_venv
   # Present when every requirement of torch that applies here is installed (pip's own parser reads them).
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.metadata as m, sys
-from pip._vendor.packaging.requirements import Requirement
-wanted = [Requirement(r) for r in m.requires('torch') or []]
-sys.exit(m.version('torch').split('+')[0] != '$torch_version' or
-         any(m.distribution(r.name) is None for r in wanted if r.marker is None or r.marker.evaluate({'extra': ''})))" 2>/dev/null; then
+  if torch_present "from pip._vendor.packaging.requirements import Requirement
+for r in map(Requirement, m.requires('torch') or []):
+    if r.marker is None or r.marker.evaluate({'extra': ''}): m.distribution(r.name)"; then
     say "torch $torch_version (CUDA): present in .deps/torch-$torch_version"; return
   fi
   say "torch $torch_version (CUDA): installing into .deps/torch-$torch_version (about 5 GB)"
-  mkdir -p "$deps"
-  [ -x "$venv/bin/pip" ] || /usr/bin/python3 -m venv "$venv"
+  torch_env
   "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version"
 }
 

@@ -123,8 +123,8 @@ const std::vector<KeySpec>& deckSchema() {
          "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "
          "which only heartbeats reveal: Open MPI's heartbeat detector (a heartbeat every second, or every quarter "
          "of it if shorter), kept alive by a kiln thread while a rank computes. Keep it above the job's start-up "
-         "skew. 0 = off: only processes that die are detected, and a hung rank blocks the others forever. A rank declared failed is killed (SIGKILL) by a "
-         "survivor on its host, so that the job ends on its own. Works under mpirun --with-ft ulfm.",
+         "skew. 0 = off: only processes that die are detected, and a hung rank blocks the others forever. A rank "
+         "declared failed is killed (SIGKILL) by a survivor on its host, so that the job ends on its own. Works under mpirun --with-ft ulfm.",
          realInRange(0.0, 3600.0)},
 
         // [straggler]

@@ -66,6 +66,8 @@ struct Simulator {
     std::vector<double> layerBytes;
     std::vector<std::vector<sim::FailureEvent>> schedules;  // the same for every choice
     bool quiet = false;  // no progress lines (--json)
+    // The reference and every choice plan from one deck: their templates are planned once.
+    mutable plan::TemplateCache templates;
 
     config::Deck deckWith(std::vector<std::string> more) const {
         auto all = overrides;
@@ -77,7 +79,7 @@ struct Simulator {
     plan::RunPlan planFor(const config::Deck& deck) const {
         auto cluster = plan::clusterFromDeck(deck, nodes);
         cluster.loaderBytesPerRank = inputs.cluster.loaderBytesPerRank;
-        return plan::planRun(deck, inputs.model, cluster, plan::LowerF::DownToMinF, inputs.given());
+        return plan::planRun(deck, inputs.model, cluster, plan::LowerF::DownToMinF, inputs.given(), &templates);
     }
 
     double rateOf(const plan::Instantiation& inst) const {

@@ -6,10 +6,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace kiln::plan {
 
@@ -91,8 +91,11 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
     // Kept pipelines first, on their own nodes.
     std::vector<bool> pinned(positions.size(), false);
     if (!keep.keptNodes.empty()) {
-        std::map<int, std::size_t> indexOf;
-        for (std::size_t n = 0; n < nodeIds.size(); ++n) indexOf[nodeIds[n]] = n;
+        // (Node ids are small: an index by id, not a map.)
+        const int largest = nodeIds.empty() ? -1 : *std::max_element(nodeIds.begin(), nodeIds.end());
+        std::vector<std::size_t> indexOf(static_cast<std::size_t>(largest + 1), nodes);
+        for (std::size_t n = 0; n < nodeIds.size(); ++n)
+            if (nodeIds[n] >= 0) indexOf[static_cast<std::size_t>(nodeIds[n])] = n;
         std::size_t first = 0;  // the pipeline's first position
         for (std::size_t p = 0; p < inst.pipelines.size(); first += inst.pipelines[p].nodes, ++p) {
             if (p >= keep.keptNodes.size() || keep.keptNodes[p].empty()) continue;
@@ -103,11 +106,11 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
             for (std::size_t k = 0; k < keep.keptNodes[p].size(); ++k) {
                 const int id = keep.keptNodes[p][k];
                 if (id < 0) continue;  // a position a free node fills
-                const auto it = indexOf.find(id);
-                if (it == indexOf.end() || taken[it->second])
+                const std::size_t at = static_cast<std::size_t>(id) < indexOf.size() ? indexOf[static_cast<std::size_t>(id)] : nodes;
+                if (at == nodes || taken[at])
                     throw Error(fmt::format("a kept pipeline's node {} is not a free live node", id), ErrorScope::AllRanks);
-                taken[it->second] = true;
-                nodeAt[first + k] = it->second;
+                taken[at] = true;
+                nodeAt[first + k] = at;
                 pinned[first + k] = true;
             }
         }
@@ -119,15 +122,21 @@ std::vector<std::size_t> nodeOrder(const TemplateSet& templates, const Instantia
     // Nodes that hold the same layers cost the same for every position: the
     // choice is made among groups of them (a few dozen at most), the group's
     // lowest free node taken, which is the node a scan of every node would take.
-    std::map<std::vector<std::pair<std::uint32_t, std::uint32_t>>, std::size_t> groupOf;
+    // (Grouped by sorting the free nodes by what they hold, then by index: no key is built per node.)
+    const auto holdsLess = [&](std::size_t a, std::size_t b) {
+        const auto& x = keep.ofNode[a];
+        const auto& y = keep.ofNode[b];
+        const auto less = [](const Holding& h, const Holding& k) { return std::tie(h.first, h.end) < std::tie(k.first, k.end); };
+        return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end(), less);
+    };
+    std::vector<std::size_t> free;
+    for (std::size_t n = 0; n < nodes; ++n)
+        if (!taken[n]) free.push_back(n);
+    std::stable_sort(free.begin(), free.end(), holdsLess);
     std::vector<std::vector<std::size_t>> members;  // each group's nodes, ascending
-    for (std::size_t n = 0; n < nodes; ++n) {
-        if (taken[n]) continue;
-        std::vector<std::pair<std::uint32_t, std::uint32_t>> key;
-        for (const auto& h : keep.ofNode[n]) key.emplace_back(h.first, h.end);
-        const auto [it, added] = groupOf.emplace(std::move(key), members.size());
-        if (added) members.emplace_back();
-        members[it->second].push_back(n);
+    for (std::size_t i = 0; i < free.size(); ++i) {
+        if (i == 0 || holdsLess(free[i - 1], free[i])) members.emplace_back();
+        members.back().push_back(free[i]);
     }
     std::vector<std::size_t> nextFree(members.size(), 0);
     for (std::size_t i : serve) {
@@ -206,39 +215,45 @@ CurrentHoldings holdingsOfNodes(const Layout& layout, const std::vector<std::vec
     return keep;
 }
 
-double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep) {
+std::vector<double> bytesToMoveByNode(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode,
+                                      const CurrentHoldings& keep) {
     std::vector<double> prefix(1, 0.0);
     for (double b : keep.layerBytes) prefix.push_back(prefix.back() + b);
-    double total = 0.0;
+    std::vector<double> bytes(ranksOfNode.size(), 0.0);
     for (std::size_t n = 0; n < ranksOfNode.size(); ++n)
         for (std::size_t r = 0; r < ranksOfNode[n].size(); ++r) {
             const RankRole& role = layout.roles[static_cast<std::size_t>(ranksOfNode[n][r])];
             if (role.idle()) continue;
             const Holding held = r < keep.ofNode[n].size() ? keep.ofNode[n][r] : Holding{};
             // A rank of a split stage receives its shard of each layer.
-            total += missingBytes(prefix, role.firstLayer, role.endLayer, held) / role.width;
+            bytes[n] += missingBytes(prefix, role.firstLayer, role.endLayer, held) / role.width;
         }
-    return total;
+    return bytes;
+}
+
+double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep) {
+    const auto byNode = bytesToMoveByNode(layout, ranksOfNode, keep);
+    return std::accumulate(byNode.begin(), byNode.end(), 0.0);
 }
 
 Layout placeInstantiation(const TemplateSet& templates, const Instantiation& inst, const std::vector<int>& nodeIdsIn,
                           const std::vector<std::vector<int>>& ranksOfNodeIn, std::uint64_t microBatch,
                           std::uint64_t globalBatch, const CurrentHoldings* keep) {
-    std::vector<int> nodeIds = nodeIdsIn;
-    std::vector<std::vector<int>> ranksOfNode = ranksOfNodeIn;
+    // The nodes in the order they fill positions (as given, without holdings to keep).
+    std::vector<std::size_t> order(nodeIdsIn.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
     if (keep) {
-        const auto order = nodeOrder(templates, inst, *keep, nodeIdsIn);
-        for (std::size_t i = 0; i < order.size(); ++i) {
-            nodeIds[i] = nodeIdsIn[order[i]];
-            ranksOfNode[i] = ranksOfNodeIn[order[i]];
-        }
+        const auto kept = nodeOrder(templates, inst, *keep, nodeIdsIn);
+        std::copy(kept.begin(), kept.end(), order.begin());
     }
+    const auto nodeIdAt = [&](std::size_t i) { return nodeIdsIn[order[i]]; };
+    const auto ranksAt = [&](std::size_t i) -> const std::vector<int>& { return ranksOfNodeIn[order[i]]; };
     Layout layout;
     layout.microBatch = microBatch;
     layout.globalBatch = globalBatch;
     // Ranks not on these nodes (those of retiring nodes during a recovery) stay idle.
     int ranks = 0;
-    for (const auto& node : ranksOfNode)
+    for (const auto& node : ranksOfNodeIn)
         for (int r : node) ranks = std::max(ranks, r + 1);
     layout.roles.assign(static_cast<std::size_t>(ranks), RankRole{});
     std::size_t nextNode = 0;
@@ -246,8 +261,8 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
     for (const auto& share : inst.pipelines) {
         const PipelineTemplate* t = share.templateIn(templates);
         if (!t) throw Error(fmt::format("no template for {} nodes", share.nodes), ErrorScope::AllRanks);
-        if (nextNode + share.nodes > ranksOfNode.size())
-            throw Error(fmt::format("the instantiation needs more than the {} nodes at hand", ranksOfNode.size()),
+        if (nextNode + share.nodes > order.size())
+            throw Error(fmt::format("the instantiation needs more than the {} nodes at hand", order.size()),
                         ErrorScope::AllRanks);
         PipelinePlacement p;
         p.nodes = share.nodes;
@@ -258,13 +273,15 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
         p.templateNodes = share.templateNodes;
         p.without = share.without;
         nextMicrobatch += share.microbatches;
+        p.nodeIds.reserve(share.nodes);
+        p.ranks.reserve(std::size_t{share.nodes} * t->ranksPerNode);
         for (std::uint32_t k = 0; k < share.nodes; ++k, ++nextNode) {
-            const auto& node = ranksOfNode[nextNode];
+            const auto& node = ranksAt(nextNode);
             if (node.size() != t->ranksPerNode)
                 throw InputError(fmt::format("node {} has {} ranks, but the templates are for {} ranks per node; every "
                                              "node must have the same number of ranks (cluster.ranks_per_node)",
-                                             nodeIds[nextNode], node.size(), t->ranksPerNode));
-            p.nodeIds.push_back(nodeIds[nextNode]);
+                                             nodeIdAt(nextNode), node.size(), t->ranksPerNode));
+            p.nodeIds.push_back(nodeIdAt(nextNode));
             p.ranks.insert(p.ranks.end(), node.begin(), node.end());
         }
         for (const auto& stage : t->stages) {
@@ -291,16 +308,17 @@ Layout placeInstantiation(const TemplateSet& templates, const Instantiation& ins
             }
         layout.pipelines.push_back(std::move(p));
     }
-    for (; nextNode < ranksOfNode.size(); ++nextNode) layout.idleNodes.push_back(nodeIds[nextNode]);
+    for (; nextNode < order.size(); ++nextNode) layout.idleNodes.push_back(nodeIdAt(nextNode));
     // The segments: cut wherever any pipeline cuts.
     std::set<std::uint32_t> cuts;
     for (const auto& p : layout.pipelines) cuts.insert(p.cuts.begin(), p.cuts.end());
     for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
         LayerSegment segment{*it, *std::next(it), {}, {}};
+        segment.widths.reserve(layout.pipelines.size());
         for (const auto& p : layout.pipelines) {
             const auto s = std::upper_bound(p.cuts.begin(), p.cuts.end(), segment.firstLayer) - p.cuts.begin() - 1;
-            const auto stage = p.stageRanks(static_cast<std::uint32_t>(s));
-            segment.holders.insert(segment.holders.end(), stage.begin(), stage.end());
+            const auto stage = p.ranks.begin() + s * p.width;
+            segment.holders.insert(segment.holders.end(), stage, stage + p.width);
             segment.widths.push_back(p.width);
         }
         layout.segments.push_back(std::move(segment));

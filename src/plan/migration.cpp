@@ -43,10 +43,14 @@ int rankIn(const std::vector<int>& members, int startup) {
 
 std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const std::vector<int>& layoutMembers,
                                                    const std::vector<int>& members) {
-    std::vector<int> live = members;  // sorted for lookups: a job of 16 k ranks asks 10^5 of them
-    std::sort(live.begin(), live.end());
+    // Live members marked by id: a job of 16 k ranks asks 10^5 of them.
+    const int largest = members.empty() ? -1 : *std::max_element(members.begin(), members.end());
+    std::vector<char> live(static_cast<std::size_t>(largest + 1), 0);
+    for (int m : members)
+        if (m >= 0) live[static_cast<std::size_t>(m)] = 1;
     const auto alive = [&](int rank) {
-        return std::binary_search(live.begin(), live.end(), layoutMembers[static_cast<std::size_t>(rank)]);
+        const int m = layoutMembers[static_cast<std::size_t>(rank)];
+        return m >= 0 && m <= largest && live[static_cast<std::size_t>(m)] != 0;
     };
     // By atom, as planMigration counts them: a live rank of a split stage holds its own shard only, so a layer
     // whose other shards died with every copy is lost although a rank that held part of it lives (issue 50).
@@ -54,8 +58,7 @@ std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const s
     std::set<std::uint32_t> lost;
     for (const auto& segment : layout.segments)
         for (std::uint32_t a = 0; a < atoms; ++a) {
-            const auto holders = segment.holdersOfAtom(a, atoms);
-            if (std::none_of(holders.begin(), holders.end(), alive)) {
+            if (!segment.anyHolderOfAtom(a, atoms, alive)) {
                 for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) lost.insert(l);
                 break;
             }

@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/plan/layout.hpp"
+#include "kiln/plan/plan_fingerprint.hpp"
 
 #include <fmt/format.h>
 
@@ -44,11 +45,13 @@ ModelProfile profileFromDeck(const config::Deck& deck, const arch::ModelConfig& 
 namespace {
 
 // Templates and instantiation for `plan.f` on `nodes - spares` nodes. Throws InputError.
-void planFor(RunPlan& plan, const config::Deck& deck, std::uint32_t nodes, std::uint32_t spares) {
+void planFor(RunPlan& plan, const config::Deck& deck, std::uint32_t nodes, std::uint32_t spares, TemplateCache* cache) {
     plan.spares = spares;
     plan.cluster.nodes = nodes - spares;
     const auto t0 = Clock::now();
-    plan.templates = planTemplates(plan.profile, plan.cluster, plan.f, plan.globalMicrobatches);
+    plan.templates = cache ? restrictToTolerance(cache->forAnyF(plan.profile, plan.cluster, plan.globalMicrobatches),
+                                                 plan.cluster, plan.f)
+                           : planTemplates(plan.profile, plan.cluster, plan.f, plan.globalMicrobatches);
     const auto t1 = Clock::now();
     const std::string pinned = deck.text("plan.pipelines");
     if (!pinned.empty()) {
@@ -63,14 +66,33 @@ void planFor(RunPlan& plan, const config::Deck& deck, std::uint32_t nodes, std::
     plan.instantiationSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
 }
 
+// Everything the templates are planned from, in words: the profile's
+// fingerprint, the model fields the cost model reads, the cluster and the batch.
+std::string templateInputs(const ModelProfile& profile, const ClusterSpec& c, std::uint64_t globalMicrobatches) {
+    const auto& m = profile.model;
+    return fmt::format("{:016x} {} | {} {} {} {} | {} {} {} {:a} {:a} {:a} {:a} {} | {}", fingerprintOf(profile).digest(),
+                       m.shapeText(), m.seqLen, m.vocabSize, arch::recomputeName(m.recompute), m.numLayers(), c.nodes,
+                       c.ranksPerNode, c.stageWidth, c.memoryPerRank, c.loaderBytesPerRank, c.intraBandwidth,
+                       c.interBandwidth, c.stageWidthOrigin, globalMicrobatches);
+}
+
 }  // namespace
+
+const TemplateSet& TemplateCache::forAnyF(const ModelProfile& profile, const ClusterSpec& cluster,
+                                          std::uint64_t globalMicrobatches) {
+    std::string key = templateInputs(profile, cluster, globalMicrobatches);
+    for (const auto& e : entries_)
+        if (e.key == key) return e.set;
+    entries_.push_back({std::move(key), planTemplatesForAnyF(profile, cluster, globalMicrobatches)});
+    return entries_.back().set;
+}
 
 bool profileMeasuredAtStartUp(const config::Deck& deck) {
     return deck.text("plan.profile").empty() && deck.real("plan.device_tflops") == 0.0;
 }
 
 RunPlan planRun(const config::Deck& deck, const arch::ModelConfig& model, const ClusterSpec& cluster, LowerF lower,
-                const GivenProfile& given) {
+                const GivenProfile& given, TemplateCache* cache) {
     RunPlan plan;
     plan.cluster = cluster;
     if (given.profile) {
@@ -113,7 +135,7 @@ RunPlan planRun(const config::Deck& deck, const arch::ModelConfig& model, const 
                                       "pipelines",
                                       deck.setting("cluster.spare_nodes").origin, wanted, spares, cluster.nodes,
                                       cluster.nodes == 1 ? "" : "s", plan.f + 1);
-    planFor(plan, deck, cluster.nodes, spares);
+    planFor(plan, deck, cluster.nodes, spares, cache);
     return plan;
 }
 

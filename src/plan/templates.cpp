@@ -461,8 +461,9 @@ std::vector<double> bottleneckCandidates(const CostModel& cost) {
 namespace {
 
 // planTemplates, or with `smallestOnly` just its smallest template (its minNodes).
-TemplateSet plan(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
-                 std::uint64_t globalMicrobatches, bool smallestOnly) {
+// Every node count's template up to the layers' limit; fault.f only bounds them afterwards (restrictToTolerance).
+TemplateSet plan(const ModelProfile& profile, const ClusterSpec& cluster, std::uint64_t globalMicrobatches,
+                 bool smallestOnly) {
     const std::uint32_t L = static_cast<std::uint32_t>(profile.layers.size()), g = std::max<std::uint32_t>(cluster.ranksPerNode, 1);
     const auto widths = stageWidths(profile, cluster);
     const std::uint32_t widest = widths.back();
@@ -525,11 +526,7 @@ TemplateSet plan(const ModelProfile& profile, const ClusterSpec& cluster, std::u
         set.maxNodes = n;
         return set;
     }
-    if (std::uint64_t(f + 1) * n > cluster.nodes)
-        throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
-                                     "the cluster has {}; with these nodes fault.f can be at most {}",
-                                     f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
-    const std::uint32_t limit = std::min(upper, cluster.nodes - f * n);
+    const std::uint32_t limit = upper;
     set.templates.push_back(t);
     set.alternatives = std::move(others);
     set.maxNodes = n;
@@ -568,12 +565,30 @@ TemplateSet plan(const ModelProfile& profile, const ClusterSpec& cluster, std::u
 
 TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
                           std::uint64_t globalMicrobatches) {
-    return plan(profile, cluster, f, globalMicrobatches, false);
+    return restrictToTolerance(planTemplatesForAnyF(profile, cluster, globalMicrobatches), cluster, f);
+}
+
+TemplateSet planTemplatesForAnyF(const ModelProfile& profile, const ClusterSpec& cluster, std::uint64_t globalMicrobatches) {
+    return plan(profile, cluster, globalMicrobatches, false);
+}
+
+TemplateSet restrictToTolerance(TemplateSet set, const ClusterSpec& cluster, std::uint32_t f) {
+    const std::uint32_t n = set.minNodes;
+    if (std::uint64_t(f + 1) * n > cluster.nodes)
+        throw InputError(fmt::format("fault.f = {} needs f+1 = {} pipelines of at least {} nodes each ({} nodes), but "
+                                     "the cluster has {}; with these nodes fault.f can be at most {}",
+                                     f, f + 1, n, std::uint64_t(f + 1) * n, cluster.nodes, cluster.nodes / n - 1));
+    // The longest pipeline leaves f pipelines of the smallest beside it.
+    const std::uint32_t limit = cluster.nodes - f * n;
+    while (set.maxNodes > limit || (set.maxNodes > n && set.templates[set.maxNodes - n].nodes == 0)) --set.maxNodes;
+    set.templates.resize(set.maxNodes - n + 1);
+    std::erase_if(set.alternatives, [&](const PipelineTemplate& t) { return t.nodes > set.maxNodes; });
+    return set;
 }
 
 std::uint32_t smallestTemplateNodes(const ModelProfile& profile, const ClusterSpec& cluster,
                                     std::uint64_t globalMicrobatches) {
-    return plan(profile, cluster, 0, globalMicrobatches, true).minNodes;
+    return plan(profile, cluster, globalMicrobatches, true).minNodes;
 }
 
 PipelineTemplate exhaustiveTemplate(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t n,

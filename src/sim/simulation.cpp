@@ -101,14 +101,33 @@ private:
         return it->second;
     }
 
-    void liveNodes(std::vector<int>& ids, std::vector<std::vector<int>>& ranks) const {
-        for (std::uint32_t n = 0; n < nodes_; ++n) {
-            if (!live_[n]) continue;
-            ids.push_back(static_cast<int>(n));
-            std::vector<int> r;
-            for (std::uint32_t i = 0; i < setup_.ranksPerNode; ++i) r.push_back(static_cast<int>(n * setup_.ranksPerNode + i));
-            ranks.push_back(std::move(r));
+    // Node n lives (or not), and the lists of live nodes and their ranks follow: kept up to date one node at a
+    // time, not built again for every switch (16 k nodes, thousands of switches).
+    void setLive(std::uint32_t n, bool live) {
+        if ((live_[n] != 0) == live) return;
+        live_[n] = live ? 1 : 0;
+        const auto at = std::lower_bound(liveIds_.begin(), liveIds_.end(), static_cast<int>(n)) - liveIds_.begin();
+        if (live) {
+            liveIds_.insert(liveIds_.begin() + at, static_cast<int>(n));
+            liveRanks_.insert(liveRanks_.begin() + at, ranksOf(n));
+        } else {
+            liveIds_.erase(liveIds_.begin() + at);
+            liveRanks_.erase(liveRanks_.begin() + at);
         }
+    }
+    void setAllLive() {
+        std::fill(live_.begin(), live_.end(), char(1));
+        liveIds_.clear();
+        liveRanks_.clear();
+        for (std::uint32_t n = 0; n < nodes_; ++n) {
+            liveIds_.push_back(static_cast<int>(n));
+            liveRanks_.push_back(ranksOf(n));
+        }
+    }
+    std::vector<int> ranksOf(std::uint32_t n) const {
+        std::vector<int> r(setup_.ranksPerNode);
+        for (std::uint32_t i = 0; i < setup_.ranksPerNode; ++i) r[i] = static_cast<int>(n * setup_.ranksPerNode + i);
+        return r;
     }
 
     // The running layout's pipelines, each whole when all its nodes live.
@@ -131,9 +150,8 @@ private:
         double bytes = 0.0, seconds = 0.0;
     };
     Switch switchTo(const plan::Instantiation& inst, bool keepLayers, const plan::Regroup* next = nullptr) {
-        std::vector<int> ids;
-        std::vector<std::vector<int>> ranks;
-        liveNodes(ids, ranks);
+        const auto& ids = liveIds_;
+        const auto& ranks = liveRanks_;
         const auto micro = plan_.microBatch;
         const auto global = plan_.globalMicrobatches * plan_.microBatch;
         Switch moved;
@@ -156,15 +174,12 @@ private:
                         for (int n : pins) kept[static_cast<std::size_t>(n)] = true;
                 }
             plan::Layout next = plan::placeInstantiation(plan_.templates, inst, ids, ranks, micro, global, &keep);
-            plan::CurrentHoldings one;  // each node alone, for the node that receives most
-            one.layerBytes = setup_.layerBytes;
-            double most = 0;
+            const auto received = plan::bytesToMoveByNode(next, ranks, keep);
+            double most = 0;  // the node that receives most
             for (std::size_t n = 0; n < ranks.size(); ++n) {
                 if (kept[static_cast<std::size_t>(ids[n])]) continue;
-                one.ofNode = {keep.ofNode[n]};
-                const double bytes = plan::bytesToMove(next, {ranks[n]}, one);
-                most = std::max(most, bytes);
-                moved.bytes += bytes;
+                most = std::max(most, received[n]);
+                moved.bytes += received[n];
             }
             layout_ = std::move(next);
             result_.bytesMigrated += moved.bytes;
@@ -189,7 +204,7 @@ private:
     }
 
     void start(bool requeued) {
-        std::fill(live_.begin(), live_.end(), char(1));
+        setAllLive();
         returns_ = {};
         failedSinceStart_ = 0;
         switchTo(plan_.instantiation, false);
@@ -292,7 +307,7 @@ private:
 
     void admit(std::uint32_t node) {
         if (live_[node]) return;
-        live_[node] = 1;
+        setLive(node, true);
         if (phase_ == Phase::Requeued) return;
         ++result_.admissions;
         stalls_.push_back({costs_.admission.value, &LostTime::admissions});
@@ -351,7 +366,7 @@ private:
         }
         for (auto n : hit) result_.failedHoldingBytes += holdingsOf(n);
         for (auto n : hit) {
-            live_[n] = 0;
+            setLive(n, false);
             if (costs_.repair.value > 0) returns_.push({now_ + costs_.repair.value, n});
         }
         if (phase_ == Phase::Running && stalls_.empty()) {
@@ -413,6 +428,8 @@ private:
     RunSetup setup_;
     std::uint32_t nodes_ = 0;
     std::vector<char> live_;
+    std::vector<int> liveIds_;                   // the live nodes, ascending
+    std::vector<std::vector<int>> liveRanks_;    // and their ranks
     mutable std::vector<int> identity_;
     std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>>
         returns_;

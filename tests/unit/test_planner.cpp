@@ -8,6 +8,7 @@
 #include "kiln/plan/layout.hpp"
 #include "kiln/plan/layout_packing.hpp"
 #include "kiln/plan/plan_file.hpp"
+#include "kiln/plan/plan_fingerprint.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
 #include "../support/error_text.hpp"
@@ -98,6 +99,46 @@ TEST(Templates, OptimalAgainstExhaustiveSearch) {
 // The cost model by hand: 2 nodes of 2 ranks, 4 equal layers, one per stage.
 // Stage 0 sends to the rank beside it (intra-node), stage 1 to the next node,
 // stage 2 again beside it, stage 3 nowhere; the sync is per node.
+// fault.f only bounds the longest pipeline: the templates for f are those for any f up to nodes - f x the
+// smallest, the same templates, stage by stage; and the cache kiln simulate plans through gives the same
+// sets as planning afresh.
+TEST(Templates, ToleranceOnlyBoundsTheRange) {
+    std::mt19937 rng(8);
+    int restricted = 0;
+    for (int trial = 0; trial < 30; ++trial) {
+        const auto profile = randomProfile(rng, 4 + rng() % 6);
+        const auto c = cluster(2 + rng() % 9, trial % 3 == 0 ? 2.5e7 : 1e12);
+        TemplateSet any;
+        try {
+            any = planTemplatesForAnyF(profile, c, 8);
+        } catch (const kiln::InputError&) {
+            continue;
+        }
+        TemplateCache cache;
+        for (std::uint32_t f = 0; f <= 3; ++f) {
+            if ((f + 1) * any.minNodes > c.nodes) {
+                EXPECT_THROW(restrictToTolerance(any, c, f), kiln::InputError);
+                continue;
+            }
+            const auto set = restrictToTolerance(any, c, f);
+            const std::uint32_t limit = c.nodes - f * any.minNodes;
+            EXPECT_EQ(set.minNodes, any.minNodes);
+            EXPECT_LE(set.maxNodes, limit);
+            EXPECT_NE(set.templates.back().nodes, 0u) << "the longest template is one that fits";
+            for (std::uint32_t n = set.maxNodes + 1; n <= std::min(limit, any.maxNodes); ++n)
+                EXPECT_EQ(any.templates[n - any.minNodes].nodes, 0u) << "template " << n << " left out, though it fits";
+            for (std::uint32_t n = set.minNodes; n <= set.maxNodes; ++n)
+                EXPECT_EQ(set.templates[n - set.minNodes].stages.size(), any.templates[n - any.minNodes].stages.size());
+            for (const auto& t : set.alternatives) EXPECT_LE(t.nodes, set.maxNodes);
+            if (set.maxNodes < any.maxNodes) ++restricted;
+            const auto cached = restrictToTolerance(cache.forAnyF(profile, c, 8), c, f);
+            EXPECT_EQ(fingerprintOf(cached).digest(), fingerprintOf(planTemplates(profile, c, f, 8)).digest());
+            EXPECT_EQ(fingerprintOf(cached).digest(), fingerprintOf(set).digest());
+        }
+    }
+    EXPECT_GT(restricted, 5) << "the trials must include clusters where f shortens the range";
+}
+
 TEST(Templates, StageCostsFollowTheLinks) {
     ModelProfile p;
     p.model.blocks = 2;

@@ -60,6 +60,16 @@ struct LayerSegment {
     // The rank of each pipeline that holds atom `atom` of `atoms` (atoms a
     // multiple of every width).
     std::vector<int> holdersOfAtom(std::uint32_t atom, std::uint32_t atoms) const;
+    // Whether `held(rank)` is true of one of those ranks (without building the list).
+    template <typename Held>
+    bool anyHolderOfAtom(std::uint32_t atom, std::uint32_t atoms, Held held) const {
+        std::size_t first = 0;
+        for (std::uint32_t w : widths) {
+            if (held(holders.at(first + atom / (atoms / w)))) return true;
+            first += w;
+        }
+        return false;
+    }
 };
 
 struct Layout {
@@ -144,6 +154,9 @@ Layout renumbered(const Layout& layout, const std::vector<int>& newRankOf, int r
 // Bytes the ranks of `layout` must receive given what they hold (`keep`, in
 // the order of the nodes the layout was placed on).
 double bytesToMove(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode, const CurrentHoldings& keep);
+// The same, node by node: element n is what node n's ranks receive.
+std::vector<double> bytesToMoveByNode(const Layout& layout, const std::vector<std::vector<int>>& ranksOfNode,
+                                      const CurrentHoldings& keep);
 
 // plan.pipelines ("2+1", "2:5+1:3") as an instantiation, checked against the
 // templates, `nodes` and `minPipelines` (fault.f + 1). `origin` names the deck

@@ -8,6 +8,7 @@
 #include "kiln/plan/cluster.hpp"
 #include "kiln/plan/instantiation.hpp"
 
+#include <deque>
 #include <string>
 
 namespace kiln::config {
@@ -52,11 +53,29 @@ struct GivenProfile {
 // run, typically a job requeued onto fewer nodes).
 enum class LowerF { Never, DownToMinF };
 
+// Template sets planned before, reused by later planRun calls for the same
+// model, profile, cluster and batch: the templates do not depend on fault.f,
+// spares only change the nodes, and kiln simulate plans its reference and
+// every choice from one deck.
+class TemplateCache {
+public:
+    // The set for every f (planTemplatesForAnyF), planned on the first call for these inputs.
+    const TemplateSet& forAnyF(const ModelProfile& profile, const ClusterSpec& cluster, std::uint64_t globalMicrobatches);
+
+private:
+    struct Entry {
+        std::string key;
+        TemplateSet set;
+    };
+    std::deque<Entry> entries_;  // (references stay valid as it grows)
+};
+
 // Plans for `cluster` (its nodes and ranks per node) from the deck's fault.f,
 // spare nodes, batch, memory, bandwidths and plan.pipelines: the pipelines run
 // on cluster.nodes less the spares. Throws InputError naming keys.
+// `cache`: template sets to reuse and keep (none: planned afresh).
 RunPlan planRun(const config::Deck& deck, const arch::ModelConfig& model, const ClusterSpec& cluster,
-                LowerF lower = LowerF::Never, const GivenProfile& given = {});
+                LowerF lower = LowerF::Never, const GivenProfile& given = {}, TemplateCache* cache = nullptr);
 
 // The text kiln plan prints: templates (at most 12 unless `all`), then the instantiation.
 std::string describeTemplates(const RunPlan& plan, bool all);

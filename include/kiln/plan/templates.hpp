@@ -146,6 +146,13 @@ private:
 TemplateSet planTemplates(const ModelProfile& profile, const ClusterSpec& cluster, std::uint32_t f,
                           std::uint64_t globalMicrobatches);
 
+// planTemplates in two parts: the templates of every node count up to the
+// layers' limit, which do not depend on f, and the range f leaves (the
+// longest pipeline beside f of the smallest). planTemplates(p, c, f, m) is
+// restrictToTolerance(planTemplatesForAnyF(p, c, m), c, f).
+TemplateSet planTemplatesForAnyF(const ModelProfile& profile, const ClusterSpec& cluster, std::uint64_t globalMicrobatches);
+TemplateSet restrictToTolerance(TemplateSet set, const ClusterSpec& cluster, std::uint32_t f);
+
 // planTemplates(...).minNodes without the rest: the fewest nodes a pipeline
 // of this model fits on (same errors).
 std::uint32_t smallestTemplateNodes(const ModelProfile& profile, const ClusterSpec& cluster,

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace kiln::sim {
 
@@ -36,11 +37,25 @@ void measuredFrom(const std::string& path, SimCosts& c) {
         c.detectEnded = {io::medianOf(detect), "s", from};
         c.recovery = {io::medianOf(recovery), "s", from};
     }
-    for (std::size_t i = 0; i < s.layouts.size(); ++i)
-        if (s.measuredStepTime[i] > 0) c.measuredStepSeconds[s.layouts[i].layout] = s.measuredStepTime[i];
-    if (!s.steps.empty() && s.steps.front().step == 0 && !s.measuredStepTime.empty() && s.measuredStepTime[0] > 0)
-        c.firstStep = {std::max(0.0, s.steps.front().stepTime - s.measuredStepTime[0]), "s",
-                       fmt::format("{}: its first step over its layout's median step", path)};
+    // A layout's step: the mean of every step run on it, all its spells together (the start's first step
+    // apart, priced as first_step_s). The simulation adds steps up, and a median under-counts a run whose
+    // steps vary: one layout run early beside idle spares and again later, a few slow steps in each spell.
+    const bool firstApart = !s.steps.empty() && s.steps.front().step == 0 && !s.layouts.empty();
+    std::map<std::string, std::pair<double, std::size_t>> spent;  // seconds and steps, by layout
+    for (std::size_t i = 0; i < s.layouts.size(); ++i) {
+        const std::uint64_t end = i + 1 < s.layouts.size() ? s.layouts[i + 1].step : ~std::uint64_t{0};
+        auto& [seconds, steps] = spent[s.layouts[i].layout];
+        for (const auto& r : s.steps)
+            if (r.step >= s.layouts[i].step && r.step < end && !(firstApart && r.step == 0)) {
+                seconds += r.stepTime;
+                ++steps;
+            }
+    }
+    for (const auto& [layout, sum] : spent)
+        if (sum.second > 0) c.measuredStepSeconds[layout] = sum.first / double(sum.second);
+    if (firstApart && c.measuredStepSeconds.count(s.layouts[0].layout))
+        c.firstStep = {std::max(0.0, s.steps.front().stepTime - c.measuredStepSeconds[s.layouts[0].layout]), "s",
+                       fmt::format("{}: its first step over its layout's mean step", path)};
     for (std::size_t i = 0; i < s.layouts.size(); ++i)
         if (s.measuredStepTime[i] > 0 && s.layouts[i].predictedStepTime > 0) {
             c.stepScale = {s.measuredStepTime[i] / s.layouts[i].predictedStepTime, "",

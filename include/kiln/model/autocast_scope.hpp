@@ -4,6 +4,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 namespace kiln::model {
 
@@ -18,17 +19,11 @@ public:
     AutocastScope(bool enabled, const torch::Device& device, Cache cache = Cache::ClearOnExit)
         : enabled_(enabled), cuda_(device.is_cuda()), cache_(cache) {
         if (!enabled_) return;
-        if (cuda_) {
-            at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-            at::autocast::set_enabled(true);
-        } else {
-            at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-            at::autocast::set_cpu_enabled(true);
-        }
+        setBf16(true);
     }
     ~AutocastScope() {
         if (!enabled_) return;
-        cuda_ ? at::autocast::set_enabled(false) : at::autocast::set_cpu_enabled(false);
+        setBf16(false);
         clearCache(cache_ == Cache::ClearOnExit);
     }
     AutocastScope(const AutocastScope&) = delete;
@@ -39,6 +34,18 @@ public:
     }
 
 private:
+    void setBf16(bool on) const {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+        // libtorch 2.4 names the device; its per-device calls are deprecated since.
+        const auto type = cuda_ ? at::kCUDA : at::kCPU;
+        if (on) at::autocast::set_autocast_dtype(type, at::kBFloat16);
+        at::autocast::set_autocast_enabled(type, on);
+#else
+        if (on) cuda_ ? at::autocast::set_autocast_gpu_dtype(at::kBFloat16) : at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        cuda_ ? at::autocast::set_enabled(on) : at::autocast::set_cpu_enabled(on);
+#endif
+    }
+
     bool enabled_, cuda_;
     Cache cache_;
 };

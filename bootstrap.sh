@@ -106,6 +106,24 @@ $1" 2>/dev/null
 }
 torch_env() { mkdir -p "$deps"; [ -x "$torch_venv/bin/pip" ] || /usr/bin/python3 -m venv "$torch_venv"; }
 
+# Builds BUILD_DIR. Ninja compares times, so a source edited while it compiled (the CUDA build runs for
+# minutes in the background of the tests) would leave an object built from the old text but newer than the
+# new one: such sources are touched and built again until none changed during a build.
+build_settled() {  # BUILD_DIR
+  local stamp edited round
+  stamp=$(mktemp)
+  for round in 1 2 3; do
+    touch "$stamp"
+    cmake --build "$1" -j "$jobs"
+    edited=$(find "$root/CMakeLists.txt" "$root/cmake" "$root/src" "$root/include" "$root/tests" "$root/perf" \
+      "$root/tools" -type f -newer "$stamp" 2>/dev/null || true)
+    [ -n "$edited" ] || break
+    say "$(wc -l <<<"$edited") source files changed during the build of $1: building them again"
+    tr '\n' '\0' <<<"$edited" | xargs -0 touch
+  done
+  rm -f "$stamp"
+}
+
 configure_and_build() {
   install_arrow
   local torch_dir
@@ -118,7 +136,7 @@ configure_and_build() {
       -DKILN_MPI_PREFIX="$deps/ompi" -DKILN_TORCH_CPU_ROOT="$torch_dir" ${KILN_CMAKE_ARGS:-}
   fi
   say "building with $jobs jobs"
-  cmake --build "$build" -j "$jobs"
+  build_settled "$build"
 }
 
 # The torch wheel carries libtorch's headers, libraries and CMake package. Its CPU library needs only the
@@ -187,7 +205,7 @@ configure_and_build_cuda() {
       -DKILN_WITH_NCCL=ON -DKILN_NCCL_ROOT="$site/nvidia/nccl" -DKILN_WITH_PERF=OFF ${KILN_CMAKE_ARGS:-}
   fi
   say "building the CUDA configuration with $jobs jobs"
-  cmake --build "$cuda_build" -j "$jobs"
+  build_settled "$cuda_build"
 }
 
 cuda_tests() {

@@ -5,6 +5,7 @@
 // trace's errors name the file and line.
 #include "kiln/base/error.hpp"
 #include "kiln/plan/instantiation.hpp"
+#include "kiln/plan/layout.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/templates.hpp"
 #include "kiln/sim/failure_schedule.hpp"
@@ -158,10 +159,7 @@ TEST(Simulation, KilnRecoversInPlaceWhatTheLayoutToleratesAndRequeuesBeyond) {
     EXPECT_EQ(r.requeues, 0u);
     // The last layout is what regroup() chooses for the 3 nodes left.
     const auto last = plan::regroup(p, 3);
-    std::string expected;
-    for (const auto& share : last.instantiation.pipelines)
-        expected += (expected.empty() ? "" : "+") + std::to_string(share.nodes) + ":" + std::to_string(share.microbatches);
-    EXPECT_EQ(r.layouts.back().layout, expected);
+    EXPECT_EQ(r.layouts.back().layout, plan::sharesOf(last.instantiation));
 }
 
 TEST(Simulation, ASpareTakesTheFailedNodesPlaceAndRepairedNodesComeBack) {

@@ -3,6 +3,7 @@
 #include "cli_options.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/plan/instantiation.hpp"
+#include "kiln/plan/layout.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
@@ -12,30 +13,129 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 
 namespace kiln::apps {
+namespace {
+
+// The start-up layout on the job's nodes 0..nodes-1 (spares idle after the pipelines), as kiln run places it.
+plan::Layout startLayout(const plan::RunPlan& p, std::uint32_t nodes) {
+    std::vector<int> ids;
+    std::vector<std::vector<int>> ranks;
+    const auto g = static_cast<int>(p.cluster.ranksPerNode);
+    for (std::uint32_t n = 0; n < nodes; ++n) {
+        ids.push_back(static_cast<int>(n));
+        ranks.emplace_back();
+        for (int r = 0; r < g; ++r) ranks.back().push_back(static_cast<int>(n) * g + r);
+    }
+    return plan::placeInstantiation(p.templates, p.instantiation, ids, ranks, p.microBatch, p.globalMicrobatches * p.microBatch);
+}
+
+// The nodes that fail: those listed, or one in each of the first `count` pipelines (its last node), then
+// the next nodes of each in turn, then idle nodes.
+std::vector<int> failedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::uint32_t count, const std::string& list) {
+    std::vector<int> failed;
+    if (!list.empty()) {
+        std::string text = list;
+        std::replace(text.begin(), text.end(), ',', ' ');
+        std::istringstream in(text);
+        for (std::string item; in >> item;) {
+            std::size_t used = 0;
+            long id = -1;
+            try {
+                id = std::stol(item, &used);
+            } catch (const std::exception&) {
+            }
+            if (used != item.size() || id < 0 || id >= static_cast<long>(nodes))
+                throw InputError(fmt::format("--fail-nodes {}: '{}' is not a node of this job (0..{})", list, item, nodes - 1));
+            if (std::find(failed.begin(), failed.end(), int(id)) == failed.end()) failed.push_back(int(id));
+        }
+        if (failed.empty()) throw InputError(fmt::format("--fail-nodes '{}': expected node ids like 3,17", list));
+        return failed;
+    }
+    const auto layout = startLayout(p, nodes);
+    for (std::size_t depth = 0; failed.size() < count; ++depth) {
+        bool any = false;
+        for (const auto& pipeline : layout.pipelines)
+            if (depth < pipeline.nodeIds.size() && failed.size() < count) {
+                failed.push_back(pipeline.nodeIds[pipeline.nodeIds.size() - 1 - depth]);
+                any = true;
+            }
+        if (!any) break;
+    }
+    for (int id : layout.idleNodes)
+        if (failed.size() < count) failed.push_back(id);
+    return failed;
+}
+
+// What recovery runs when `failed` nodes fail at once: the regroup that keeps the whole pipelines (as kiln
+// run and kiln simulate do), with a new plan for the nodes left beside it.
+void printAfterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::vector<int>& failed) {
+    const auto fails = static_cast<std::uint32_t>(failed.size());
+    const std::uint32_t left = nodes - std::min(fails, nodes);
+    fmt::print("after {} node failure{} at once ({} node{} left; failed: node{} {}):\n", fails, fails == 1 ? "" : "s", left,
+               left == 1 ? "" : "s", fails == 1 ? "" : "s", fmt::join(failed, ", "));
+    const auto full = plan::regroup(p, left);
+    if (!full.possible) {
+        fmt::print("  too few nodes for one pipeline (at least {} needed): kiln writes a checkpoint from the surviving "
+                   "holders and stops (exit 75); the jobscript requeues it and it plans for the nodes it gets.\n",
+                   p.templates.minNodes);
+        return;
+    }
+    const auto layout = startLayout(p, nodes);
+    const auto live = [&](int node) { return std::find(failed.begin(), failed.end(), node) == failed.end(); };
+    const auto r = plan::regroup(p, left, plan::runningOf(layout, live), full);
+    if (r.spares > 0 || p.spares > 0)
+        fmt::print("  {} of {} spare node{} left{}\n", r.spares, p.spares, p.spares == 1 ? "" : "s",
+                   r.activeNodes == p.cluster.nodes ? ": the start-up layout, spares in the failed nodes' places" : "");
+    if (!r.keptFrom.empty())
+        fmt::print("  recovery keeps {} pipeline{} as {} ran, patches {} (its nodes left take the failed nodes' layers) and "
+                   "rebuilds {} (from its nodes left and idle ones); {} new\n",
+                   r.kept, r.kept == 1 ? "" : "s", r.kept == 1 ? "it" : "they", r.patched, r.rebuilt,
+                   r.instantiation.pipelines.size() - r.keptFrom.size());
+    if (r.replanned) fmt::print("  {}\n", r.replan);
+    fmt::print("  tolerance {} simultaneous node failure{}{}\n", r.tolerance, r.tolerance == 1 ? "" : "s",
+               r.degraded.empty() ? "" : fmt::format(" (below fault.f = {}: {})", p.f, r.degraded));
+    fmt::print("{}", plan::describeInstantiation(p.templates, r.instantiation, p.microBatch));
+    const double was = p.instantiation.stepTime, now = r.instantiation.stepTime, fresh = full.instantiation.stepTime;
+    const auto pipelines = full.instantiation.pipelines.size();
+    fmt::print("  step {:.4g} s against {:.4g} s before the failure ({:+.2f} %); a whole new plan for the {} node{} left: "
+               "{} pipeline{}, {:.4g} s ({:+.2f} %){}\n",
+               now, was, 100 * (now / was - 1), left, left == 1 ? "" : "s", pipelines, pipelines == 1 ? "" : "s", fresh,
+               100 * (fresh / was - 1),
+               r.replanned ? ", taken" : fmt::format(", not taken: fault.replan_margin = {:g}", p.replanMargin));
+}
+
+}  // namespace
 
 int planMain(int argc, char** argv) {
     std::string deckPath;
     std::vector<std::string> overrides;
     std::uint32_t fail = 0;
     bool all = false;
-    std::string out;
+    std::string out, failNodes;
     po::options_description options("kiln plan");
     options.add_options()
         ("deck", po::value<std::string>(&deckPath)->required(), "the input deck")
-        ("fail", po::value<std::uint32_t>(&fail)->default_value(0), "what if: the instantiation after this many node failures")
+        ("fail", po::value<std::uint32_t>(&fail)->default_value(0),
+         "what if: this many nodes fail at once (one in each of the first pipelines, their last): what recovery runs then")
+        ("fail-nodes", po::value<std::string>(&failNodes),
+         "what if: these nodes fail at once (ids of the start-up layout, as kiln run numbers them: 3,17)")
         ("all", po::bool_switch(&all), "print every template (default: at most 12)")
         ("out", po::value<std::string>(&out), "also write the templates and the instantiation to this HDF5 file")
         ("set", po::value<std::vector<std::string>>(&overrides)->composing(), "override a key: --set section.key=value");
     po::positional_options_description positional;
     positional.add("deck", 1);
     po::variables_map values;
-    if (!parseCommandLine(argc, argv, "kiln plan DECK [--fail K] [--out plan.h5] [--set plan.nodes=N]", options, positional,
-                          values))
+    if (!parseCommandLine(argc, argv, "kiln plan DECK [--fail K | --fail-nodes LIST] [--out plan.h5] [--set plan.nodes=N]",
+                          options, positional, values))
         return 0;
+    if (fail > 0 && !failNodes.empty()) throw InputError("kiln plan: give --fail K or --fail-nodes LIST, not both");
 
     const auto deck = config::Deck::fromFile(deckPath, overrides);
     auto planning = planningInputs(deck, "kiln plan");
@@ -44,6 +144,7 @@ int planMain(int argc, char** argv) {
     const auto& noLoader = planning.noLoader;
     const auto p = plan::planRun(deck, model, cluster, plan::LowerF::Never,
                                  planning.given());
+    const auto failed = fail > 0 || !failNodes.empty() ? failedNodes(p, cluster.nodes, fail, failNodes) : std::vector<int>{};
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
                p.profileSource);
@@ -63,24 +164,7 @@ int planMain(int argc, char** argv) {
         plan::writePlan(out, p.templates, p.instantiation, cluster.nodes, p.f, p.globalMicrobatches);
         fmt::print("  plan written to {}\n", out);
     }
-    if (fail > 0) {
-        // What recovery does (plan/regroup.hpp): spares first, then f + 1 pipelines while the nodes allow.
-        const std::uint32_t left = cluster.nodes - std::min(fail, cluster.nodes);
-        const auto r = plan::regroup(p, left);
-        fmt::print("after {} node failure{} ({} node{} left):\n", fail, fail == 1 ? "" : "s", left, left == 1 ? "" : "s");
-        if (!r.possible) {
-            fmt::print("  too few nodes for one pipeline (at least {} needed): kiln writes a checkpoint from the surviving "
-                       "holders and stops (exit 75); the jobscript requeues it and it plans for the nodes it gets.\n",
-                       p.templates.minNodes);
-        } else {
-            if (r.spares > 0 || p.spares > 0)
-                fmt::print("  {} of {} spare node{} left{}\n", r.spares, p.spares, p.spares == 1 ? "" : "s",
-                           r.activeNodes == p.cluster.nodes ? ": the start-up layout, spares in the failed nodes' places" : "");
-            fmt::print("  tolerance {} simultaneous node failure{}{}\n", r.tolerance, r.tolerance == 1 ? "" : "s",
-                       r.degraded.empty() ? "" : fmt::format(" (below fault.f = {}: {})", p.f, r.degraded));
-            fmt::print("{}", plan::describeInstantiation(p.templates, r.instantiation, p.microBatch));
-        }
-    }
+    if (!failed.empty()) printAfterFailures(p, cluster.nodes, failed);
     return 0;
 }
 

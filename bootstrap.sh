@@ -116,7 +116,7 @@ build_settled() {  # BUILD_DIR
     touch "$stamp"
     cmake --build "$1" -j "$jobs"
     edited=$(find "$root/CMakeLists.txt" "$root/cmake" "$root/src" "$root/include" "$root/tests" "$root/perf" \
-      "$root/tools" -type f -newer "$stamp" 2>/dev/null || true)
+      "$root/tools" -type f ! -name '*.md' -newer "$stamp" 2>/dev/null || true)
     [ -n "$edited" ] || break
     say "$(wc -l <<<"$edited") source files changed during the build of $1: building them again"
     tr '\n' '\0' <<<"$edited" | xargs -0 touch

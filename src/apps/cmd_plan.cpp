@@ -1,9 +1,9 @@
 // kiln plan DECK: the pipeline templates for every node count and the
 // instantiation for the cluster, with what-if failures.
 #include "cli_options.hpp"
+#include "failure_whatif.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/plan/instantiation.hpp"
-#include "kiln/plan/layout.hpp"
 #include "kiln/plan/plan_file.hpp"
 #include "kiln/plan/regroup.hpp"
 #include "kiln/plan/run_plan.hpp"
@@ -23,53 +23,25 @@
 namespace kiln::apps {
 namespace {
 
-// The start-up layout on the job's nodes 0..nodes-1 (spares idle after the pipelines), as kiln run places it.
-plan::Layout startLayout(const plan::RunPlan& p, std::uint32_t nodes) {
-    std::vector<int> ids;
-    std::vector<std::vector<int>> ranks;
-    const auto g = static_cast<int>(p.cluster.ranksPerNode);
-    for (std::uint32_t n = 0; n < nodes; ++n) {
-        ids.push_back(static_cast<int>(n));
-        ranks.emplace_back();
-        for (int r = 0; r < g; ++r) ranks.back().push_back(static_cast<int>(n) * g + r);
-    }
-    return plan::placeInstantiation(p.templates, p.instantiation, ids, ranks, p.microBatch, p.globalMicrobatches * p.microBatch);
-}
-
-// The nodes that fail: those listed, or one in each of the first `count` pipelines (its last node), then
-// the next nodes of each in turn, then idle nodes.
+// The nodes that fail: those listed, or defaultFailedNodes.
 std::vector<int> failedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::uint32_t count, const std::string& list) {
+    if (list.empty()) return defaultFailedNodes(p, nodes, count);
     std::vector<int> failed;
-    if (!list.empty()) {
-        std::string text = list;
-        std::replace(text.begin(), text.end(), ',', ' ');
-        std::istringstream in(text);
-        for (std::string item; in >> item;) {
-            std::size_t used = 0;
-            long id = -1;
-            try {
-                id = std::stol(item, &used);
-            } catch (const std::exception&) {
-            }
-            if (used != item.size() || id < 0 || id >= static_cast<long>(nodes))
-                throw InputError(fmt::format("--fail-nodes {}: '{}' is not a node of this job (0..{})", list, item, nodes - 1));
-            if (std::find(failed.begin(), failed.end(), int(id)) == failed.end()) failed.push_back(int(id));
+    std::string text = list;
+    std::replace(text.begin(), text.end(), ',', ' ');
+    std::istringstream in(text);
+    for (std::string item; in >> item;) {
+        std::size_t used = 0;
+        long id = -1;
+        try {
+            id = std::stol(item, &used);
+        } catch (const std::exception&) {
         }
-        if (failed.empty()) throw InputError(fmt::format("--fail-nodes '{}': expected node ids like 3,17", list));
-        return failed;
+        if (used != item.size() || id < 0 || id >= static_cast<long>(nodes))
+            throw InputError(fmt::format("--fail-nodes {}: '{}' is not a node of this job (0..{})", list, item, nodes - 1));
+        if (std::find(failed.begin(), failed.end(), int(id)) == failed.end()) failed.push_back(int(id));
     }
-    const auto layout = startLayout(p, nodes);
-    for (std::size_t depth = 0; failed.size() < count; ++depth) {
-        bool any = false;
-        for (const auto& pipeline : layout.pipelines)
-            if (depth < pipeline.nodeIds.size() && failed.size() < count) {
-                failed.push_back(pipeline.nodeIds[pipeline.nodeIds.size() - 1 - depth]);
-                any = true;
-            }
-        if (!any) break;
-    }
-    for (int id : layout.idleNodes)
-        if (failed.size() < count) failed.push_back(id);
+    if (failed.empty()) throw InputError(fmt::format("--fail-nodes '{}': expected node ids like 3,17", list));
     return failed;
 }
 
@@ -77,19 +49,18 @@ std::vector<int> failedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::u
 // run and kiln simulate do), with a new plan for the nodes left beside it.
 void printAfterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::vector<int>& failed) {
     const auto fails = static_cast<std::uint32_t>(failed.size());
-    const std::uint32_t left = nodes - std::min(fails, nodes);
+    const auto after = afterFailures(p, nodes, failed);
+    const std::uint32_t left = after.left;
     fmt::print("after {} node failure{} at once ({} node{} left; failed: node{} {}):\n", fails, fails == 1 ? "" : "s", left,
                left == 1 ? "" : "s", fails == 1 ? "" : "s", fmt::join(failed, ", "));
-    const auto full = plan::regroup(p, left);
+    const auto& full = after.full;
     if (!full.possible) {
         fmt::print("  too few nodes for one pipeline (at least {} needed): kiln writes a checkpoint from the surviving "
                    "holders and stops (exit 75); the jobscript requeues it and it plans for the nodes it gets.\n",
                    p.templates.minNodes);
         return;
     }
-    const auto layout = startLayout(p, nodes);
-    const auto live = [&](int node) { return std::find(failed.begin(), failed.end(), node) == failed.end(); };
-    const auto r = plan::regroup(p, left, plan::runningOf(layout, live), full);
+    const auto& r = after.kept;
     if (r.spares > 0 || p.spares > 0)
         fmt::print("  {} of {} spare node{} left{}\n", r.spares, p.spares, p.spares == 1 ? "" : "s",
                    r.activeNodes == p.cluster.nodes ? ": the start-up layout, spares in the failed nodes' places" : "");
@@ -102,12 +73,11 @@ void printAfterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::
     fmt::print("  tolerance {} simultaneous node failure{}{}\n", r.tolerance, r.tolerance == 1 ? "" : "s",
                r.degraded.empty() ? "" : fmt::format(" (below fault.f = {}: {})", p.f, r.degraded));
     fmt::print("{}", plan::describeInstantiation(p.templates, r.instantiation, p.microBatch));
-    const double was = p.instantiation.stepTime, now = r.instantiation.stepTime, fresh = full.instantiation.stepTime;
     const auto pipelines = full.instantiation.pipelines.size();
     fmt::print("  step {:.4g} s against {:.4g} s before the failure ({:+.2f} %); a whole new plan for the {} node{} left: "
                "{} pipeline{}, {:.4g} s ({:+.2f} %){}\n",
-               now, was, 100 * (now / was - 1), left, left == 1 ? "" : "s", pipelines, pipelines == 1 ? "" : "s", fresh,
-               100 * (fresh / was - 1),
+               r.instantiation.stepTime, after.before, 100 * after.keptChange(), left, left == 1 ? "" : "s", pipelines,
+               pipelines == 1 ? "" : "s", full.instantiation.stepTime, 100 * after.fullChange(),
                r.replanned ? ", taken" : fmt::format(", not taken: fault.replan_margin = {:g}", p.replanMargin));
 }
 

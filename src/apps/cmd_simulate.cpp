@@ -2,6 +2,7 @@
 // kiln's own planner and recovery decisions, for choosing fault.f,
 // cluster.spare_nodes and checkpoint.every from numbers.
 #include "cli_options.hpp"
+#include "failure_whatif.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/plan/regroup.hpp"
@@ -108,6 +109,22 @@ struct Simulator {
                        choice.seeds.size() == 1 ? "" : "s", 100 * choice.mean());
     }
 };
+
+// What one node down costs the deck's own layout until its repair: a cause of "degraded" hours that
+// the batch's fit to the nodes decides (docs/choosing.md), said before the hours themselves.
+void describeNodeDown(const Simulator& sim, SimulateSummary& summary) {
+    const auto own = sim.planFor(sim.deckWith({}));
+    if (own.spares > 0 || sim.nodes < 2) return;  // a spare takes the node's place
+    const auto after = afterFailures(own, sim.nodes, defaultFailedNodes(own, sim.nodes, 1));
+    if (!after.full.possible) return;
+    summary.nodeDownKept = after.keptChange();
+    summary.nodeDownFull = after.fullChange();
+    summary.nodeDown = fmt::format("the step {:+.2f} % as recovery runs it until the node's repair ({:+.2f} % under a whole "
+                                   "new plan){}",
+                                   100 * summary.nodeDownKept, 100 * summary.nodeDownFull,
+                                   summary.nodeDownKept > 0.001 ? "; the global batch fills the nodes: see docs/choosing.md"
+                                                                : "");
+}
 
 // False when the command line only asked for help.
 bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions& o) {
@@ -308,6 +325,7 @@ int simulateMain(int argc, char** argv) {
                                     reference.instantiation.pipelines.size(), reference.instantiation.nodesUsed,
                                     reference.instantiation.stepTime * sim.costs.stepScale.value, sim.referenceRate / 1e6);
     for (auto& [name, cost] : sim.costs.named()) summary.costs.emplace_back(name, *cost);
+    describeNodeDown(sim, summary);
 
     simulateChoices(o, deck, sim, summary);
     recommend(summary);

@@ -53,6 +53,7 @@ void printSimulateText(const SimulateSummary& s) {
     fmt::print("kiln simulate: {}, {} nodes x {} ranks, {:g} days, {}\n", s.deck, s.nodes, s.ranksPerNode, s.days,
                s.failuresFrom);
     fmt::print("reference (effective time 100 %): {}\n", s.reference);
+    if (!s.nodeDown.empty()) fmt::print("a node down: {}\n", s.nodeDown);
     fmt::print("costs (change with --cost NAME=VALUE; --costs-from RUN/diag.h5 takes a measured run's):\n");
     for (const auto& [name, c] : s.costs) {
         const bool bandwidth = c.unit == "B/s";
@@ -105,6 +106,8 @@ void printSimulateJson(const SimulateSummary& s) {
     out["node_mtbf_hours"] = s.nodeMtbfHours;
     out["failures_from"] = s.failuresFrom;
     out["reference"] = s.reference;
+    if (!s.nodeDown.empty())
+        out["node_down"] = {{"text", s.nodeDown}, {"step_change", s.nodeDownKept}, {"step_change_new_plan", s.nodeDownFull}};
     for (const auto& [name, c] : s.costs) out["costs"][name] = {{"value", c.value}, {"unit", c.unit}, {"source", c.source}};
     out["choices"] = nlohmann::json::array();
     for (const auto& c : s.choices) {

@@ -29,6 +29,10 @@ struct SimulateSummary {
     double days = 0, nodeMtbfHours = 0;
     std::string failuresFrom;  // "drawn: ..." or the trace
     std::string reference;     // the reference layout and its throughput
+    // What one node down does to the deck's own start-up layout until its repair (kiln plan --fail 1):
+    // the step's change as recovery runs it and under a whole new plan; empty: not asked (a trace, spares).
+    std::string nodeDown;
+    double nodeDownKept = 0.0, nodeDownFull = 0.0;
     std::vector<std::pair<std::string, sim::Cost>> costs;
     std::vector<SimulatedChoice> choices;
     std::size_t recommended = 0;  // index into choices (never a baseline)

@@ -24,8 +24,8 @@ namespace kiln::apps {
 namespace {
 
 // The nodes that fail: those listed, or defaultFailedNodes.
-std::vector<int> failedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::uint32_t count, const std::string& list) {
-    if (list.empty()) return defaultFailedNodes(p, nodes, count);
+std::vector<int> failedNodes(const plan::Layout& layout, std::uint32_t nodes, std::uint32_t count, const std::string& list) {
+    if (list.empty()) return defaultFailedNodes(layout, count);
     std::vector<int> failed;
     std::string text = list;
     std::replace(text.begin(), text.end(), ',', ' ');
@@ -47,9 +47,10 @@ std::vector<int> failedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::u
 
 // What recovery runs when `failed` nodes fail at once: the regroup that keeps the whole pipelines (as kiln
 // run and kiln simulate do), with a new plan for the nodes left beside it.
-void printAfterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::vector<int>& failed) {
+void printAfterFailures(const plan::RunPlan& p, const plan::Layout& layout, std::uint32_t nodes,
+                        const std::vector<int>& failed) {
     const auto fails = static_cast<std::uint32_t>(failed.size());
-    const auto after = afterFailures(p, nodes, failed);
+    const auto after = afterFailures(p, layout, nodes, failed);
     const std::uint32_t left = after.left;
     fmt::print("after {} node failure{} at once ({} node{} left; failed: node{} {}):\n", fails, fails == 1 ? "" : "s", left,
                left == 1 ? "" : "s", fails == 1 ? "" : "s", fmt::join(failed, ", "));
@@ -114,7 +115,9 @@ int planMain(int argc, char** argv) {
     const auto& noLoader = planning.noLoader;
     const auto p = plan::planRun(deck, model, cluster, plan::LowerF::Never,
                                  planning.given());
-    const auto failed = fail > 0 || !failNodes.empty() ? failedNodes(p, cluster.nodes, fail, failNodes) : std::vector<int>{};
+    const bool whatIf = fail > 0 || !failNodes.empty();
+    const auto layout = whatIf ? startLayout(p, cluster.nodes) : plan::Layout{};
+    const auto failed = whatIf ? failedNodes(layout, cluster.nodes, fail, failNodes) : std::vector<int>{};
     fmt::print("kiln plan: {} layers ({:.2f} B parameters), {} nodes x {} ranks, {:.0f} GB per rank, profile {}\n",
                model.numLayers(), model.parameters() / 1e9, cluster.nodes, cluster.ranksPerNode, cluster.memoryPerRank / 1e9,
                p.profileSource);
@@ -134,7 +137,7 @@ int planMain(int argc, char** argv) {
         plan::writePlan(out, p.templates, p.instantiation, cluster.nodes, p.f, p.globalMicrobatches);
         fmt::print("  plan written to {}\n", out);
     }
-    if (!failed.empty()) printAfterFailures(p, cluster.nodes, failed);
+    if (whatIf) printAfterFailures(p, layout, cluster.nodes, failed);
     return 0;
 }
 

@@ -115,7 +115,8 @@ struct Simulator {
 void describeNodeDown(const Simulator& sim, SimulateSummary& summary) {
     const auto own = sim.planFor(sim.deckWith({}));
     if (own.spares > 0 || sim.nodes < 2) return;  // a spare takes the node's place
-    const auto after = afterFailures(own, sim.nodes, defaultFailedNodes(own, sim.nodes, 1));
+    const auto layout = startLayout(own, sim.nodes);
+    const auto after = afterFailures(own, layout, sim.nodes, defaultFailedNodes(layout, 1));
     if (!after.full.possible) return;
     summary.nodeDownKept = after.keptChange();
     summary.nodeDownFull = after.fullChange();

@@ -16,8 +16,7 @@ plan::Layout startLayout(const plan::RunPlan& p, std::uint32_t nodes) {
     return plan::placeInstantiation(p.templates, p.instantiation, ids, ranks, p.microBatch, p.globalMicrobatches * p.microBatch);
 }
 
-std::vector<int> defaultFailedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::uint32_t count) {
-    const auto layout = startLayout(p, nodes);
+std::vector<int> defaultFailedNodes(const plan::Layout& layout, std::uint32_t count) {
     std::vector<int> failed;
     for (std::size_t depth = 0; failed.size() < count; ++depth) {
         bool any = false;
@@ -36,13 +35,13 @@ std::vector<int> defaultFailedNodes(const plan::RunPlan& p, std::uint32_t nodes,
 double AfterFailures::keptChange() const { return kept.instantiation.stepTime / before - 1.0; }
 double AfterFailures::fullChange() const { return full.instantiation.stepTime / before - 1.0; }
 
-AfterFailures afterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::vector<int>& failed) {
+AfterFailures afterFailures(const plan::RunPlan& p, const plan::Layout& layout, std::uint32_t nodes,
+                            const std::vector<int>& failed) {
     AfterFailures a;
     a.before = p.instantiation.stepTime;
     a.left = nodes - std::min(static_cast<std::uint32_t>(failed.size()), nodes);
     a.full = plan::regroup(p, a.left);
     if (!a.full.possible) return a;
-    const auto layout = startLayout(p, nodes);
     const auto live = [&](int node) { return std::find(failed.begin(), failed.end(), node) == failed.end(); };
     a.kept = plan::regroup(p, a.left, plan::runningOf(layout, live), a.full);
     return a;

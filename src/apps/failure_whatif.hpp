@@ -15,10 +15,10 @@ namespace kiln::apps {
 // The start-up layout of `p` on the job's nodes 0..nodes-1 (spares idle after the pipelines).
 plan::Layout startLayout(const plan::RunPlan& p, std::uint32_t nodes);
 
-// `count` nodes that fail at once when none are named: one in each of the
-// first pipelines (its last node), then the next nodes of each in turn, then
-// idle nodes.
-std::vector<int> defaultFailedNodes(const plan::RunPlan& p, std::uint32_t nodes, std::uint32_t count);
+// `count` nodes of `layout` that fail at once when none are named: one in
+// each of the first pipelines (its last node), then the next nodes of each in
+// turn, then idle nodes.
+std::vector<int> defaultFailedNodes(const plan::Layout& layout, std::uint32_t count);
 
 struct AfterFailures {
     std::uint32_t left = 0;  // nodes left
@@ -30,7 +30,8 @@ struct AfterFailures {
     double before = 0.0;
 };
 
-// After `failed` (node ids of the start-up layout) fail at once.
-AfterFailures afterFailures(const plan::RunPlan& p, std::uint32_t nodes, const std::vector<int>& failed);
+// After `failed` (node ids of `layout`, p's start-up layout on `nodes` nodes) fail at once.
+AfterFailures afterFailures(const plan::RunPlan& p, const plan::Layout& layout, std::uint32_t nodes,
+                            const std::vector<int>& failed);
 
 }  // namespace kiln::apps

@@ -333,10 +333,7 @@ private:
     // Whether every layer still has a holder on a live node: the recovery's own test.
     bool layersSurvive() const {
         std::vector<int> live;
-        for (std::uint32_t n = 0; n < nodes_; ++n)
-            if (live_[n])
-                for (std::uint32_t i = 0; i < setup_.ranksPerNode; ++i)
-                    live.push_back(static_cast<int>(n * setup_.ranksPerNode + i));
+        for (const auto& ranks : liveRanks_) live.insert(live.end(), ranks.begin(), ranks.end());
         return plan::layersWithoutLiveHolder(layout_, identity(), live).empty();
     }
     // The layout's ranks are start-up ranks: node n has ranks [n * ranks per node, (n + 1) * ranks per node).

@@ -131,7 +131,7 @@ void printJson(const std::string& path, const io::DiagSummary& s) {
                                    {"revoke_s", f.revoke}, {"shrink_s", f.shrink}, {"regroup_s", f.regroup},
                                    {"instantiate_s", f.instantiate}, {"migrate_s", f.migrate},
                                    {"rebuild_s", f.rebuild}, {"replay_s", f.replay},
-                                   {"bytes_migrated", f.bytesMigrated}, {"layout", f.layout}});
+                                   {"bytes_migrated", f.bytesMigrated}, {"layout", f.layout}, {"cause", f.cause}});
     out["eval"] = nlohmann::json::array();
     for (const auto& e : s.evals)
         out["eval"].push_back({{"step", e.step}, {"loss", e.loss}, {"perplexity", e.perplexity}, {"tokens", e.tokens},
@@ -192,14 +192,14 @@ void printLayouts(const io::DiagSummary& s) {
 void printFailures(const io::DiagSummary& s) {
     if (s.failures.empty()) return;
     fmt::print("  failures (seconds of each phase of the recovery; start-up ranks and nodes):\n");
-    fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "step", "ranks",
+    fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8}  {}\n", "step", "ranks",
                "nodes", "rounds", "detect", "revoke", "shrink", "regroup", "choose", "migrate", "rebuild", "replay",
-               "MB moved", "layout after");
+               "MB moved", "cause", "layout after");
     for (const auto& f : s.failures)
         fmt::print("    {:>7} {:>8} {:>6} {:>6} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.5f} {:>8.4f} {:>8.4f} {:>8.4f} "
-                   "{:>10.2f}  {}\n",
+                   "{:>10.2f} {:>8}  {}\n",
                    f.step, f.failedRanks, f.retiredNodes, f.rounds, f.detect, f.revoke, f.shrink, f.regroup,
-                   f.instantiate, f.migrate, f.rebuild, f.replay, f.bytesMigrated / 1e6, f.layout);
+                   f.instantiate, f.migrate, f.rebuild, f.replay, f.bytesMigrated / 1e6, f.cause[0] ? f.cause : "-", f.layout);
 }
 
 }  // namespace

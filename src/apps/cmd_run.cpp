@@ -4,11 +4,13 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
+#include "kiln/comm/ft_transport.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/spawn.hpp"
 #include "kiln/comm/world.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/launch_record.hpp"
 #include "kiln/train/trainer.hpp"
 #include "subcommands.hpp"
 #include "versions.hpp"
@@ -17,6 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +53,14 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
                                                   f, f == 1 ? "" : "s")
                                     : "");
     if (world.faultTolerant()) log::info("  faults     guard against Open MPI's crash in a shrink hit by a second failure: {}", comm::revokeGuardStatus());
+    if (world.faultTolerant() && f > 0) {
+        // Issue 64: ULFM's guarantees hold on one transport only; said by name before any step runs.
+        const comm::TransportReport transport = comm::faultTolerantTransport();
+        if (transport.faultTolerant)
+            log::info("  faults     transport pml {} (the one Open MPI's ULFM supports)", transport.pml);
+        else if (log::speaksForJob())
+            log::warn("fault.f = {}, but the MPI transport is pml {}: {}", f, transport.pml, transport.advice);
+    }
     const auto& mix = deck.mix("data.mix");
     double total = 0.0;
     for (const auto& e : mix) total += e.weight;
@@ -98,7 +109,14 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
     // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
     if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF)
         comm::armExitWatchdog(status, finalizeTimeout);
-    if (summary.stopped != train::TrainSummary::Stop::Finished) return status;
+    io::stopAliveBeacon();
+    if (summary.stopped != train::TrainSummary::Stop::Finished) {
+        io::writeEndRecord(status, summary.stopped == train::TrainSummary::Stop::BeyondF
+                                       ? "requeue: a failure beyond what the layout tolerates"
+                                       : "requeue: stop requested (time limit ahead)");
+        return status;
+    }
+    io::writeEndRecord(0, fmt::format("finished: steps {} to {}", summary.firstStep, summary.lastStep));
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
               summary.lastLoss, (runDir / "diag.h5").string());
@@ -153,6 +171,8 @@ int runMain(int argc, char** argv) {
     base::startupPhase("mpi_init");
     if (comm::spawnedIntoJob()) return joinRunningJob(deck);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
+    // The launcher's sign that a speaker lives: silent longer than any recovery may take, the job is hung.
+    io::startAliveBeacon(std::max(600.0, 3.0 * deck.real("fault.step_timeout_s")) + 4.0 * hangTimeout);
     reportWorld(world, deck);
     checkDeckAgainstWorld(world, deck);
 

@@ -2,6 +2,8 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/deadline.hpp"
+#include "kiln/io/launch_record.hpp"
 
 #include <mpi.h>
 
@@ -9,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace kiln::apps {
@@ -25,6 +28,9 @@ int reportError(const std::exception& e) {
     if (allRanks) {
         // The process that speaks for the job (rank 0, or the survivor that took over when rank 0 was lost).
         if (log::speaksForJob()) std::fprintf(stderr, "kiln: error: %s\n", e.what());
+        // Not a requeue: every rank met it, and would meet it again.
+        io::stopAliveBeacon();
+        io::writeEndRecord(1, std::string("error: ") + e.what());
         if (mpiUp) MPI_Finalize();
         // Before MPI is up (a bad option) no rank can wait for another: one
         // that ended first made the launcher end the job, rank 0 at times before
@@ -34,6 +40,12 @@ int reportError(const std::exception& e) {
         return 1;
     }
     std::fprintf(stderr, "kiln: error on rank %d (%s): %s\n", log::rank(), log::host().c_str(), e.what());
+    // A wait past every deadline with no failure reported: the peers are silent (a host without power or cut
+    // off, which Open MPI 5.0's detector may never declare failed), not this rank. Ending it alone would make it
+    // the failure; the job ends for a requeue instead (issue 64).
+    if (mpiUp && size > 1 && localErrorsAreFailures() && dynamic_cast<const comm::CommunicationTimeout*>(&e))
+        io::endJobForRequeue(std::string("requeue: rank ") + std::to_string(log::rank()) + " on " + log::host() +
+                             ": " + e.what());
     if (mpiUp && size > 1 && localErrorsAreFailures()) {
         // The survivors recover as from a failed node; an abort would end them too. It ends as a
         // failed node does: Open MPI's runtime takes an exit status other than 0 for the job's

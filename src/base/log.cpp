@@ -1,5 +1,6 @@
 #include "kiln/base/log.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,7 +19,7 @@ int launcherRank() {
 
 int rank_ = launcherRank();
 std::string host_ = "localhost";
-int speaker_ = -1;  // -1: rank 0 speaks
+std::atomic<int> speaker_{-1};  // -1: rank 0 speaks (read by the alive beacon's thread too)
 }  // namespace
 
 void speakForJob(bool speaks) { speaker_ = speaks ? 1 : 0; }

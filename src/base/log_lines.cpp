@@ -18,13 +18,18 @@ const std::vector<LogLine>& logLines() {
                                                                "emulates nodes on one machine)"},
         {"faults", "  faults     ULFM active; fault.f = 2 (up to 2 simultaneous node failures survived without restart, ...)",
          "whether failures can be survived: ULFM off means the first failure ends the job (launch with mpirun --with-ft "
-         "ulfm); also fault.f lowered to what the nodes allow"},
+         "ulfm); also fault.f lowered to what the nodes allow, and the MPI transport (pml ob1 is the one Open MPI's "
+         "ULFM supports; any other is warned about by name: docs/install.md)"},
         {"data", "  data       mix licenses 100.0%; global batch 16 x 65 tokens = 1040 tokens/step",
          "the data mix and the global batch as the loader will deliver them"},
         {"model", "  model      gpt2, 4 blocks, d_model 64, 4 heads, MLP 256, vocabulary 257, 0.24 M parameters; cpu fp32, ...",
          "the model's shape, parameter count and threads per rank"},
         {"start-up", "  start-up   8 ranks, seconds on the slowest rank per phase: load 2.39, deck 0.01, mpi_init 1.56, ...",
          "seconds of each start-up phase; the same figures are the `startup` event of diag.h5"},
+        {"LAUNCH_LOST", "  LAUNCH_LOST the previous attempt ended without kiln's end record (host node-3 lost): PRTE has lost ...",
+         "the attempt before this one was ended by the launcher (Open MPI 5.0's runtime cannot survive a host lost "
+         "whole) or by kiln at a deadline (a host without power or cut off): this requeued attempt resumed from the "
+         "latest checkpoint and recorded it in diag.h5's /failures. Check the host named; the jobscript excluded it"},
         {"FAILURE", "  FAILURE step 7: failed rank 3 (node 1 retired); 6 ranks on 3 nodes remain; ... recovered in 15.4 ms",
          "nodes failed and the survivors regrouped; the step is replayed, no data is lost or repeated. Nothing to do "
          "unless failures repeat on one node"},

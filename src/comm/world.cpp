@@ -1,4 +1,6 @@
 #include "kiln/comm/world.hpp"
+
+#include "kiln/comm/host_fence.hpp"
 #include "kiln/comm/broadcast.hpp"
 
 #include "kiln/comm/revoke_guard.h"
@@ -159,6 +161,7 @@ void World::watchHostMates() const {
     std::vector<std::pair<long, int>> mates;
     for (int m : members_)
         if (m != originalRank() && hosts_[static_cast<std::size_t>(m)] == host_) mates.emplace_back(pidOf(m), m);
+    holdHostMates(mates);  // while they live: a fence later reaches them, never a reused process id
     watchHost(originalRank(), std::move(mates));
 }
 

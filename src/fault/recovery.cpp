@@ -1,6 +1,7 @@
 #include "kiln/fault/recovery.hpp"
 
 #include "kiln/base/error.hpp"
+#include "kiln/comm/host_fence.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -71,13 +72,17 @@ RecoveryReport recover(comm::World& world, const std::set<int>& retired) {
                 fencer = r;
                 break;
             }
-        if (fencer == world.originalRank() && ::kill(static_cast<pid_t>(world.pidOf(failed)), SIGKILL) == 0) ++report.fenced;
+        // Through a pidfd held since start-up: a failed process that has exited, its id reused, is never hit.
+        if (fencer == world.originalRank() && comm::killHostMate(failed)) ++report.fenced;
     }
     report.retiredNodes.assign(newlyRetired.begin(), newlyRetired.end());
 
     // Survivors in shrunk order; the ones that stay are those on nodes not retired.
     std::vector<int> survivorMembers;
-    std::set<int> nodes;
+    std::set<int> nodes, before;
+    for (int r : members)
+        if (!retired.count(world.nodeOfOriginal(r))) before.insert(world.nodeOfOriginal(r));
+    report.nodesBefore = static_cast<int>(before.size());
     for (int r : members) {
         if (std::binary_search(report.failedRanks.begin(), report.failedRanks.end(), r)) continue;
         survivorMembers.push_back(r);
@@ -87,6 +92,7 @@ RecoveryReport recover(comm::World& world, const std::set<int>& retired) {
         }
     }
     report.nodesLeft = static_cast<int>(nodes.size());
+    report.lowestNodeLeft = nodes.empty() ? -1 : *nodes.begin();
     world.replaceControl(survivors, survivorMembers);
     report.regroupSeconds = since(t0);
     return report;

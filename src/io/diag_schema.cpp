@@ -54,7 +54,8 @@ const h5::Record<FailureRecord>& failureRecord() {
                                    .field("rebuild_s", &FailureRecord::rebuild)
                                    .field("replay_s", &FailureRecord::replay)
                                    .field("bytes_migrated", &FailureRecord::bytesMigrated)
-                                   .field("layout", &FailureRecord::layout);
+                                   .field("layout", &FailureRecord::layout)
+                                   .field("cause", &FailureRecord::cause);
     return record;
 }
 
@@ -145,6 +146,9 @@ const std::map<std::string, std::string>& columnMeanings() {
         {"failures/replay_s", "the replayed step"},
         {"failures/bytes_migrated", "bytes of layers and moments copied (all ranks)"},
         {"failures/layout", "the layout after the recovery, \"2:2+1:2\""},
+        {"failures/cause", "process (ranks ended and the survivors recovered); launch (the launcher ended the job: a host "
+                           "lost whole) or deadline (kiln ended the job: peers silent past every deadline, a host "
+                           "without power or cut off), both recorded by the requeued run"},
         {"eval/step", "steps trained before the evaluation"},
         {"eval/loss", "mean cross-entropy per held-out token"},
         {"eval/perplexity", "exp(loss)"},
@@ -210,6 +214,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"fault_f", "fault.f lowered to what the nodes allow, and why"},
         {"checkpoint", "a checkpoint written: its directory and how (background, at stop, on failure)"},
         {"failure", "nodes lost and the layout the survivors regrouped into"},
+        {"launch_lost", "the previous attempt ended without kiln's end record (the launcher lost a host whole) or "
+                        "was ended by kiln at a deadline: the host and the words; the requeued run records it"},
         {"straggler", "a slow node retired from the pipelines, and the new layout"},
         {"return", "a retired straggler's node back in the pipelines"},
         {"tolerance", "the failures the layout now survives, when it changes"},

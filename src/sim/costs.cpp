@@ -129,8 +129,14 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
         } catch (const std::exception&) {
             throw InputError(fmt::format("--cost {}: \"{}\" is not a number >= 0", item, item.substr(eq + 1)));
         }
-        // Bandwidths are given in GB/s, as in the deck.
-        if (name.size() > 5 && name.substr(name.size() - 5) == "_gb_s") value *= 1e9;
+        // Bandwidths are given in GB/s, as in the deck. They and the step scale divide: 0 would make a
+        // step or a copy take forever (issue 65).
+        const bool bandwidth = name.size() > 5 && name.substr(name.size() - 5) == "_gb_s";
+        if ((bandwidth || it->second == &c.stepScale) && !(value > 0))
+            throw InputError(fmt::format("--cost {}: {} must be > 0 ({}); it divides the time of every {}", item, name,
+                                         bandwidth ? "GB/s" : "a factor of the planner's step times",
+                                         bandwidth ? "copy it prices" : "step"));
+        if (bandwidth) value *= 1e9;
         *it->second = {value, it->second->unit, "--cost " + item};
         if (it->second == &c.detectHung) c.hangDeadlineSteps = c.hangDeadlineFloor = 0.0;  // as given
     }

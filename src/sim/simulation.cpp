@@ -281,10 +281,12 @@ private:
     void checkpoint(double step) {
         steps_ = step;
         ++result_.checkpoints;
-        // Every rank copies (or writes) its own layers: the largest pipeline stage's share of the state.
-        const double ranks = double(std::max<std::uint32_t>(1, layout_.pipelines.empty()
-                                                                  ? 1
-                                                                  : static_cast<std::uint32_t>(layout_.pipelines.back().ranks.size())));
+        // Every rank copies (or writes) its own layers, each pipeline the whole state: the pipeline with the
+        // fewest ranks holds the most per rank, and the stall lasts as long as its copy.
+        std::size_t fewest = 0;
+        for (const auto& pipeline : layout_.pipelines)
+            if (!pipeline.ranks.empty()) fewest = fewest == 0 ? pipeline.ranks.size() : std::min(fewest, pipeline.ranks.size());
+        const double ranks = double(std::max<std::size_t>(1, fewest));
         const double write = stateBytes_ / costs_.writeBandwidth.value;
         const double stall = setup_.backgroundCheckpoints ? stateBytes_ / ranks / costs_.hostCopyBandwidth.value : write;
         const double commit = now_ + stall + (setup_.backgroundCheckpoints ? write : 0.0);

@@ -86,7 +86,7 @@ std::vector<std::vector<float>> readWeights(const std::filesystem::path& path, c
     const std::string ctx = path.string();
     h5::Handle file = io::openForReading(ctx, "checkpoint");
     h5::LibraryLock lock(h5::libraryMutex());
-    h5::Handle params(KILN_H5(H5Gopen2(file, (format::layerGroup(layer) + "/params").c_str(), H5P_DEFAULT), ctx));
+    h5::Handle params = h5::openGroup(file, format::layerGroup(layer) + "/params", ctx);
     std::vector<std::vector<float>> out;
     for (const auto& [name, dims] : config.parameterShapes(layer)) {
         out.emplace_back();

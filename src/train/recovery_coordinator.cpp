@@ -17,6 +17,20 @@ std::string lostReason(const std::vector<std::uint32_t>& layers) {
 
 }  // namespace
 
+QuorumSide quorumSide(int nodesLeft, int nodesBefore) {
+    if (2 * nodesLeft > nodesBefore) return QuorumSide::Majority;
+    return 2 * nodesLeft == nodesBefore ? QuorumSide::Half : QuorumSide::Minority;
+}
+
+const char* quorumSideName(QuorumSide side) {
+    switch (side) {
+        case QuorumSide::Majority: return "a majority";
+        case QuorumSide::Half: return "exactly half";
+        case QuorumSide::Minority: return "a minority";
+    }
+    return "?";
+}
+
 RecoveryCoordinator::Verdict RecoveryCoordinator::decide(const plan::RunPlan& plan,
                                                          const std::vector<std::uint32_t>& layersLost, int nodesLeft,
                                                          const plan::Running& running) {
@@ -42,6 +56,7 @@ RecoveryCoordinator::RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_
     : plan_(plan), start_(std::chrono::steady_clock::now()) {
     record_.step = step;
     record_.detect = detectSeconds;
+    io::fitText(record_.cause, "process");
 }
 
 double RecoveryCoordinator::seconds() const {
@@ -51,6 +66,7 @@ double RecoveryCoordinator::seconds() const {
 std::string RecoveryCoordinator::what() const { return fmt::format("{}", fmt::join(rounds_, "; then ")); }
 
 void RecoveryCoordinator::addRound(const fault::RecoveryReport& round) {
+    if (rounds_.empty()) nodesAtStart_ = round.nodesBefore;
     rounds_.push_back(round.describe());
     failedRanks_.insert(failedRanks_.end(), round.failedRanks.begin(), round.failedRanks.end());
     retiredNodes_.insert(retiredNodes_.end(), round.retiredNodes.begin(), round.retiredNodes.end());
@@ -86,6 +102,13 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
         try {
             const fault::RecoveryReport round = survivors.agree();
             addRound(round);
+            // Before anything is written: a side cut off from the job's quorum writes nothing at all.
+            const QuorumSide side = quorumSide(round.nodesLeft, nodesAtStart_);
+            if (!survivors.holdQuorum(side))
+                survivors.standDown(fmt::format(
+                    "step {}: this side holds {} of the {} nodes the recovery began with ({}), and the job's quorum "
+                    "is held by another side: {}; it stops, writing nothing",
+                    record_.step, round.nodesLeft, nodesAtStart_, quorumSideName(side), what()));
             survivors.agreed();
             const Verdict verdict =
                 decide(plan_, survivors.layersWithoutLiveHolder(), round.nodesLeft, survivors.running());
@@ -101,7 +124,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
             }
             record_.instantiate = done.chooseSeconds;
             record_.rebuild = done.rebuildSeconds;
-            record_.migrate = done.transferSeconds;
+            record_.migrate = done.migrateSeconds;
             record_.bytesMigrated = done.bytesMigrated;
             io::fitText(record_.layout, done.shares);
             const std::string detail = fmt::format(

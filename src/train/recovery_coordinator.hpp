@@ -28,11 +28,19 @@ namespace kiln::train {
 // How a recovery (or any work between steps that met a failure) ends on this rank.
 enum class Recovery { Continue, BeyondF };
 
+// What a side of a job split by failures holds of the nodes that started the recovery: more than half,
+// exactly half, or less. A side that holds less may be all that is left (the others crashed) or cut off
+// from a majority that goes on; only the quorum witness tells (RecoveryCoordinator::Survivors::holdQuorum).
+enum class QuorumSide { Majority, Half, Minority };
+QuorumSide quorumSide(int nodesLeft, int nodesBefore);
+const char* quorumSideName(QuorumSide side);
+
 // What a regroup of the survivors did.
 struct Regrouped {
     double chooseSeconds = 0.0;    // placing the new instantiation on the nodes
-    double transferSeconds = 0.0;  // the layers' transfers, until every survivor agreed
-    double migrateSeconds = 0.0;   // the migration with its bytes summed over ranks
+    // The layers' transfers, until every survivor agreed: one number, diag.h5's migrate_s and the FAILURE
+    // line's "migrated ... in" alike (issue 65: they were two).
+    double migrateSeconds = 0.0;
     double rebuildSeconds = 0.0;   // communicators and stages for the new layout
     std::uint64_t bytesMigrated = 0;  // over all ranks
     bool lowered = false;             // the tolerance dropped below fault.f
@@ -77,6 +85,14 @@ public:
         // A rank failed during the recovery: every survivor is sent back to
         // the start of a round.
         virtual void abandon() = 0;
+        // Whether this side of the job may go on (DESIGN.md invariant 10): it claims the recovery's quorum
+        // witness in the run directory, at once when it holds at least half of the nodes it started the
+        // recovery with, after a grace period when it holds fewer (a majority that still lives claims first).
+        // Collective; the same answer on every survivor.
+        virtual bool holdQuorum(QuorumSide side) = 0;
+        // This side lost the quorum (`why`): it ends at once, writing nothing (no checkpoint, no diag.h5
+        // row); the side that holds the quorum sees its ranks fail. Does not return.
+        [[noreturn]] virtual void standDown(const std::string& why) = 0;
     };
 
     // After a round: the regroup, or why the job is beyond f (`next` unused then).
@@ -111,6 +127,7 @@ private:
     io::FailureRecord record_;
     std::vector<std::string> rounds_;
     std::vector<int> failedRanks_, retiredNodes_;
+    int nodesAtStart_ = 0;  // nodes not retired when the recovery began (its first round's)
 };
 
 }  // namespace kiln::train

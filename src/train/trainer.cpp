@@ -14,6 +14,7 @@
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
 #include "kiln/io/fence.hpp"
+#include "kiln/io/launch_record.hpp"
 #include "kiln/model/compute_threads.hpp"
 #include "kiln/model/device.hpp"
 #include "kiln/plan/plan_fingerprint.hpp"
@@ -101,6 +102,29 @@ void Trainer::State::armInjector() {
     checkpoints->arm(injector);
 }
 
+namespace {
+
+// The previous attempt's launch ended without kiln's end record (a host lost whole: Open MPI 5.0's runtime
+// cannot survive it): the launcher said what it knew, and the run's history gets its row (cause "launch").
+void recordLaunchLoss(RunReport& report, std::uint64_t step) {
+    const auto lost = io::takeLaunchLoss();
+    if (!lost) return;
+    io::FailureRecord row;
+    row.step = step;
+    row.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    io::fitText(row.cause, lost->kind);
+    io::fitText(row.layout, lost->host.empty() ? std::string("requeued") : "requeued without host " + lost->host);
+    report.failure(row);
+    const std::string detail =
+        fmt::format("the previous attempt {}{}: {}; this attempt resumes at step {}",
+                    lost->kind == "deadline" ? "was ended by kiln for a requeue" : "ended without kiln's end record",
+                    lost->host.empty() ? "" : fmt::format(" (host {} lost)", lost->host),
+                    lost->cause.empty() ? std::string("the launcher gave no reason") : lost->cause, step);
+    report.notice(step, "launch_lost", detail);
+}
+
+}  // namespace
+
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     state_->startJob();
 }
@@ -133,6 +157,7 @@ void Trainer::State::startJob() {
     KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
     io::fence().arm(runDir / "epoch", epoch + 1);
     if (world.rank() == 0) io::fence().publish();
+    if (world.rank() == 0) recordLaunchLoss(report, cursor.step);
     if (!plan.sparesNote.empty()) report.event(cursor.step, "spares", plan.sparesNote);
     if (!plan.faultNote.empty()) report.event(cursor.step, "fault_f", plan.faultNote);
     announceLayout(cursor.step, plan.pinned, plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");

@@ -1,12 +1,18 @@
 // Recovery from node failures, on every survivor: regroup, migrate, or stop beyond f.
 #include "trainer_state.hpp"
 
+#include "recovery_watchdog.hpp"
+
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/recovery.hpp"
+#include "kiln/comm/deadline.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/io/fence.hpp"
+#include "kiln/io/launch_record.hpp"
+#include "kiln/io/quorum_witness.hpp"
 #include "kiln/plan/regroup.hpp"
 
 #include <fmt/format.h>
@@ -14,7 +20,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace kiln::train {
 namespace {
@@ -46,6 +56,12 @@ std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std:
     return out;
 }
 
+// How long a side holding less than half of the nodes waits before it claims the quorum witness: a majority
+// that lives detects the same failure within about one heartbeat timeout and claims at once.
+double minorityGraceSeconds() {
+    const double timeout = comm::heartbeatTimeout();
+    return timeout > 0 ? 2.0 * timeout + 2.0 : 10.0;
+}
 
 }  // namespace
 
@@ -54,7 +70,7 @@ std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std:
 class Trainer::State::Survivors : public RecoveryCoordinator::Survivors {
 public:
     Survivors(State& state, std::uint64_t step, double detectSeconds)
-        : s_(state), step_(step), detectSeconds_(detectSeconds) {}
+        : s_(state), step_(step), detectSeconds_(detectSeconds), epochAtStart_(io::fence().epoch()) {}
 
     fault::RecoveryReport agree() override {
         s_.injector->at(step_, fault::Phase::Agree);
@@ -100,11 +116,42 @@ public:
         return stopped;
     }
     void abandon() override { s_.abandonStep(); }
+    bool holdQuorum(QuorumSide side) override {
+        int held = 1;
+        if (s_.world.rank() == 0) {  // the side's lowest survivor claims for it
+            if (side == QuorumSide::Minority) {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(minorityGraceSeconds());
+                while (std::chrono::steady_clock::now() < until) {
+                    comm::trainingThreadAlive();  // waiting on purpose: not a hang
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                }
+            }
+            const io::QuorumClaim claim = io::claimQuorum(s_.runDir, epochAtStart_, s_.world.members());
+            if (!claim.problem.empty())
+                log::warn("step {}: the quorum witness could not be claimed ({}): this side cannot know that no other "
+                          "goes on, so it stops",
+                          step_, claim.problem);
+            else if (claim.held)
+                io::removeOldWitnesses(s_.runDir, epochAtStart_);
+            else
+                log::detail("step {}: the quorum witness names ranks {}, not this side", step_, claim.holders);
+            held = claim.held ? 1 : 0;
+        }
+        return comm::agree(s_.world.control(), held) == 1;
+    }
+    [[noreturn]] void standDown(const std::string& why) override {
+        if (s_.world.rank() == 0) log::warn("{}", why);
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::raise(SIGKILL);  // as a failed node ends: the side that goes on sees these ranks fail
+        std::abort();
+    }
 
 private:
     State& s_;
     std::uint64_t step_;
     double detectSeconds_;
+    std::uint64_t epochAtStart_;  // names the recovery's quorum witness alike on every side
 };
 
 Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
@@ -114,7 +161,14 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
     // first); `latest` stays the previous one, and its parts go below.
     checkpoints->abandon();
     Survivors survivors(*this, step, detectSeconds);
-    return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
+    // Before the pump's limit ends a survivor stuck in a collective alone (heartbeat.hpp): the whole job ends
+    // for a requeue instead (recovery_watchdog.hpp).
+    const RecoveryWatchdog watchdog(0.9 * clock.boundaryLimit(), step);
+    try {
+        return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
+    } catch (const comm::CommunicationTimeout& e) {
+        io::endJobForRequeue(fmt::format("requeue: the recovery from the failure in step {} met its deadline: {}", step, e.what()));
+    }
 }
 
 Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next) {
@@ -125,9 +179,8 @@ Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regro
     done.chooseSeconds = since(c0);
     const LayoutChange change = changeLayout(std::move(layout), step);
     membership.layoutTolerates(next.tolerance, next.spares);
-    done.transferSeconds = change.moved.migrateSeconds;
+    done.migrateSeconds = change.moved.migrateSeconds;
     done.bytesMigrated = change.bytesMigrated;
-    done.migrateSeconds = change.migrateSeconds;
     done.rebuildSeconds = change.rebuildSeconds;
     done.layout = parallel->layout().describe();
     done.shares = plan::sharesOf(parallel->layout());

@@ -62,6 +62,9 @@ refused "$work/trace.txt:3: \"9\" is not a node id of the 8 simulated nodes" "${
 refused "give one" "${tiny[@]}" --nodes 8 --trace "$work/trace.txt" --node-mtbf-hours 10
 refused "fault.f" "${tiny[@]}" --nodes 2 --f 3
 refused "no cost named \"detect\"" "${tiny[@]}" --nodes 8 --cost detect=1
+# Issue 65: what divides a time is refused at 0 by name.
+refused "step_scale must be > 0" "${tiny[@]}" --nodes 8 --cost step_scale=0
+refused "write_gb_s must be > 0 (GB/s)" "${tiny[@]}" --nodes 8 --cost write_gb_s=0
 echo "PASS 2: bad lists, traces, costs and f refused with what was expected"
 
 start=$(date +%s.%N)

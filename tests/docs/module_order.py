@@ -17,7 +17,7 @@ import sys
 
 ORDER_LINE = re.compile(r"^Modules, from the bottom: (.*)$", re.M)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:kiln/|\.\./)([a-z_]+)/')
-RAW_HDF5 = re.compile(r"\bH5[A-Z][A-Za-z_]*\(")
+RAW_HDF5 = re.compile(r"\bH5[A-Z][A-Za-z0-9_]*\(")  # H5Gopen2 and H5Dopen2 too (issue 65)
 RAW_HDF5_WHY = "HDF5 is called directly here"
 LINK = re.compile(r"target_link_libraries\(\s*kiln_([a-z_]+)\b([^)]*)\)", re.S)
 

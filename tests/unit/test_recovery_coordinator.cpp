@@ -43,6 +43,7 @@ fault::RecoveryReport failed(int rank, int node, int nodesLeft) {
     round.failedRanks = {rank};
     round.retiredNodes = {node};
     round.nodesLeft = round.ranksLeft = nodesLeft;
+    round.nodesBefore = nodesLeft + 1;
     round.shrinkSeconds = 0.001;
     return round;
 }
@@ -53,6 +54,8 @@ struct FakeSurvivors : RecoveryCoordinator::Survivors {
     int regroupFailures = 0;                   // regroups that meet another failure first
     int confirmFailures = 0;                   // stops that find a rank failed since the round
     std::vector<std::uint32_t> lost;           // layers no live rank holds
+    bool quorumHeld = true;                    // whether this side wins the quorum witness
+    std::vector<QuorumSide> sides;             // what holdQuorum was asked with
     std::vector<std::string> calls;
     plan::Regroup regroupedAs;
     std::string detail, stopReason, why;
@@ -76,6 +79,7 @@ struct FakeSurvivors : RecoveryCoordinator::Survivors {
         regroupedAs = next;
         Regrouped done;
         done.bytesMigrated = 2'000'000;
+        done.migrateSeconds = 0.0123;
         done.layout = "3 nodes";
         done.shares = "shares";
         return done;
@@ -101,6 +105,15 @@ struct FakeSurvivors : RecoveryCoordinator::Survivors {
         return Recovery::BeyondF;
     }
     void abandon() override { calls.push_back("abandon"); }
+    bool holdQuorum(QuorumSide side) override {
+        calls.push_back("quorum");
+        sides.push_back(side);
+        return quorumHeld;
+    }
+    [[noreturn]] void standDown(const std::string& why) override {
+        calls.push_back("standDown");
+        throw std::runtime_error(why);  // the trainer's ends the process
+    }
 };
 
 }  // namespace
@@ -111,7 +124,7 @@ TEST(RecoveryCoordinator, OneRoundRegroupsTheSurvivorsAndRecordsTheFailure) {
     survivors.rounds = {failed(2, 2, 3)};
     RecoveryCoordinator coordinator(plan, 7, 0.25);
     EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
-    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "regroup", "recovered"}));
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "agreed", "regroup", "recovered"}));
     EXPECT_TRUE(survivors.regroupedAs.possible);
     EXPECT_EQ(survivors.regroupedAs.activeNodes, 3u);
     const io::FailureRecord& row = survivors.reported;
@@ -122,6 +135,10 @@ TEST(RecoveryCoordinator, OneRoundRegroupsTheSurvivorsAndRecordsTheFailure) {
     EXPECT_STREQ(row.retiredNodes, "2");
     EXPECT_STREQ(row.layout, "shares");
     EXPECT_EQ(row.bytesMigrated, 2'000'000u);
+    // One number for the migration, in the row and in the FAILURE line (issue 65).
+    EXPECT_DOUBLE_EQ(row.migrate, 0.0123);
+    EXPECT_NE(survivors.detail.find("migrated 2.00 MB in 12.3 ms"), std::string::npos) << survivors.detail;
+    EXPECT_STREQ(row.cause, "process");
     EXPECT_NE(survivors.detail.find("step 7: failed rank 2 (node 2 retired)"), std::string::npos) << survivors.detail;
     EXPECT_NE(survivors.detail.find("re-instantiated as 3 nodes"), std::string::npos) << survivors.detail;
     EXPECT_EQ(survivors.why, "regrouped from the templates after step 7 failed");
@@ -134,7 +151,7 @@ TEST(RecoveryCoordinator, AFailureDuringTheRegroupStartsAnotherRoundWithTheLarge
     survivors.regroupFailures = 1;
     RecoveryCoordinator coordinator(plan, 4, 0.0);
     EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
-    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "regroup", "abandon", "agree", "agreed",
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "agreed", "regroup", "abandon", "agree", "quorum", "agreed",
                                                           "regroup", "recovered"}));
     EXPECT_EQ(survivors.regroupedAs.activeNodes, 2u) << "the second round's survivors";
     EXPECT_EQ(survivors.reported.rounds, 2u);
@@ -150,7 +167,7 @@ TEST(RecoveryCoordinator, ALayerWithoutAHolderIsBeyondFWithoutARegroup) {
     survivors.lost = {0, 1};
     RecoveryCoordinator coordinator(plan, 3, 0.0);
     EXPECT_EQ(coordinator.run(survivors), Recovery::BeyondF);
-    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "confirm", "stop"}));
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "agreed", "confirm", "stop"}));
     EXPECT_EQ(survivors.stopReason, "layers 0, 1 lost every holder");
     EXPECT_STREQ(survivors.reported.layout, "stopped: beyond f");
     EXPECT_STREQ(survivors.reported.failedRanks, "0");
@@ -178,8 +195,64 @@ TEST(RecoveryCoordinator, ARankLostBeforeAStopBeyondFIsInItsRow) {
     survivors.confirmFailures = 1;
     RecoveryCoordinator coordinator(plan, 5, 0.0);
     EXPECT_EQ(coordinator.run(survivors), Recovery::BeyondF);
-    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "agreed", "confirm", "abandon", "agree", "agreed",
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "agreed", "confirm", "abandon", "agree", "quorum", "agreed",
                                                           "confirm", "stop"}));
     EXPECT_STREQ(survivors.reported.failedRanks, "0,3");
     EXPECT_EQ(survivors.reported.rounds, 2u);
+}
+
+// DESIGN.md invariant 10: a side goes on only while it holds the quorum; it asks before writing anything.
+TEST(RecoveryCoordinator, QuorumSidesCountTheNodesTheRecoveryBeganWith) {
+    EXPECT_EQ(quorumSide(3, 4), QuorumSide::Majority);
+    EXPECT_EQ(quorumSide(2, 4), QuorumSide::Half);
+    EXPECT_EQ(quorumSide(1, 4), QuorumSide::Minority);
+    EXPECT_EQ(quorumSide(1, 2), QuorumSide::Half);
+    EXPECT_EQ(quorumSide(1, 3), QuorumSide::Minority);
+    EXPECT_EQ(quorumSide(0, 1), QuorumSide::Minority);
+}
+
+TEST(RecoveryCoordinator, ASecondRoundIsJudgedAgainstTheNodesOfTheFirst) {
+    // 4 nodes; one lost (3 of 4: a majority), then another during the regroup: 2 of the 4, exactly half (the
+    // second round alone would call 2 of 3 a majority, which a cut 2 | 2 could give both sides).
+    const auto plan = fourNodePlan();
+    FakeSurvivors survivors;
+    survivors.rounds = {failed(2, 2, 3), failed(3, 3, 2)};
+    survivors.regroupFailures = 1;
+    RecoveryCoordinator coordinator(plan, 4, 0.0);
+    EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
+    EXPECT_EQ(survivors.sides, (std::vector<QuorumSide>{QuorumSide::Majority, QuorumSide::Half}));
+}
+
+TEST(RecoveryCoordinator, ASideWithoutTheQuorumStandsDownBeforeWritingAnything) {
+    const auto plan = fourNodePlan();
+    FakeSurvivors survivors;
+    auto round = failed(2, 2, 1);  // 3 nodes gone from this side's view: a cut 1 | 3, or 3 dead
+    round.nodesBefore = 4;
+    survivors.rounds = {round};
+    survivors.quorumHeld = false;
+    RecoveryCoordinator coordinator(plan, 6, 0.0);
+    try {
+        coordinator.run(survivors);
+        FAIL() << "the side went on without the quorum";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("holds 1 of the 4 nodes the recovery began with (a minority)"),
+                  std::string::npos)
+            << e.what();
+    }
+    // Not even diag.h5's hand-over ("agreed"), a checkpoint ("stop") or a regroup.
+    EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "standDown"}));
+    EXPECT_EQ(survivors.sides, std::vector<QuorumSide>{QuorumSide::Minority});
+}
+
+TEST(RecoveryCoordinator, AMinorityThatHoldsTheWitnessIsAllThatIsLeftAndGoesOn) {
+    // 3 of 4 nodes crashed: no other side claimed the witness, so this one holds it and the usual rule applies.
+    const auto plan = fourNodePlan();
+    FakeSurvivors survivors;
+    auto round = failed(2, 2, 1);
+    round.nodesBefore = 4;
+    survivors.rounds = {round};
+    RecoveryCoordinator coordinator(plan, 6, 0.0);
+    EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
+    EXPECT_EQ(survivors.regroupedAs.activeNodes, 1u);
+    EXPECT_STREQ(survivors.reported.cause, "process");
 }

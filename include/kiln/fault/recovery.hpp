@@ -20,6 +20,8 @@ struct RecoveryReport {
     std::vector<int> retiredNodes;  // start-up node ids retired in this round
     int fenced = 0;                 // failed processes this rank killed (see recover)
     int ranksLeft = 0, nodesLeft = 0;  // those that stay: live ranks on nodes not retired
+    int nodesBefore = 0;               // nodes not retired before this round (what a quorum counts against)
+    int lowestNodeLeft = -1;           // the lowest start-up node id that stays (-1: none)
     double revokeSeconds = 0, shrinkSeconds = 0, regroupSeconds = 0;
     std::string describe() const;
 };

@@ -91,6 +91,10 @@ struct FailureRecord {
            replay = 0.0;
     std::uint64_t bytesMigrated = 0;
     char layout[128] = {};
+    // What failed: "process" (ULFM saw ranks end), "hang" (the heartbeat or a deadline declared them),
+    // "launch" (the launcher ended the job without kiln's end record: a host lost whole), "corruption".
+    // Rows of files written before this field read back as "".
+    char cause[32] = {};
 };
 
 struct InstantiationRecord {

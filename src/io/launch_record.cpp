@@ -1,0 +1,134 @@
+#include "kiln/io/launch_record.hpp"
+
+#include "kiln/base/log.hpp"
+#include "kiln/io/atomic_file.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+
+namespace kiln::io {
+namespace {
+
+std::optional<std::string> environment(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::string(value);
+}
+
+std::string oneLine(std::string text) {
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    return text;
+}
+
+struct Beacon {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop = false;
+    std::thread thread;
+};
+
+Beacon& beacon() {
+    static Beacon instance;
+    return instance;
+}
+
+}  // namespace
+
+void writeEndRecord(int status, const std::string& what) {
+    const auto path = environment("KILN_END_RECORD");
+    if (!path || !log::speaksForJob()) return;
+    try {
+        writeFileAtomically(*path, fmt::format("kiln-end-record 1\nstatus {}\n{}\n", status, oneLine(what)));
+    } catch (const std::exception& e) {
+        // The launcher then requeues: the safe reading of a job whose end it cannot confirm.
+        log::warn("could not write the end record {}: {}", *path, e.what());
+    }
+}
+
+void endJobForRequeue(const std::string& why) {
+    log::warn("{}; the job ends for a requeue (exit 75), recording no one as failed", why);
+    log::speakForJob(true);
+    writeEndRecord(75, why);
+    // For the next attempt's /failures row (cause "deadline"), as kiln-mpirun leaves one for a lost launch.
+    if (const auto record = environment("KILN_END_RECORD")) {
+        try {
+            writeFileAtomically(*record + ".lost", fmt::format("kind deadline\nhost \ncause {}\n", oneLine(why)));
+        } catch (const std::exception&) {
+        }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 75);
+    ::_exit(75);  // MPI_Abort itself may wait for a runtime that lost a host
+}
+
+void startAliveBeacon(double staleAfterSeconds) {
+    const auto record = environment("KILN_END_RECORD");
+    if (!record) return;
+    Beacon& b = beacon();
+    if (b.thread.joinable()) return;
+    b.stop = false;
+    b.thread = std::thread([path = *record + ".alive", staleAfterSeconds] {
+        Beacon& self = beacon();
+        bool written = false;
+        std::unique_lock<std::mutex> lock(self.mutex);
+        while (!self.stop) {
+            if (log::speaksForJob()) {
+                if (!written) {  // a speaker that took over says the limit again
+                    std::ofstream(path) << fmt::format("stale_after_s {:.0f}\n", staleAfterSeconds);
+                    written = true;
+                }
+                ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+            } else {
+                written = false;
+            }
+            self.wake.wait_for(lock, std::chrono::seconds(1));
+        }
+    });
+}
+
+void stopAliveBeacon() {
+    Beacon& b = beacon();
+    if (!b.thread.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lock(b.mutex);
+        b.stop = true;
+    }
+    b.wake.notify_all();
+    b.thread.join();
+}
+
+std::optional<LaunchLoss> takeLaunchLoss() {
+    const auto path = environment("KILN_LAUNCH_LOST");
+    if (!path) return std::nullopt;
+    std::ifstream in(*path);
+    if (!in) return std::nullopt;
+    LaunchLoss loss;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("host ", 0) == 0) loss.host = line.substr(5);
+        if (line.rfind("cause ", 0) == 0) loss.cause = line.substr(6);
+        if (line.rfind("kind ", 0) == 0) loss.kind = line.substr(5);
+    }
+    in.close();
+    std::error_code ignored;
+    std::filesystem::remove(*path, ignored);
+    return loss;
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Issue 64, item 3: a job never ends silently. Pass criterion, each case through kiln-mpirun with
+# KILN_END_RECORD set, as the jobscript launches:
+#  1. A run that finishes: exit 0, and kiln's end record says status 0 and its steps.
+#  2. A launch that ends under kiln (every process of the job ends at once in step 6, as when Open MPI's runtime
+#     loses a host and ends the job): exit 75 whatever mpirun said, the launcher's words kept for the next attempt,
+#     and no process left behind.
+#  3. The next attempt (the same KILN_END_RECORD, as a requeue): it resumes from the checkpoint of step 4,
+#     finishes with exit 0, records the lost launch in diag.h5's /failures with cause "launch" and says so in a
+#     LAUNCH_LOST line; its losses are the failure-free run's, step for step.
+#  4. A bad deck is an error every rank meets: exit 1, recorded as such, not a requeue that would meet it again.
+set -uo pipefail
+kiln=$1 launcher=$2 data=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
+      --set cluster.ranks_per_node=2 --set fault.f=1 --set train.grad_clip=0 --set run.steps=12 --set plan.pipelines=)
+launch() {  # name settings...: the job through kiln-mpirun, its output in $work/name.log, its status returned
+  local name=$1
+  shift
+  KILN_END_RECORD=$work/$name.end timeout 300 "$launcher" -n 4 --oversubscribe "$kiln" run "${deck[@]}" \
+    --set run.out_dir="$work/$name" "$@" >"$work/$name.log" 2>&1
+}
+
+# 1.
+launch clean --set checkpoint.every=0
+status=$?
+[ "$status" = 0 ] || { tail -30 "$work/clean.log"; fail "1: a clean run exited $status"; }
+grep -qx "status 0" "$work/clean.end" || fail "1: the end record says $(cat "$work/clean.end" 2>/dev/null || echo nothing)"
+grep -q "finished: steps 0 to 12" "$work/clean.end" || fail "1: the end record names no steps: $(cat "$work/clean.end")"
+echo "PASS 1: a finished run exits 0 with its end record ($(tail -1 "$work/clean.end"))"
+
+# 2. Every process of the job ends at once in step 6 (each kills itself there: as the runtime ends a job whose host
+#    it lost, and with no race against a run that takes a second).
+launch lost --set checkpoint.every=4 --set fault.inject=0:6:forward,1:6:forward,2:6:forward,3:6:forward
+status=$?
+[ "$status" = 75 ] || { tail -30 "$work/lost.log"; fail "2: a launch ended under kiln exited $status, not 75"; }
+grep -qE "^step +5/" "$work/lost.log" || fail "2: the run did not get to step 5 before it ended"
+[ ! -f "$work/lost.end" ] || fail "2: an end record was written by a job that did not end: $(cat "$work/lost.end")"
+grep -q "^cause ." "$work/lost.end.lost" || fail "2: no cause kept for the next attempt: $(cat "$work/lost.end.lost" 2>&1)"
+grep -q "without kiln's end record.*exit 75" "$work/lost.log" || fail "2: kiln-mpirun did not say why it exits 75"
+pgrep -f -- "run.out_dir=$work/lost( |$)" >/dev/null && fail "2: processes of the ended job are still running"
+echo "PASS 2: a launch ended under kiln exits 75 and keeps its cause: $(sed -n 's/^cause //p' "$work/lost.end.lost")"
+
+# 3. The requeue: the same record path, the run resumes from step 4.
+mv "$work/lost.log" "$work/lost-first.log"
+launch lost --set checkpoint.every=4
+status=$?
+[ "$status" = 0 ] || { tail -30 "$work/lost.log"; fail "3: the requeued attempt exited $status"; }
+grep -q "LAUNCH_LOST the previous attempt ended without kiln's end record" "$work/lost.log" ||
+  fail "3: no LAUNCH_LOST line"
+[ ! -f "$work/lost.end.lost" ] || fail "3: the lost launch's file was not taken"
+json=$("$kiln" diag "$work/lost/tiny/diag.h5" --json) || fail "3: kiln diag --json"
+python3 - "$json" <<'PY' || fail "3: /failures has no row of cause launch"
+import json, sys
+rows = json.loads(sys.argv[1]).get("failures", [])
+sys.exit(0 if any(r.get("cause") == "launch" for r in rows) else 1)
+PY
+"$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses"
+"$kiln" diag "$work/lost/tiny/diag.h5" --losses >"$work/lost.losses"
+paste "$work/clean.losses" "$work/lost.losses" | awk '
+  { n++; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
+  END { if (n != 12 || bad) { print "FAIL: 3: the requeued run'"'"'s losses differ (" n " steps)"; exit 1 } }' || exit 1
+echo "PASS 3: the requeued attempt resumed, recorded the lost launch (cause launch) and has the failure-free losses"
+
+# 4.
+launch bad --set train.micro_batch=0
+status=$?
+[ "$status" = 1 ] || { tail -20 "$work/bad.log"; fail "4: a bad deck exited $status, not 1"; }
+grep -qx "status 1" "$work/bad.end" || fail "4: the end record says $(cat "$work/bad.end" 2>/dev/null || echo nothing)"
+echo "PASS 4: a bad deck exits 1 with its end record, not a requeue"

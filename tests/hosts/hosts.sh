@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Hosts in a box (issue 64): N emulated hosts on this machine, each a set of
+# namespaces of its own (network, UTS, IPC, mount: its own hostname, address,
+# /dev/shm and /etc/hosts), joined by a switch (a bridge in a namespace of its
+# own) on a private range that exists only inside these namespaces. Open MPI's
+# daemons start on them through hosts-ssh (a stand-in for ssh), so a job spans
+# them as it spans a cluster's nodes, and a host can die whole (its processes
+# and its daemon at once), lose power (its link first: no FIN, no RST), lose its
+# link with its processes alive, or be cut off in a partition.
+#
+#   hosts.sh up DIR N          start N hosts (host1..hostN, 10.231.0.11..); state and logs in DIR
+#   hosts.sh exec DIR H CMD..  run CMD on host H (a number)
+#   hosts.sh ps DIR H          the live processes on host H
+#   hosts.sh kill DIR H        host H dies whole: every process on it, its daemon too
+#   hosts.sh power DIR H       host H loses power: its link goes first, then every process
+#   hosts.sh cut DIR H         host H's link goes down; its processes live on
+#   hosts.sh heal DIR H        host H's link comes back
+#   hosts.sh partition DIR A|B  only hosts of one group reach each other (e.g. "1,2|3,4")
+#   hosts.sh down DIR          remove everything it made
+#
+# Every command ends by itself; `down` is safe to run twice. Needs root (namespaces, a bridge).
+set -euo pipefail
+
+cmd=${1:?usage: hosts.sh up|exec|kill|power|cut|heal|partition|down DIR ...}
+dir=${2:?the harness directory}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+subnet=10.231.0
+switch_ns() { cat "$dir/switch.ns"; }
+holder() { cat "$dir/host$1.pid"; }
+enter() {  # host command...: in every namespace of the host
+  local h=$1
+  shift
+  nsenter -t "$(holder "$h")" -n -u -i -m --wd="$PWD" -- "$@"  # the caller's directory: a cluster's shared file system
+}
+# Every process on host H but its namespace holder: those whose UTS namespace is the holder's.
+processes_of() {
+  local h=$1 ns pid
+  ns=$(readlink "/proc/$(holder "$h")/ns/uts")
+  for pid in /proc/[0-9]*; do
+    pid=${pid#/proc/}
+    [ "$pid" = "$(holder "$h")" ] && continue
+    [ "$(readlink "/proc/$pid/ns/uts" 2>/dev/null)" = "$ns" ] && echo "$pid"
+  done
+  return 0
+}
+kill_all_on() {
+  local h=$1 pids
+  pids=$(processes_of "$h")
+  [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+}
+link_of() { echo "kh$1"; }  # the host's port on the switch
+
+case $cmd in
+  up)
+    n=${3:?how many hosts}
+    mkdir -p "$dir"
+    [ ! -f "$dir/switch.ns" ] || { echo "hosts.sh: $dir already holds hosts; run down first" >&2; exit 1; }
+    sw=kiln-sw-$$
+    ip netns add "$sw"
+    echo "$sw" >"$dir/switch.ns"
+    ip -n "$sw" link add br0 type bridge
+    ip -n "$sw" link set br0 up
+    : >"$dir/hosts"
+    echo "127.0.0.1 localhost" >>"$dir/hosts"
+    for h in $(seq 1 "$n"); do echo "$subnet.$((10 + h)) host$h" >>"$dir/hosts"; done
+    for h in $(seq 1 "$n"); do
+      # The holder keeps the namespaces alive; its own /dev/shm and /etc/hosts live in its mount namespace.
+      unshare --net --uts --ipc --mount --propagation private sh -c \
+        "hostname host$h; mount -t tmpfs -o size=2g tmpfs /dev/shm; mount --bind '$dir/hosts' /etc/hosts; \
+         exec sleep infinity" &
+      echo $! >"$dir/host$h.pid"
+    done
+    sleep 0.3
+    for h in $(seq 1 "$n"); do
+      pid=$(holder "$h")
+      ip link add "$(link_of "$h")" type veth peer name eth0 netns "/proc/$pid/ns/net"
+      ip link set "$(link_of "$h")" netns "$sw"
+      ip -n "$sw" link set "$(link_of "$h")" master br0 up
+      nsenter -t "$pid" -n ip addr add "$subnet.$((10 + h))/24" dev eth0
+      nsenter -t "$pid" -n ip link set eth0 up
+      nsenter -t "$pid" -n ip link set lo up
+    done
+    echo "$n" >"$dir/count"
+    echo "hosts.sh: $n hosts up (host1..host$n on $subnet.0/24)"
+    ;;
+  exec)
+    h=${3:?which host}
+    shift 3
+    enter "$h" "$@"
+    ;;
+  ps)
+    # The live processes on host H (pid and name), its namespace holder left out.
+    for pid in $(processes_of "${3:?which host}"); do
+      state=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) || continue
+      [ "$state" = Z ] || echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null)"
+    done
+    ;;
+  kill)
+    kill_all_on "${3:?which host}"
+    ;;
+  power)
+    h=${3:?which host}
+    touch "$dir/host$h.dark"  # hosts-ssh: its sessions give no sign, as ssh over a dead link
+    ip -n "$(switch_ns)" link set "$(link_of "$h")" down
+    kill_all_on "$h"
+    ;;
+  cut)
+    h=${3:?which host}
+    touch "$dir/host$h.dark"
+    ip -n "$(switch_ns)" link set "$(link_of "$h")" down
+    ;;
+  heal)
+    h=${3:?which host}
+    ip -n "$(switch_ns)" link set "$(link_of "$h")" up
+    rm -f "$dir/host$h.dark"
+    ;;
+  partition)
+    groups=${3:?groups, e.g. 1,2|3,4}
+    # A bridge port isolated from the ports of other groups: each group gets a bridge of its own.
+    sw=$(switch_ns)
+    g=0
+    IFS='|' read -ra parts <<<"$groups"
+    for part in "${parts[@]}"; do
+      g=$((g + 1))
+      ip -n "$sw" link add "br$g" type bridge 2>/dev/null || true
+      ip -n "$sw" link set "br$g" up
+      IFS=',' read -ra members <<<"$part"
+      for h in "${members[@]}"; do ip -n "$sw" link set "$(link_of "$h")" master "br$g"; done
+    done
+    ;;
+  down)
+    [ -d "$dir" ] || exit 0
+    for f in "$dir"/host*.pid; do
+      [ -f "$f" ] || continue
+      h=$(basename "$f" .pid)
+      h=${h#host}
+      kill_all_on "$h"
+      kill -KILL "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    done
+    [ ! -f "$dir/switch.ns" ] || ip netns del "$(switch_ns)" 2>/dev/null || true
+    rm -f "$dir/switch.ns" "$dir/count" "$dir"/host*.dark
+    ;;
+  *)
+    echo "hosts.sh: unknown command $cmd" >&2
+    exit 2
+    ;;
+esac

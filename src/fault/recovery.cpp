@@ -93,6 +93,11 @@ RecoveryReport recover(comm::World& world, const std::set<int>& retired) {
     }
     report.nodesLeft = static_cast<int>(nodes.size());
     report.lowestNodeLeft = nodes.empty() ? -1 : *nodes.begin();
+    std::set<std::string> survivingHosts, lostHosts;
+    for (int r : survivorMembers) survivingHosts.insert(world.hostOf(r));
+    for (int r : report.failedRanks)
+        if (!survivingHosts.count(world.hostOf(r))) lostHosts.insert(world.hostOf(r));
+    report.hostsLost = static_cast<int>(lostHosts.size());
     world.replaceControl(survivors, survivorMembers);
     report.regroupSeconds = since(t0);
     return report;

@@ -89,6 +89,16 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
                                              "data.mix source list needs a new diag.h5 (move it aside)",
                                              path, fmt::join(oldSources, " "), fmt::join(sources, " ")),
                                  ErrorScope::ThisRank);
+        } else {
+            // A run that starts afresh (no checkpoint to resume from) keeps the earlier attempts' failures: the
+            // one that ended the last attempt caused this one (issue 65). Its steps are trained again, so the
+            // rest stays in the file moved aside, which the new file names.
+            try {
+                h5::Handle old = openDiagForReading(path);
+                oldFailures = readFailures(old);
+            } catch (const std::exception&) {
+                oldFailures.clear();  // unreadable: it stays aside, named below
+            }
         }
         std::filesystem::rename(path, aside);
     }
@@ -129,6 +139,15 @@ DiagFile::DiagFile(const std::string& path, const std::string& deckText, const s
     append(instantiations_, instantiationType_, oldInstantiations.data(), 0, oldInstantiations.size());
     append(failures_, failureType_, oldFailures.data(), 0, oldFailures.size());
     append(evals_, evalType_, oldEvals.data(), 0, oldEvals.size());
+    if (!continueRun && !aside.empty()) {
+        EventRecord e;
+        e.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        fitText(e.kind, "earlier_attempt");
+        fitText(e.detail, fmt::format("this run started afresh (no checkpoint to resume from); the earlier attempt's "
+                                      "diag.h5 is {}, its {} failure row{} copied into /failures",
+                                      aside, oldFailures.size(), oldFailures.size() == 1 ? "" : "s"));
+        append(events_, eventType_, &e, 0, 1);
+    }
     KILN_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path);
     if (continueRun && !aside.empty()) std::filesystem::remove(aside);  // everything is in the new file
     KILN_H5(H5Fstart_swmr_write(file_), path);

@@ -209,6 +209,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"start", "a run started: its nodes, ranks and layout"},
         {"resume", "a run resumed from a checkpoint: which, and at what step"},
         {"takeover", "a requeued job continued a diag.h5 whose writer was killed"},
+        {"earlier_attempt", "a run that started afresh (no checkpoint): where the earlier attempt's diag.h5 went, and "
+                            "how many of its /failures rows were copied here"},
         {"startup", "seconds of each start-up phase (MPI, data, plan, model, first step)"},
         {"spares", "nodes kept idle in reserve, and why"},
         {"fault_f", "fault.f lowered to what the nodes allow, and why"},

@@ -2,6 +2,7 @@
 
 #include "kiln/base/log.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/fence.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -59,6 +61,14 @@ void writeEndRecord(int status, const std::string& what) {
 }
 
 void endJobForRequeue(const std::string& why) {
+    // A process the job has moved on from (cut off while the others recovered and published a newer epoch)
+    // writes nothing the job reads, an end record least of all: it ends as a failed node does.
+    if (fence().published() > fence().epoch()) {
+        log::warn("{}; the job has moved on without this process (epoch {} against {}): it ends, writing nothing", why,
+                  fence().epoch(), fence().published());
+        std::fflush(stderr);
+        std::raise(SIGKILL);
+    }
     log::warn("{}; the job ends for a requeue (exit 75), recording no one as failed", why);
     log::speakForJob(true);
     writeEndRecord(75, why);

@@ -66,6 +66,35 @@ std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const s
     return {lost.begin(), lost.end()};
 }
 
+std::vector<std::vector<int>> checkpointWriters(const Layout& layout, const std::vector<int>& layoutMembers,
+                                                const std::vector<int>& members) {
+    std::vector<std::vector<int>> out(layout.layers);
+    // A holder's index in `members`, or -1 when it is not a live member.
+    const auto live = [&](int rank) { return rankIn(members, layoutMembers[static_cast<std::size_t>(rank)]); };
+    for (const auto& segment : layout.segments) {
+        std::vector<int> chosen;
+        std::set<std::uint32_t> widths(segment.widths.begin(), segment.widths.end());
+        for (std::uint32_t width : widths) {
+            // Slot by slot, the first stage of this width whose rank of that slot lives: a whole live stage
+            // comes out as itself.
+            std::vector<int> slots(width, -1);
+            std::size_t first = 0;
+            for (std::uint32_t w : segment.widths) {
+                if (w == width)
+                    for (std::uint32_t k = 0; k < w; ++k)
+                        if (slots[k] < 0) slots[k] = live(segment.holders[first + k]);
+                first += w;
+            }
+            if (std::find(slots.begin(), slots.end(), -1) == slots.end()) {
+                chosen = slots;
+                break;
+            }
+        }
+        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) out[l] = chosen;
+    }
+    return out;
+}
+
 bool keepsLayer(const Layout& before, const std::vector<int>& oldMembers, const Layout& after,
                 const std::vector<int>& members, int rank, std::uint32_t layer) {
     const int old = rankIn(oldMembers, members[static_cast<std::size_t>(rank)]);

@@ -22,6 +22,10 @@ QuorumSide quorumSide(int nodesLeft, int nodesBefore) {
     return 2 * nodesLeft == nodesBefore ? QuorumSide::Half : QuorumSide::Minority;
 }
 
+QuorumSide quorumSide(int nodesLeft, int nodesBefore, bool hostLost) {
+    return hostLost ? quorumSide(nodesLeft, nodesBefore) : QuorumSide::Majority;
+}
+
 const char* quorumSideName(QuorumSide side) {
     switch (side) {
         case QuorumSide::Majority: return "a majority";
@@ -67,6 +71,7 @@ std::string RecoveryCoordinator::what() const { return fmt::format("{}", fmt::jo
 
 void RecoveryCoordinator::addRound(const fault::RecoveryReport& round) {
     if (rounds_.empty()) nodesAtStart_ = round.nodesBefore;
+    hostLost_ = hostLost_ || round.hostsLost > 0;
     rounds_.push_back(round.describe());
     failedRanks_.insert(failedRanks_.end(), round.failedRanks.begin(), round.failedRanks.end());
     retiredNodes_.insert(retiredNodes_.end(), round.retiredNodes.begin(), round.retiredNodes.end());
@@ -103,7 +108,7 @@ Recovery RecoveryCoordinator::run(Survivors& survivors) {
             const fault::RecoveryReport round = survivors.agree();
             addRound(round);
             // Before anything is written: a side cut off from the job's quorum writes nothing at all.
-            const QuorumSide side = quorumSide(round.nodesLeft, nodesAtStart_);
+            const QuorumSide side = quorumSide(round.nodesLeft, nodesAtStart_, hostLost_);
             if (!survivors.holdQuorum(side))
                 survivors.standDown(fmt::format(
                     "step {}: this side holds {} of the {} nodes the recovery began with ({}), and the job's quorum "

@@ -33,6 +33,9 @@ enum class Recovery { Continue, BeyondF };
 // from a majority that goes on; only the quorum witness tells (RecoveryCoordinator::Survivors::holdQuorum).
 enum class QuorumSide { Majority, Half, Minority };
 QuorumSide quorumSide(int nodesLeft, int nodesBefore);
+// As a recovery judges it: while every failed rank's host still has a survivor, no cut can have split the
+// job (the hosts answer; their ranks died), and the side is the whole job: a majority.
+QuorumSide quorumSide(int nodesLeft, int nodesBefore, bool hostLost);
 const char* quorumSideName(QuorumSide side);
 
 // What a regroup of the survivors did.
@@ -128,6 +131,7 @@ private:
     std::vector<std::string> rounds_;
     std::vector<int> failedRanks_, retiredNodes_;
     int nodesAtStart_ = 0;  // nodes not retired when the recovery began (its first round's)
+    bool hostLost_ = false;  // some round lost a host whole: this side may be one of a cut
 };
 
 }  // namespace kiln::train

@@ -13,6 +13,7 @@
 #include "kiln/io/fence.hpp"
 #include "kiln/io/launch_record.hpp"
 #include "kiln/io/quorum_witness.hpp"
+#include "kiln/plan/migration.hpp"
 #include "kiln/plan/regroup.hpp"
 
 #include <fmt/format.h>
@@ -28,33 +29,6 @@
 
 namespace kiln::train {
 namespace {
-
-// For each layer of `layout`, the ranks (of the world's control
-// communicator) of the first stage holding it whose ranks all live: the
-// writers of its shards; empty when no stage is whole any more.
-std::vector<std::vector<int>> liveWriters(const plan::Layout& layout, const std::vector<int>& layoutMembers,
-                                          const std::vector<int>& members) {
-    std::vector<std::vector<int>> out(layout.layers);
-    for (const auto& segment : layout.segments) {
-        std::vector<int> chosen;
-        std::size_t first = 0;
-        for (std::uint32_t w : segment.widths) {
-            std::vector<int> stage;
-            for (std::size_t k = first; k < first + w; ++k) {
-                const int startup = layoutMembers[static_cast<std::size_t>(segment.holders[k])];
-                if (const auto it = std::find(members.begin(), members.end(), startup); it != members.end())
-                    stage.push_back(static_cast<int>(it - members.begin()));
-            }
-            first += w;
-            if (stage.size() == w) {
-                chosen = stage;
-                break;
-            }
-        }
-        for (std::uint32_t l = segment.firstLayer; l < segment.endLayer; ++l) out[l] = chosen;
-    }
-    return out;
-}
 
 // How long a side holding less than half of the nodes waits before it claims the quorum witness: a majority
 // that lives detects the same failure within about one heartbeat timeout and claims at once.
@@ -262,14 +236,17 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
     log::info("  FAILURE step {}: {} ({:.1f} ms)", step, what, 1e3 * seconds);
     // What an earlier attempt of this stop (a rank failed in its checkpoint) left: no rank writes one now.
     if (world.rank() == 0) checkpoints->store().removeStaleTemporaries();
-    const auto writers = liveWriters(parallel->layout(), membership.layoutMembers(), world.members());
-    std::vector<std::uint32_t> lost;
+    // One rule for a lost layer, the regroup's (issue 65); the writers assemble each layer from its live shards.
+    const std::vector<std::uint32_t> lost =
+        plan::layersWithoutLiveHolder(parallel->layout(), membership.layoutMembers(), world.members());
+    const auto writers = plan::checkpointWriters(parallel->layout(), membership.layoutMembers(), world.members());
+    std::vector<std::uint32_t> unassembled;
     for (std::uint32_t l = 0; l < writers.size(); ++l)
-        if (writers[l].empty()) lost.push_back(l);
+        if (writers[l].empty() && std::find(lost.begin(), lost.end(), l) == lost.end()) unassembled.push_back(l);
     const std::uint32_t tolerance = membership.tolerance();
     const std::string reason = fmt::format("beyond what the layout tolerates ({} simultaneous node failure{}): {}",
                                            tolerance, tolerance == 1 ? "" : "s", cause);
-    if (lost.empty()) {
+    if (lost.empty() && unassembled.empty()) {
         log::info("  {}: writing a checkpoint of step {} from the surviving holders and stopping; requeue the job to "
                   "continue on the nodes it gets",
                   reason, loader->cursor().step);
@@ -288,6 +265,10 @@ Recovery Trainer::State::stopBeyondF(std::uint64_t step, const std::string& what
     } else {
         const auto latest = checkpoints->store().latest();
         const std::string from = latest ? latest->string() : "nothing (no checkpoint yet: it starts afresh)";
+        if (lost.empty())
+            log::info("  layers {} live only as shards of stages of different widths, which a checkpoint cannot "
+                      "assemble yet",
+                      fmt::join(unassembled, ", "));
         log::info("  {}; no checkpoint can be written. A requeued job resumes from {}", reason, from);
         report.event(step, "stop", fmt::format("{}; resume from {}", reason, from));
     }

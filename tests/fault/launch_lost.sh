@@ -9,6 +9,7 @@
 #     finishes with exit 0, records the lost launch in diag.h5's /failures with cause "launch" and says so in a
 #     LAUNCH_LOST line; its losses are the failure-free run's, step for step.
 #  4. A bad deck is an error every rank meets: exit 1, recorded as such, not a requeue that would meet it again.
+#  5. A requeue that starts afresh (beyond f before any checkpoint) keeps the failure that caused it (issue 65).
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 rm -rf "$work"
@@ -70,3 +71,24 @@ status=$?
 [ "$status" = 1 ] || { tail -20 "$work/bad.log"; fail "4: a bad deck exited $status, not 1"; }
 grep -qx "status 1" "$work/bad.end" || fail "4: the end record says $(cat "$work/bad.end" 2>/dev/null || echo nothing)"
 echo "PASS 4: a bad deck exits 1 with its end record, not a requeue"
+
+# 5. Issue 65: a requeue that starts afresh keeps the failure that caused it. 6 ranks as 3 nodes, 2+1 pinned, two
+#    nodes (one of each pipeline, every rank of both) killed at once in step 3, before any checkpoint: beyond f, exit 75, nothing to
+#    resume from. The next attempt starts afresh; its diag.h5 has that failure's row and names the earlier file.
+afresh=(--set plan.pipelines=2+1 --set checkpoint.every=0)
+KILN_END_RECORD=$work/afresh.end timeout 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
+  --set run.out_dir="$work/afresh" "${afresh[@]}" --set fault.inject=2:3:forward,3:3:forward,4:3:forward,5:3:forward >"$work/afresh.log" 2>&1
+status=$?
+[ "$status" = 75 ] || { tail -30 "$work/afresh.log"; fail "5: two nodes lost beyond f exited $status, not 75"; }
+KILN_END_RECORD=$work/afresh.end timeout 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
+  --set run.out_dir="$work/afresh" "${afresh[@]}" >"$work/afresh-again.log" 2>&1
+status=$?
+[ "$status" = 0 ] || { tail -30 "$work/afresh-again.log"; fail "5: the attempt that started afresh exited $status"; }
+"$kiln" diag "$work/afresh/tiny/diag.h5" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rows = [r for r in d.get("failures", []) if r.get("step") == 3 and r.get("cause") == "process"]
+events = [e for e in d.get("events", []) if e.get("kind") == "earlier_attempt"]
+sys.exit(0 if rows and events and "diag.h5." in events[0].get("detail", "") else 1)' ||
+  fail "5: the fresh diag.h5 lost the failure that caused the requeue, or does not name the earlier file"
+echo "PASS 5: a requeue that starts afresh keeps its failure row (step 3) and names the earlier diag.h5"

@@ -6,10 +6,16 @@
 #   - after 75, a relaunch on the hosts left (as the requeue excludes the lost one) resumes and ends with 0;
 #   - the steps' losses equal the failure-free run's on the 3 hosts, step for step (1e-5);
 #   - no process is left on any host, and the harness leaves nothing behind.
-# Each line "HOSTFAULT kind=... first_exit=... detected_s=... resumed=... exit=..." is a figure for perf/RESULTS.md.
+# VICTIM (2 or 3, default 3) is the host that fails, AT_STEP (default 6) the step after which it fails;
+# tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
+# ended_after_s=... resumed=... exit=..." is a figure for perf/RESULTS.md.
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 faults=${FAULTS:-kill power cut}
+victim=${VICTIM:-3}    # the host that fails (host1 runs mpirun: a job whose launch host dies is the scheduler's)
+at=${AT_STEP:-6}       # it fails once this step is in the log
+[ "$victim" = 2 ] || [ "$victim" = 3 ] || { echo "FAIL: VICTIM=$victim: host 2 or 3"; exit 1; }
+left_hosts=host1:2,host$((5 - victim)):2  # the hosts a requeue gets: all but the victim
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 hosts=$work/hosts
 rm -rf "$work"
@@ -59,20 +65,20 @@ for kind in $faults; do
   job "$name" host1:2,host2:2,host3:2 >"$work/$name.log" 2>&1 &
   launched=$!
   for _ in $(seq 600); do
-    grep -qE "^step +6/" "$work/$name.log" 2>/dev/null && break
+    grep -qE "^step +$at/" "$work/$name.log" 2>/dev/null && break
     kill -0 "$launched" 2>/dev/null || break
     sleep 0.2
   done
-  grep -qE "^step +6/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step 6"; }
+  grep -qE "^step +$at/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step $at"; }
   struck=$(date +%s.%N)
-  bash "$here/hosts.sh" "$kind" "$hosts" 3
+  bash "$here/hosts.sh" "$kind" "$hosts" "$victim"
   wait "$launched"
   first=$?
   ended=$(date +%s.%N)
   # What the cut host still runs is ended, and every host is back for the next case (the same processes'
   # namespaces: a host that was powered off boots again).
-  bash "$here/hosts.sh" kill "$hosts" 3
-  bash "$here/hosts.sh" heal "$hosts" 3
+  bash "$here/hosts.sh" kill "$hosts" "$victim"
+  bash "$here/hosts.sh" heal "$hosts" "$victim"
   case $first in
     0)
       grep -qE "^step +$steps/" "$work/$name.log" || fail "$kind: exit 0 without step $steps: a silent end"
@@ -81,7 +87,7 @@ for kind in $faults; do
     75)
       grep -q "exit 75" "$work/$name.log" || fail "$kind: exit 75 with no word of why"
       # The requeue: the hosts left, the same end record (the lost launch recorded by the new attempt).
-      job "$name" host1:2,host2:2 >"$work/$name-requeue.log" 2>&1
+      job "$name" "$left_hosts" >"$work/$name-requeue.log" 2>&1
       status=$?
       [ "$status" = 0 ] || { tail -40 "$work/$name-requeue.log"; fail "$kind: the requeued attempt exited $status"; }
       resumed=yes
@@ -103,8 +109,8 @@ print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("fai
   esac
   left=$(leftovers)
   [ -z "$left" ] || fail "$kind: processes left on the hosts after the job: $left"
-  echo "HOSTFAULT kind=$kind causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
-  echo "PASS: $kind: host3 lost at step 6; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto host1-2 and resumed"), failure-free losses"
+  echo "HOSTFAULT kind=$kind host=$victim step=$at causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
+  echo "PASS: $kind: host$victim lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done
 bash "$here/hosts.sh" down "$hosts"
 [ -z "$(ip netns list | grep kiln-sw-)" ] || fail "the harness left a switch namespace behind"

@@ -16,6 +16,7 @@
 #   hosts.sh cut DIR H         host H's link goes down; its processes live on
 #   hosts.sh heal DIR H        host H's link comes back
 #   hosts.sh partition DIR A|B  only hosts of one group reach each other (e.g. "1,2|3,4")
+#   hosts.sh join DIR          the partition heals
 #   hosts.sh down DIR          remove everything it made
 #
 # Every command ends by itself; `down` is safe to run twice. Needs root (namespaces, a bridge).
@@ -125,8 +126,21 @@ case $cmd in
       ip -n "$sw" link add "br$g" type bridge 2>/dev/null || true
       ip -n "$sw" link set "br$g" up
       IFS=',' read -ra members <<<"$part"
-      for h in "${members[@]}"; do ip -n "$sw" link set "$(link_of "$h")" master "br$g"; done
+      for h in "${members[@]}"; do
+        ip -n "$sw" link set "$(link_of "$h")" master "br$g"
+        # hosts-ssh runs on host1 (the launcher's): the hosts cut off from it give it no sign.
+        [[ ",$part," == *,1,* ]] || touch "$dir/host$h.dark"
+      done
     done
+    ;;
+  join)
+    # The partition heals: every host on the one switch again.
+    sw=$(switch_ns)
+    for f in "$dir"/host*.pid; do
+      h=$(basename "$f" .pid)
+      ip -n "$sw" link set "$(link_of "${h#host}")" master br0
+    done
+    rm -f "$dir"/host*.dark
     ;;
   down)
     [ -d "$dir" ] || exit 0

@@ -247,3 +247,24 @@ TEST(Migration, HalfAStageIsNotALayer) {
     EXPECT_TRUE(layersWithoutLiveHolder(layout, members, {1, 2}).empty());     // rank 1 one half, rank 2 the other
     EXPECT_EQ(layersWithoutLiveHolder(layout, members, {1, 3}).size(), layout.layers);  // both hold the second half
 }
+
+// Issue 65: one rule for a lost layer. A checkpoint at a stop beyond f is written by whichever live ranks hold
+// each shard, not only by a whole live stage: where the regroup finds every shard alive, so does the writer.
+TEST(Migration, ACheckpointIsWrittenFromShardsOfDifferentStages) {
+    const auto set = fourNodeTemplates(2);
+    const auto layout = placeInstantiation(set, pinnedInstantiation(set, "1+1", 2, 2, 8, "test"), {0, 1},
+                                           {{0, 1}, {2, 3}}, 4, 32);
+    const std::vector<int> members{0, 1, 2, 3};
+    // Rank 0 (slot 0 of pipeline 0) and rank 3 (slot 1 of pipeline 1) lost: no stage is whole, every shard lives.
+    const std::vector<int> survivors{1, 2};
+    ASSERT_TRUE(layersWithoutLiveHolder(layout, members, survivors).empty());
+    const auto writers = checkpointWriters(layout, members, survivors);
+    for (std::uint32_t l = 0; l < layout.layers; ++l)
+        EXPECT_EQ(writers[l], (std::vector<int>{1, 0})) << "layer " << l << ": slot 0 from rank 2, slot 1 from rank 1";
+    // A whole live stage is used as it is.
+    const auto whole = checkpointWriters(layout, members, {0, 1, 2, 3});
+    EXPECT_EQ(whole[0], (std::vector<int>{0, 1}));
+    // Both holders of the second shard lost: the layer is lost by either rule, and nobody writes it.
+    EXPECT_EQ(layersWithoutLiveHolder(layout, members, {1, 3}).size(), layout.layers);
+    EXPECT_TRUE(checkpointWriters(layout, members, {1, 3})[0].empty());
+}

@@ -44,6 +44,7 @@ fault::RecoveryReport failed(int rank, int node, int nodesLeft) {
     round.retiredNodes = {node};
     round.nodesLeft = round.ranksLeft = nodesLeft;
     round.nodesBefore = nodesLeft + 1;
+    round.hostsLost = 1;  // a node per host, as on a cluster
     round.shrinkSeconds = 0.001;
     return round;
 }
@@ -209,6 +210,9 @@ TEST(RecoveryCoordinator, QuorumSidesCountTheNodesTheRecoveryBeganWith) {
     EXPECT_EQ(quorumSide(1, 2), QuorumSide::Half);
     EXPECT_EQ(quorumSide(1, 3), QuorumSide::Minority);
     EXPECT_EQ(quorumSide(0, 1), QuorumSide::Minority);
+    // Nodes emulated on hosts that all still answer: a crash, never a cut.
+    EXPECT_EQ(quorumSide(1, 4, /*hostLost=*/false), QuorumSide::Majority);
+    EXPECT_EQ(quorumSide(1, 4, /*hostLost=*/true), QuorumSide::Minority);
 }
 
 TEST(RecoveryCoordinator, ASecondRoundIsJudgedAgainstTheNodesOfTheFirst) {

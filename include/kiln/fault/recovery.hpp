@@ -22,6 +22,9 @@ struct RecoveryReport {
     int ranksLeft = 0, nodesLeft = 0;  // those that stay: live ranks on nodes not retired
     int nodesBefore = 0;               // nodes not retired before this round (what a quorum counts against)
     int lowestNodeLeft = -1;           // the lowest start-up node id that stays (-1: none)
+    // Hosts of failed ranks where no member survives: only such a host can be on the other side of a cut (a
+    // failed rank whose host still has a survivor died; its host answers).
+    int hostsLost = 0;
     double revokeSeconds = 0, shrinkSeconds = 0, regroupSeconds = 0;
     std::string describe() const;
 };

@@ -28,6 +28,14 @@ std::vector<std::vector<std::vector<int>>> holdersOfAtoms(const Layout& layout, 
 std::vector<std::uint32_t> layersWithoutLiveHolder(const Layout& layout, const std::vector<int>& layoutMembers,
                                                    const std::vector<int>& members);
 
+// For each layer of `layout`, the live ranks (indices into `members`) that can write it to a checkpoint, one
+// per shard in slot order: a live stage that holds it whole, else as many stages of one width as it takes,
+// each shard from a stage whose rank of that slot lives (a node that lost one rank still has the others).
+// Empty for a lost layer (layersWithoutLiveHolder: the one rule for that), and for a layer whose live shards are
+// only in stages of different widths, which a checkpoint cannot assemble yet.
+std::vector<std::vector<int>> checkpointWriters(const Layout& layout, const std::vector<int>& layoutMembers,
+                                                const std::vector<int>& members);
+
 // A layout change found layers that no survivor holds (every rank alike: the
 // plan is computed from agreed inputs). Not a bad input: the job is beyond
 // what its layout tolerates and stops for a requeue (exit 75), never exit 1.

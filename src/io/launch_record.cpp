@@ -3,6 +3,7 @@
 #include "kiln/base/log.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/fence.hpp"
+#include "kiln/io/quorum_witness.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -54,6 +55,12 @@ void writeEndRecord(int status, const std::string& what) {
     if (!path || !log::speaksForJob()) return;
     try {
         writeFileAtomically(*path, fmt::format("kiln-end-record 1\nstatus {}\n{}\n", status, oneLine(what)));
+        // Finished: what a part of this launch left for a requeue (a side that ended at a deadline while this one
+        // held the quorum and went on) describes no lost launch.
+        if (status == 0) {
+            std::error_code ignored;
+            std::filesystem::remove(*path + ".lost", ignored);
+        }
     } catch (const std::exception& e) {
         // The launcher then requeues: the safe reading of a job whose end it cannot confirm.
         log::warn("could not write the end record {}: {}", *path, e.what());
@@ -63,9 +70,11 @@ void writeEndRecord(int status, const std::string& what) {
 void endJobForRequeue(const std::string& why) {
     // A process the job has moved on from (cut off while the others recovered and published a newer epoch)
     // writes nothing the job reads, an end record least of all: it ends as a failed node does.
-    if (fence().published() > fence().epoch()) {
-        log::warn("{}; the job has moved on without this process (epoch {} against {}): it ends, writing nothing", why,
-                  fence().epoch(), fence().published());
+    const bool movedOn = fence().published() > fence().epoch();
+    if (movedOn || (!fence().directory().empty() && quorumHeldElsewhere(fence().directory(), fence().epoch(), log::rank()))) {
+        log::warn("{}; the job has gone on without this process ({}): it ends, writing nothing", why,
+                  movedOn ? fmt::format("epoch {} against {}", fence().epoch(), fence().published())
+                          : std::string("another side holds the quorum witness"));
         std::fflush(stderr);
         std::raise(SIGKILL);
     }

@@ -84,6 +84,11 @@ QuorumClaim claimQuorum(const std::filesystem::path& dir, std::uint64_t epoch, c
     return claim;
 }
 
+bool quorumHeldElsewhere(const std::filesystem::path& dir, std::uint64_t epoch, int rank) {
+    const std::vector<int> holders = readHolders(witnessPath(dir, epoch));
+    return !holders.empty() && std::find(holders.begin(), holders.end(), rank) == holders.end();
+}
+
 void removeOldWitnesses(const std::filesystem::path& dir, std::uint64_t epoch) {
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {

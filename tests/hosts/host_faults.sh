@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Issue 64: kiln on emulated hosts (tests/hosts/hosts.sh), a host per node as on a cluster: 3 hosts of 2 ranks,
-# nodes grouped by host name (cluster.ranks_per_node = 0), fault.f = 1, launched through kiln-mpirun with
-# KILN_END_RECORD as the jobscript does. Pass criterion for each fault in FAULTS (default: kill power cut):
+# Issue 64: kiln on emulated hosts (tests/hosts/hosts.sh), a host per node as on a cluster: HOSTS hosts (default 3)
+# of RANKS_PER_HOST ranks (default 2), nodes grouped by host name (cluster.ranks_per_node = 0), fault.f = 1,
+# launched through kiln-mpirun with KILN_END_RECORD as the jobscript does. Faults (FAULTS, default: kill power
+# cut): kill (VICTIM dies whole), power (its link, then its processes), cut (its link; its processes live),
+# outage (its link down for OUTAGE_S seconds, default 12, then back), split=GROUPS (a partition, e.g.
+# split=1,2|3,4; host1's group is the launcher's side; split alone takes SPLIT). Pass criterion for each fault:
 #   - the job never ends silently and never hangs: the first launch exits 0 with every step done, or 75;
-#   - after 75, a relaunch on the hosts left (as the requeue excludes the lost one) resumes and ends with 0;
-#   - the steps' losses equal the failure-free run's on the 3 hosts, step for step (1e-5);
-#   - no process is left on any host, and the harness leaves nothing behind.
-# VICTIM (2 or 3, default 3) is the host that fails, AT_STEP (default 6) the step after which it fails;
+#   - after 75, a relaunch on the hosts left (as the requeue excludes the lost ones) resumes and ends with 0;
+#   - the steps' losses equal the failure-free run's, step for step (1e-5), and diag.h5 records the failure;
+#   - at most one quorum witness per recovery names a side (no split brain), and no process is left on any
+#     host; the harness leaves nothing behind.
+# VICTIM (2..HOSTS, default the last) is the host that fails, AT_STEP (default 6) the step after which it fails;
 # tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
 # ended_after_s=... resumed=... exit=..." is a figure for perf/RESULTS.md.
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 faults=${FAULTS:-kill power cut}
-victim=${VICTIM:-3}    # the host that fails (host1 runs mpirun: a job whose launch host dies is the scheduler's)
-at=${AT_STEP:-6}       # it fails once this step is in the log
-[ "$victim" = 2 ] || [ "$victim" = 3 ] || { echo "FAIL: VICTIM=$victim: host 2 or 3"; exit 1; }
-left_hosts=host1:2,host$((5 - victim)):2  # the hosts a requeue gets: all but the victim
+count=${HOSTS:-3} per=${RANKS_PER_HOST:-2}
+victim=${VICTIM:-$count}  # the host that fails (host1 runs mpirun: a job whose launch host dies is the scheduler's)
+at=${AT_STEP:-6}          # it fails once this step is in the log
+split=${SPLIT:-}
+((victim >= 2 && victim <= count)) || { echo "FAIL: VICTIM=$victim: a host of 2..$count"; exit 1; }
+hostlist() { local h out=""; for h in "$@"; do out+="${out:+,}host$h:$per"; done; echo "$out"; }
+everyone=$(hostlist $(seq 1 "$count"))
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 hosts=$work/hosts
 rm -rf "$work"
@@ -27,13 +34,13 @@ steps=16
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
       --set cluster.ranks_per_node=0 --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
       --set checkpoint.every=4 --set fault.hang_timeout_s=5 --set fault.step_timeout_s=15
-      --set fault.inject=0:1-100:slow=0.03,1:1-100:slow=0.03,2:1-100:slow=0.03,3:1-100:slow=0.03,4:1-100:slow=0.03,5:1-100:slow=0.03)
+      --set fault.inject=$(for r in $(seq 0 $((count * per - 1))); do printf '%s' "${r:+$r:1-100:slow=0.03,}"; done))
 # Every rank alike 30 ms slower a microbatch (no straggler): steps long enough for a host to die inside one.
 # job NAME HOSTLIST [settings...]: kiln-mpirun on host1 over the hosts in HOSTLIST ("host1:2,host2:2,...").
 job() {
   local name=$1 list=$2 ranks
   shift 2
-  ranks=$(( $(tr ',' '\n' <<<"$list" | wc -l) * 2 ))
+  ranks=$(( $(tr ',' '\n' <<<"$list" | wc -l) * per ))
   KILN_END_RECORD=$work/$name.end KILN_LAUNCHER_GRACE_S=10 \
     timeout 400 bash "$here/hosts.sh" exec "$hosts" 1 env KILN_HOSTS_DIR="$hosts" PATH="$PATH" \
     KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=10 \
@@ -48,21 +55,24 @@ same_losses() {  # reference candidate
 }
 leftovers() {  # kiln and Open MPI processes still on an emulated host, one line each ("" when none)
   local h
-  for h in 1 2 3; do
+  for h in $(seq 1 "$count"); do
     bash "$here/hosts.sh" ps "$hosts" "$h" | awk -v h="$h" '$2 ~ /^(kiln|prted|prterun|mpirun)$/ { print "host" h ": " $0 }'
   done
 }
 
-bash "$here/hosts.sh" up "$hosts" 3 || fail "the emulated hosts did not start"
-job clean host1:2,host2:2,host3:2 >"$work/clean.log" 2>&1
+bash "$here/hosts.sh" up "$hosts" "$count" || fail "the emulated hosts did not start"
+job clean "$everyone" >"$work/clean.log" 2>&1
 status=$?
-[ "$status" = 0 ] || { tail -40 "$work/clean.log"; fail "the failure-free run on 3 hosts exited $status"; }
-grep -q "node 2 .*host3" "$work/clean.log" || { grep -A4 "ranks " "$work/clean.log"; fail "kiln did not see 3 hosts as 3 nodes"; }
-echo "PASS: the failure-free run spans 3 hosts as 3 nodes"
+[ "$status" = 0 ] || { tail -40 "$work/clean.log"; fail "the failure-free run on $count hosts exited $status"; }
+grep -q "node $((count - 1)) .*host$count" "$work/clean.log" ||
+  { grep -A4 "ranks " "$work/clean.log"; fail "kiln did not see $count hosts as $count nodes"; }
+echo "PASS: the failure-free run spans $count hosts as $count nodes"
 
-for kind in $faults; do
-  name=$kind
-  job "$name" host1:2,host2:2,host3:2 >"$work/$name.log" 2>&1 &
+for fault in $faults; do
+  kind=${fault%%=*} name=${fault%%=*}
+  # split=GROUPS names its partition in FAULTS itself: "split=1,2|3,4 split=1,2,3|4".
+  if [ "$kind" = split ] && [ "$fault" != split ]; then split=${fault#*=} name=split-$(tr ',|' '-_' <<<"$split"); fi
+  job "$name" "$everyone" >"$work/$name.log" 2>&1 &
   launched=$!
   for _ in $(seq 600); do
     grep -qE "^step +$at/" "$work/$name.log" 2>/dev/null && break
@@ -71,23 +81,43 @@ for kind in $faults; do
   done
   grep -qE "^step +$at/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step $at"; }
   struck=$(date +%s.%N)
-  bash "$here/hosts.sh" "$kind" "$hosts" "$victim"
+  # The hosts the fault takes away from the launcher's side, and so from a requeue.
+  case $kind in
+    split)
+      [ -n "$split" ] || fail "split needs SPLIT, e.g. 1,2|3,4"
+      bash "$here/hosts.sh" partition "$hosts" "$split"
+      lost=$(tr '|' '\n' <<<"$split" | grep -v -E '(^|,)1(,|$)' | tr ',' ' ')
+      ;;
+    outage)
+      bash "$here/hosts.sh" cut "$hosts" "$victim"
+      ( sleep "${OUTAGE_S:-12}"; bash "$here/hosts.sh" heal "$hosts" "$victim" ) &
+      lost=$victim
+      ;;
+    *)
+      bash "$here/hosts.sh" "$kind" "$hosts" "$victim"
+      lost=$victim
+      ;;
+  esac
+  left=$(hostlist $(seq 1 "$count" | grep -v -x -E "$(tr ' ' '|' <<<"$lost")"))
   wait "$launched"
   first=$?
   ended=$(date +%s.%N)
+  wait  # an outage's healing
   # What the cut host still runs is ended, and every host is back for the next case (the same processes'
   # namespaces: a host that was powered off boots again).
-  bash "$here/hosts.sh" kill "$hosts" "$victim"
-  bash "$here/hosts.sh" heal "$hosts" "$victim"
+  bash "$here/hosts.sh" join "$hosts"
+  for h in $lost; do bash "$here/hosts.sh" kill "$hosts" "$h"; bash "$here/hosts.sh" heal "$hosts" "$h"; done
   case $first in
     0)
-      grep -qE "^step +$steps/" "$work/$name.log" || fail "$kind: exit 0 without step $steps: a silent end"
+      # Counted in diag.h5, not in the log: a side cut off from the launcher that went on (it held the quorum)
+      # trained where the launcher could not hear it.
+      [ "$(losses "$name" | wc -l)" = "$steps" ] || fail "$kind: exit 0 without $steps steps in diag.h5: a silent end"
       resumed=no
       ;;
     75)
       grep -q "exit 75" "$work/$name.log" || fail "$kind: exit 75 with no word of why"
       # The requeue: the hosts left, the same end record (the lost launch recorded by the new attempt).
-      job "$name" "$left_hosts" >"$work/$name-requeue.log" 2>&1
+      job "$name" "$left" >"$work/$name-requeue.log" 2>&1
       status=$?
       [ "$status" = 0 ] || { tail -40 "$work/$name-requeue.log"; fail "$kind: the requeued attempt exited $status"; }
       resumed=yes
@@ -107,10 +137,13 @@ print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("fai
     0:*process* | 75:*launch* | 75:*deadline*) ;;
     *) fail "$kind: diag.h5 has no failure row for it (exit $first, causes '$causes')" ;;
   esac
-  left=$(leftovers)
-  [ -z "$left" ] || fail "$kind: processes left on the hosts after the job: $left"
-  echo "HOSTFAULT kind=$kind host=$victim step=$at causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
-  echo "PASS: $kind: host$victim lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
+  # No split brain: every recovery's witness names one side, and no two witnesses name disjoint sides of the
+  # same epoch (the file system keeps one per epoch; a second would have to be another name).
+  witnesses=$(ls "$work/$name/tiny"/quorum-* 2>/dev/null | wc -l)
+  remaining=$(leftovers)
+  [ -z "$remaining" ] || fail "$kind: processes left on the hosts after the job: $remaining"
+  echo "HOSTFAULT kind=$name host=${lost// /+} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
+  echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done
 bash "$here/hosts.sh" down "$hosts"
 [ -z "$(ip netns list | grep kiln-sw-)" ] || fail "the harness left a switch namespace behind"

@@ -77,3 +77,12 @@ TEST(QuorumWitness, NoAnswerFromTheFileSystemHoldsForNoOne) {
     EXPECT_FALSE(unreachable.held);
     EXPECT_NE(unreachable.problem.find("cannot create"), std::string::npos) << unreachable.problem;
 }
+
+TEST(QuorumWitness, AProcessOfAnotherSideSeesThatTheQuorumIsHeldElsewhere) {
+    Dir dir;
+    EXPECT_FALSE(kiln::io::quorumHeldElsewhere(dir.path, 5, 0)) << "no witness yet: nobody holds it";
+    ASSERT_TRUE(claimQuorum(dir.path, 5, {3}).held);
+    EXPECT_TRUE(kiln::io::quorumHeldElsewhere(dir.path, 5, 0));
+    EXPECT_FALSE(kiln::io::quorumHeldElsewhere(dir.path, 5, 3));
+    EXPECT_FALSE(kiln::io::quorumHeldElsewhere(dir.path, 6, 0)) << "another recovery's witness";
+}

@@ -19,6 +19,8 @@ public:
     // The epoch the file holds now (0 when there is none).
     std::uint64_t published() const;
     std::uint64_t epoch() const { return epoch_; }
+    // The run's directory, where the epoch and the quorum witnesses are (empty while unarmed).
+    std::filesystem::path directory() const { return file_.parent_path(); }
     // A recovery round finished (every survivor alike).
     void advance() { ++epoch_; }
     // Writes this process's epoch into the file (one process of the job).

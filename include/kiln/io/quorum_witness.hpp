@@ -28,6 +28,10 @@ struct QuorumClaim {
 // side of start-up ranks `side` (ascending). One process of the side calls it.
 QuorumClaim claimQuorum(const std::filesystem::path& dir, std::uint64_t epoch, const std::vector<int>& side);
 
+// Whether the witness of the recovery that began at `epoch` exists and names a side without start-up rank
+// `rank`: another side holds the job's quorum, and this process must write nothing.
+bool quorumHeldElsewhere(const std::filesystem::path& dir, std::uint64_t epoch, int rank);
+
 // Removes the witnesses of recoveries before `epoch` (the job has moved past them).
 void removeOldWitnesses(const std::filesystem::path& dir, std::uint64_t epoch);
 

@@ -30,7 +30,7 @@ enum class Recovery { Continue, BeyondF };
 
 // What a side of a job split by failures holds of the nodes that started the recovery: more than half,
 // exactly half, or less. A side that holds less may be all that is left (the others crashed) or cut off
-// from a majority that goes on; only the quorum witness tells (RecoveryCoordinator::Survivors::holdQuorum).
+// from a majority that goes on, and cannot tell which: it stops (RecoveryCoordinator::Survivors::holdQuorum).
 enum class QuorumSide { Majority, Half, Minority };
 QuorumSide quorumSide(int nodesLeft, int nodesBefore);
 // As a recovery judges it: while every failed rank's host still has a survivor, no cut can have split the
@@ -88,9 +88,8 @@ public:
         // A rank failed during the recovery: every survivor is sent back to
         // the start of a round.
         virtual void abandon() = 0;
-        // Whether this side of the job may go on (DESIGN.md invariant 10): it claims the recovery's quorum
-        // witness in the run directory, at once when it holds at least half of the nodes it started the
-        // recovery with, after a grace period when it holds fewer (a majority that still lives claims first).
+        // Whether this side of the job may go on (DESIGN.md invariant 10): a minority may not; a majority or
+        // exactly half claims the recovery's quorum witness in the run directory and goes on if it holds it.
         // Collective; the same answer on every survivor.
         virtual bool holdQuorum(QuorumSide side) = 0;
         // This side lost the quorum (`why`): it ends at once, writing nothing (no checkpoint, no diag.h5

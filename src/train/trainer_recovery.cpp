@@ -21,21 +21,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 namespace kiln::train {
 namespace {
-
-// How long a side holding less than half of the nodes waits before it claims the quorum witness: a majority
-// that lives detects the same failure within about one heartbeat timeout and claims at once.
-double minorityGraceSeconds() {
-    const double timeout = comm::heartbeatTimeout();
-    return timeout > 0 ? 2.0 * timeout + 2.0 : 10.0;
-}
 
 }  // namespace
 
@@ -91,15 +82,12 @@ public:
     }
     void abandon() override { s_.abandonStep(); }
     bool holdQuorum(QuorumSide side) override {
+        // A minority never claims: it may be all that survived a crash, but from inside that looks the same as
+        // being cut off from a majority that goes on; it stands down, and the job is requeued if no side holds
+        // the quorum. A majority or exactly half claims at once; of two halves the first to claim goes on.
+        if (side == QuorumSide::Minority) return false;
         int held = 1;
         if (s_.world.rank() == 0) {  // the side's lowest survivor claims for it
-            if (side == QuorumSide::Minority) {
-                const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(minorityGraceSeconds());
-                while (std::chrono::steady_clock::now() < until) {
-                    comm::trainingThreadAlive();  // waiting on purpose: not a hang
-                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                }
-            }
             const io::QuorumClaim claim = io::claimQuorum(s_.runDir, epochAtStart_, s_.world.members());
             if (!claim.problem.empty())
                 log::warn("step {}: the quorum witness could not be claimed ({}): this side cannot know that no other "

@@ -137,6 +137,22 @@ print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("fai
     0:*process* | 75:*launch* | 75:*deadline*) ;;
     *) fail "$kind: diag.h5 has no failure row for it (exit $first, causes '$causes')" ;;
   esac
+  # No collateral: every rank a row calls failed is on the hosts the fault cut away, or (a partition) every such
+  # rank is on one side of it, the side that did not go on. Ranks are placed in host order, RANKS_PER_HOST each.
+  sides=${split:-1}
+  [ "$kind" = split ] || sides="$(seq -s, 1 "$count" | sed -E "s/(^|,)$victim(,|$)/\1\2/; s/,,/,/; s/^,|,$//g")|$victim"
+  "$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
+import json, sys
+per, sides = int(sys.argv[1]), [set(map(int, g.split(","))) for g in sys.argv[2].split("|")]
+failed = set()
+for row in json.load(sys.stdin).get("failures", []):
+    if row.get("cause") == "process" and row.get("failed_ranks"):
+        failed |= {int(r) for r in row["failed_ranks"].split(",")}
+hosts = {r // per + 1 for r in failed}
+# The victims: all of one side (the hosts a fault took away), nothing of another.
+if failed and not any(hosts == side for side in sides):
+    sys.exit(f"ranks {sorted(failed)} on hosts {sorted(hosts)} recorded as failed; the sides were {sys.argv[2]}")' \
+    "$per" "$sides" || fail "$kind: a healthy rank was recorded as failed (collateral)"
   # No split brain: every recovery's witness names one side, and no two witnesses name disjoint sides of the
   # same epoch (the file system keeps one per epoch; a second would have to be another name).
   witnesses=$(ls "$work/$name/tiny"/quorum-* 2>/dev/null | wc -l)

@@ -248,15 +248,18 @@ TEST(RecoveryCoordinator, ASideWithoutTheQuorumStandsDownBeforeWritingAnything) 
     EXPECT_EQ(survivors.sides, std::vector<QuorumSide>{QuorumSide::Minority});
 }
 
-TEST(RecoveryCoordinator, AMinorityThatHoldsTheWitnessIsAllThatIsLeftAndGoesOn) {
-    // 3 of 4 nodes crashed: no other side claimed the witness, so this one holds it and the usual rule applies.
+TEST(RecoveryCoordinator, NodesEmulatedOnOneHostAreNeverACut) {
+    // 3 of 4 nodes crashed, every failed rank's host still answering (nodes emulated on hosts that live): the
+    // survivors are the whole job, a majority, and the usual rule applies.
     const auto plan = fourNodePlan();
     FakeSurvivors survivors;
     auto round = failed(2, 2, 1);
     round.nodesBefore = 4;
+    round.hostsLost = 0;
     survivors.rounds = {round};
     RecoveryCoordinator coordinator(plan, 6, 0.0);
     EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
+    EXPECT_EQ(survivors.sides, std::vector<QuorumSide>{QuorumSide::Majority});
     EXPECT_EQ(survivors.regroupedAs.activeNodes, 1u);
     EXPECT_STREQ(survivors.reported.cause, "process");
 }

@@ -257,6 +257,10 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
         if (deck.flag("model.qk_norm")) throw refuse("model.qk_norm");
         if (deck.integer("model.sliding_window") != 0) throw refuse("model.sliding_window");
         if (deck.integer("model.experts") != 0) throw refuse("model.experts");
+        if (const auto declared = deck.integer("model.max_positions"); declared != 0 && declared != m.seqLen)
+            throw InputError(fmt::format("{}: model.max_positions = {}, but GPT-2's positions are learned, one row per "
+                                         "position of data.seq_len = {}: its context is data.seq_len (leave it 0)",
+                                         deck.setting("model.max_positions").origin, declared, m.seqLen));
         return m;
     }
     m.experts = expertsFromDeck(deck);
@@ -268,6 +272,8 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
                                      "norms to span the projection",
                                      deck.setting("model.qk_norm_over").origin));
     m.slidingWindow = static_cast<std::uint32_t>(deck.integer("model.sliding_window"));
+    // Below data.seq_len it is a context extension: the model then declares data.seq_len (contextLength()).
+    m.maxPositions = static_cast<std::uint32_t>(deck.integer("model.max_positions"));
     m.kvHeads = static_cast<std::uint32_t>(deck.integer("model.kv_heads"));
     if (m.kvHeads == 0) m.kvHeads = m.heads;
     if (m.heads % m.kvHeads != 0)

@@ -329,6 +329,12 @@ const std::vector<KeySpec>& deckSchema() {
          "a Llama, and comes back as MistralForCausalLM by this key alone).",
          oneOf({"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                 "MixtralForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"})},
+        {"model.max_positions", KeyType::Integer, "0",
+         "llama: the context the model declares (Hugging Face's max_position_embeddings: 131072 for Llama 3.1), which "
+         "checkpoints keep and kiln export writes, whatever data.seq_len a run trains at (a continued pre-training at "
+         "8192 of a 131072-position model stays a 131072-position model); a run at a longer data.seq_len extends it "
+         "to that. 0 = data.seq_len. kiln import and the presets set it. GPT-2's positions are learned rows: its context is data.seq_len.",
+         atLeast(0)},
         {"model.sliding_window", KeyType::Integer, "0",
          "llama: sliding-window attention, as Mistral v0.1 has it: each position sees itself and the window - 1 "
          "before it (transformers' sliding_window). 0 = every earlier position. Memory and time are those of full "

@@ -50,6 +50,7 @@ void writeShape(hid_t file, const arch::ModelConfig& c) {
     h5::writeAttribute(file, "model_rope_beta_slow", r.betaSlow);
     h5::writeAttribute(file, "model_rope_attention_factor", r.attentionFactor);
     h5::writeAttribute(file, "model_sliding_window", static_cast<std::uint64_t>(c.slidingWindow));
+    h5::writeAttribute(file, "model_max_positions", static_cast<std::uint64_t>(c.maxPositions));
     h5::writeAttribute(file, "model_hf_architecture", c.hfArchitecture);
     // The routing's maths (export needs the softmax's place) and its losses' weights.
     h5::writeAttribute(file, "model_router_softmax", static_cast<std::uint64_t>(c.experts.softmax));
@@ -95,6 +96,8 @@ arch::ModelConfig readShape(hid_t file, const std::string& context) {
     if (h5::hasAttribute(file, "model_norm_eps")) c.normEps = h5::readRealAttribute(file, "model_norm_eps", context);
     if (h5::hasAttribute(file, "model_hf_architecture"))  // absent before issue 53: the one the shape implies
         c.hfArchitecture = h5::readStringAttribute(file, "model_hf_architecture", context);
+    if (h5::hasAttribute(file, "model_max_positions"))  // absent before issue 65: data.seq_len
+        c.maxPositions = static_cast<std::uint32_t>(h5::readUintAttribute(file, "model_max_positions", context));
     if (h5::hasAttribute(file, "model_sliding_window"))  // absent before issue 53: none
         c.slidingWindow = static_cast<std::uint32_t>(h5::readUintAttribute(file, "model_sliding_window", context));
     // Absent before issue 53: unscaled.

@@ -223,7 +223,7 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"num_key_value_heads", c.keyValueHeads()},
             {"head_dim", c.headDim()},
             {"hidden_act", "silu"},
-            {"max_position_embeddings", c.seqLen},
+            {"max_position_embeddings", c.contextLength()},  // the model's own, not the run's data.seq_len
             {"rms_norm_eps", c.normEps},
             {"rope_theta", c.ropeTheta},
             {"rope_scaling", ropeScalingJson(c.rope)},

@@ -273,6 +273,7 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         if (moe) readExperts(config, type, m, refuse);
         m.normEps = field<double>(config, "rms_norm_eps", 1e-6);
         m.seqLen = field<std::uint32_t>(config, "max_position_embeddings", 2048);
+        m.maxPositions = m.seqLen;  // kept through training at any data.seq_len, and written back by export
         readRotary(config, m, refuse);
         if (const auto act = field<std::string>(config, "hidden_act", "silu"); act != "silu")
             throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
@@ -344,6 +345,7 @@ std::string deckLinesFor(const arch::ModelConfig& m) {
     if (m.llama())
         text += fmt::format("kv_heads = {}\nffn_hidden = {}\nnorm_eps = {:g}\nrope_theta = {:g}\n{}", m.keyValueHeads(),
                             m.ffnHidden, m.normEps, m.ropeTheta, ropeDeckLines(m.rope));
+    if (m.llama() && m.maxPositions != 0) text += fmt::format("max_positions = {}\n", m.maxPositions);
     if (m.llama() && m.headDimension != 0) text += fmt::format("head_dim = {}\n", m.headDimension);
     if (m.qkvBias) text += "qkv_bias = true\n";
     if (m.qkNorm) text += "qk_norm = true\n";

@@ -1,10 +1,9 @@
 // Recovery from node failures, on every survivor: regroup, migrate, or stop beyond f.
 #include "trainer_state.hpp"
 
-#include "recovery_watchdog.hpp"
-
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/watchdog.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/recovery.hpp"
@@ -123,9 +122,17 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
     // first); `latest` stays the previous one, and its parts go below.
     checkpoints->abandon();
     Survivors survivors(*this, step, detectSeconds);
-    // Before the pump's limit ends a survivor stuck in a collective alone (heartbeat.hpp): the whole job ends
-    // for a requeue instead (recovery_watchdog.hpp).
-    const RecoveryWatchdog watchdog(0.9 * clock.boundaryLimit(), step);
+    // A recovery's deadline (issue 64). Open MPI 5.0's agreement and shrink can wait forever when a host lost
+    // power or was cut off, and every survivor is then stuck alike: before the pump's limit ends one of them
+    // alone (heartbeat.hpp), leaving the others to record a healthy rank as failed, the whole job ends for a
+    // requeue.
+    const double limit = 0.9 * clock.boundaryLimit();
+    const base::Watchdog watchdog(limit, [step, limit] {
+        io::endJobForRequeue(fmt::format("requeue: the recovery from the failure in step {} made no progress in {:.0f} s "
+                                         "(an agreement or shrink that Open MPI never completes: a host that lost "
+                                         "power or was cut off?)",
+                                         step, limit));
+    });
     try {
         return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
     } catch (const comm::CommunicationTimeout& e) {

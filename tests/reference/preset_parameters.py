@@ -33,19 +33,19 @@ def llama(vocab, hidden, inter, layers, heads, kv, theta, tied, rope=None, model
 
 # Published config.json fields (Hugging Face Hub, the base models).
 PUBLISHED = {
-    "smollm-135m": llama(49152, 576, 1536, 30, 9, 3, 10000.0, True),
-    "smollm2-135m": llama(49152, 576, 1536, 30, 9, 3, 100000.0, True),
-    "smollm2-1.7b": llama(49152, 2048, 8192, 24, 32, 32, 130000.0, True),
+    "smollm-135m": llama(49152, 576, 1536, 30, 9, 3, 10000.0, True, max_position_embeddings=2048),
+    "smollm2-135m": llama(49152, 576, 1536, 30, 9, 3, 100000.0, True, max_position_embeddings=8192),
+    "smollm2-1.7b": llama(49152, 2048, 8192, 24, 32, 32, 130000.0, True, max_position_embeddings=8192),
     "llama-3.2-1b": llama(128256, 2048, 8192, 16, 32, 8, 500000.0, True, LLAMA32_ROPE, head_dim=64,
                           max_position_embeddings=131072),
     "llama-3.2-3b": llama(128256, 3072, 8192, 28, 24, 8, 500000.0, True, LLAMA32_ROPE, head_dim=128,
                           max_position_embeddings=131072),
-    "llama-3-8b": llama(128256, 4096, 14336, 32, 32, 8, 500000.0, False),
+    "llama-3-8b": llama(128256, 4096, 14336, 32, 32, 8, 500000.0, False, max_position_embeddings=8192),
     "llama-3.1-8b": llama(128256, 4096, 14336, 32, 32, 8, 500000.0, False, LLAMA31_ROPE, max_position_embeddings=131072),
     "llama-3.1-70b": llama(128256, 8192, 28672, 80, 64, 8, 500000.0, False, LLAMA31_ROPE, max_position_embeddings=131072),
-    "llama-2-70b": llama(32000, 8192, 28672, 80, 64, 8, 10000.0, False),
+    "llama-2-70b": llama(32000, 8192, 28672, 80, 64, 8, 10000.0, False, max_position_embeddings=4096),
     "mistral-7b-v0.3": llama(32768, 4096, 14336, 32, 32, 8, 1000000.0, False, model_type="mistral", head_dim=128,
-                             sliding_window=None),
+                             sliding_window=None, max_position_embeddings=32768),
     "qwen2.5-0.5b": llama(151936, 896, 4864, 24, 14, 2, 1000000.0, True, model_type="qwen2",
                           max_position_embeddings=32768),
     "qwen2.5-7b": llama(152064, 3584, 18944, 28, 28, 4, 1000000.0, False, model_type="qwen2",
@@ -75,7 +75,7 @@ PUBLISHED = {
 # The deck key each published field must equal (llama family).
 KEYS = {"vocab": "vocab_size", "blocks": "num_hidden_layers", "d_model": "hidden_size", "heads": "num_attention_heads",
         "kv_heads": "num_key_value_heads", "ffn_hidden": "intermediate_size", "norm_eps": "rms_norm_eps",
-        "rope_theta": "rope_theta"}
+        "rope_theta": "rope_theta", "max_positions": "max_position_embeddings"}  # issue 65: the model's own context
 ROPE_KEYS = {"rope_factor": "factor", "rope_low_freq_factor": "low_freq_factor",
              "rope_high_freq_factor": "high_freq_factor", "rope_original_context": "original_max_position_embeddings"}
 

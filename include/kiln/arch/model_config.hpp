@@ -89,6 +89,9 @@ struct ModelConfig {
     // held twice (train/gradient_sync.hpp).
     bool tieEmbeddings = false;
     std::uint32_t seqLen = 64;
+    // llama: the context the model declares (model.max_positions; Hugging Face's max_position_embeddings),
+    // kept through checkpoints and export whatever data.seq_len a run trains at; 0: data.seq_len.
+    std::uint32_t maxPositions = 0;
     std::uint64_t seed = 1234;
     // How activations are kept for backward (train.recompute): none, selective
     // (attention's core recomputed, its T x T scores never kept) or full (only
@@ -98,6 +101,8 @@ struct ModelConfig {
     enum class Recompute { None, Selective, Full, Auto } recompute = Recompute::None;
 
     bool llama() const { return family == Family::Llama; }
+    // The positions the model declares: GPT-2's learned rows (data.seq_len), a llama's max_positions.
+    std::uint32_t contextLength() const { return llama() && maxPositions > seqLen ? maxPositions : seqLen; }
     std::uint32_t headDim() const { return llama() && headDimension != 0 ? headDimension : dModel / heads; }
     // The queries' width, heads x head_dim (d_model unless head_dim is set apart).
     std::uint32_t queryWidth() const { return heads * headDim(); }

@@ -55,11 +55,16 @@ void writeEndRecord(int status, const std::string& what) {
     if (!path || !log::speaksForJob()) return;
     try {
         writeFileAtomically(*path, fmt::format("kiln-end-record 1\nstatus {}\n{}\n", status, oneLine(what)));
-        // Finished: what a part of this launch left for a requeue (a side that ended at a deadline while this one
-        // held the quorum and went on) describes no lost launch.
+        // Finished: what a side of this launch left at a deadline while this one held the quorum and went on
+        // describes no lost launch (the launcher's own account, kind launch, stays: a launch it saw end).
         if (status == 0) {
-            std::error_code ignored;
-            std::filesystem::remove(*path + ".lost", ignored);
+            std::ifstream lost(*path + ".lost");
+            std::string first;
+            if (std::getline(lost, first) && first == "kind deadline") {
+                lost.close();
+                std::error_code ignored;
+                std::filesystem::remove(*path + ".lost", ignored);
+            }
         }
     } catch (const std::exception& e) {
         // The launcher then requeues: the safe reading of a job whose end it cannot confirm.
@@ -103,11 +108,17 @@ void startAliveBeacon(double staleAfterSeconds) {
     Beacon& b = beacon();
     if (b.thread.joinable()) return;
     b.stop = false;
-    b.thread = std::thread([path = *record + ".alive", staleAfterSeconds] {
+    b.thread = std::thread([path = *record + ".alive", staleAfterSeconds, parent = ::getppid()] {
         Beacon& self = beacon();
         bool written = false;
         std::unique_lock<std::mutex> lock(self.mutex);
         while (!self.stop) {
+            // The launcher's daemon on this host ended (the runtime ended the job, or it died): this process is
+            // an orphan of a job that is over, and ends before it trains or records anything more.
+            if (::getppid() != parent) {
+                log::warn("the launcher's daemon on this host (process {}) ended: this process ends with it", parent);
+                std::raise(SIGKILL);
+            }
             if (log::speaksForJob()) {
                 if (!written) {  // a speaker that took over says the limit again
                     std::ofstream(path) << fmt::format("stale_after_s {:.0f}\n", staleAfterSeconds);

@@ -33,7 +33,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps=16
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
       --set cluster.ranks_per_node=0 --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
-      --set checkpoint.every=4 --set fault.hang_timeout_s=3 --set fault.step_timeout_s=10
+      --set checkpoint.every=4 --set fault.hang_timeout_s=5 --set fault.step_timeout_s=15
       --set fault.inject=$(for r in $(seq 0 $((count * per - 1))); do printf '%s' "${r:+$r:1-100:slow=0.03,}"; done))
 # Every rank alike 30 ms slower a microbatch (no straggler): steps long enough for a host to die inside one.
 # job NAME HOSTLIST [settings...]: kiln-mpirun on host1 over the hosts in HOSTLIST ("host1:2,host2:2,...").
@@ -41,9 +41,9 @@ job() {
   local name=$1 list=$2 ranks
   shift 2
   ranks=$(( $(tr ',' '\n' <<<"$list" | wc -l) * per ))
-  KILN_END_RECORD=$work/$name.end KILN_LAUNCHER_GRACE_S=5 \
+  KILN_END_RECORD=$work/$name.end KILN_LAUNCHER_GRACE_S=10 \
     timeout 400 bash "$here/hosts.sh" exec "$hosts" 1 env KILN_HOSTS_DIR="$hosts" PATH="$PATH" \
-    KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=5 \
+    KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=10 \
     KILN_MPIRUN_ARGS="--host $list --prtemca plm_ssh_agent $here/hosts-ssh" \
     "$launcher" -n "$ranks" "$kiln" run "${deck[@]}" --set run.out_dir="$work/$name" "$@"
 }

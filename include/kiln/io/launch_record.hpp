@@ -36,7 +36,9 @@ void writeEndRecord(int status, const std::string& what);
 [[noreturn]] void endJobForRequeue(const std::string& why);
 
 // The alive beacon's thread: from now until stopAliveBeacon (or exit), while
-// this process speaks for the job. `staleAfterSeconds`: the silence after
+// this process speaks for the job. On every process it also watches the
+// launcher's daemon on this host (the parent): once that is gone, the job is
+// over for this process, which ends at once (an orphan must not train on). `staleAfterSeconds`: the silence after
 // which the launcher may end the job. Nothing without KILN_END_RECORD.
 void startAliveBeacon(double staleAfterSeconds);
 void stopAliveBeacon();

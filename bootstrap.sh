@@ -54,6 +54,7 @@ apt_packages=(
   fortunes vim-runtime   # text for the demo corpora
   slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
   patchelf               # relative run paths in an installed prefix (tools/bundle_runtime.sh)
+  iproute2 procps        # the emulated hosts of tests/hosts (ip netns, bridges) and the tests' process checks
 )
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }

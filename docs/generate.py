@@ -160,7 +160,7 @@ def tests_page():
            f"Every test `ctest` runs ({len(tests)}), by label, with what it proves (the header of its source or script, "
            "where the pass criteria are spelled out). Labels: `unit` (one process, no MPI launch), `mpi` (under "
            "mpirun), `fault` (under `mpirun --with-ft ulfm`, processes killed), `pipeline` (training on several "
-           "ranks), `slurm` (a private Slurm on this host), `tsan` (ThreadSanitizer). Run one with "
+           "ranks), `slurm` (a private Slurm on this host), `hosts` (emulated hosts in network namespaces; in `fault` too), `tsan` (ThreadSanitizer). Run one with "
            "`ctest --test-dir build -R NAME --output-on-failure`; a label with `-L LABEL`.", ""]
     labels = sorted({t["label"].split(",")[0] for t in tests})
     for label in labels:

@@ -154,6 +154,9 @@ TEST(RecoveryCoordinator, AFailureDuringTheRegroupStartsAnotherRoundWithTheLarge
     EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
     EXPECT_EQ(survivors.calls, (std::vector<std::string>{"agree", "quorum", "agreed", "regroup", "abandon", "agree", "quorum", "agreed",
                                                           "regroup", "recovered"}));
+    // The second round is judged against the nodes of the first: 2 of 4, exactly half (alone it would call 2 of 3
+    // a majority, which a cut 2 | 2 could give both sides).
+    EXPECT_EQ(survivors.sides, (std::vector<QuorumSide>{QuorumSide::Majority, QuorumSide::Half}));
     EXPECT_EQ(survivors.regroupedAs.activeNodes, 2u) << "the second round's survivors";
     EXPECT_EQ(survivors.reported.rounds, 2u);
     EXPECT_STREQ(survivors.reported.failedRanks, "2,3");
@@ -213,18 +216,6 @@ TEST(RecoveryCoordinator, QuorumSidesCountTheNodesTheRecoveryBeganWith) {
     // Nodes emulated on hosts that all still answer: a crash, never a cut.
     EXPECT_EQ(quorumSide(1, 4, /*hostLost=*/false), QuorumSide::Majority);
     EXPECT_EQ(quorumSide(1, 4, /*hostLost=*/true), QuorumSide::Minority);
-}
-
-TEST(RecoveryCoordinator, ASecondRoundIsJudgedAgainstTheNodesOfTheFirst) {
-    // 4 nodes; one lost (3 of 4: a majority), then another during the regroup: 2 of the 4, exactly half (the
-    // second round alone would call 2 of 3 a majority, which a cut 2 | 2 could give both sides).
-    const auto plan = fourNodePlan();
-    FakeSurvivors survivors;
-    survivors.rounds = {failed(2, 2, 3), failed(3, 3, 2)};
-    survivors.regroupFailures = 1;
-    RecoveryCoordinator coordinator(plan, 4, 0.0);
-    EXPECT_EQ(coordinator.run(survivors), Recovery::Continue);
-    EXPECT_EQ(survivors.sides, (std::vector<QuorumSide>{QuorumSide::Majority, QuorumSide::Half}));
 }
 
 TEST(RecoveryCoordinator, ASideWithoutTheQuorumStandsDownBeforeWritingAnything) {

@@ -21,18 +21,32 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The identity on x forward; backward, it also gives `loss` the gradient routerLossScale(), as if the loss
-// had been added to the step's (summed, then scaled) cross-entropy.
+// The identity on x forward; backward, it also gives `loss` the gradient `scale` (the step's, read when the
+// forward ran: a recomputed forward runs inside the same step), as if the loss had been added to the step's
+// (summed, then scaled) cross-entropy.
 struct AttachLoss : torch::autograd::Function<AttachLoss> {
-    static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& loss) {
+    static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& loss, double scale) {
         ctx->saved_data["float64"] = loss.scalar_type() == torch::kFloat64;
+        ctx->saved_data["scale"] = scale;
         return x.view_as(x);
     }
     static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
         const auto type = ctx->saved_data["float64"].toBool() ? torch::kFloat64 : torch::kFloat32;
-        return {grads[0], torch::full({}, routerLossScale(), torch::TensorOptions().dtype(type).device(grads[0].device()))};
+        const double scale = ctx->saved_data["scale"].toDouble();
+        return {grads[0], torch::full({}, scale, torch::TensorOptions().dtype(type).device(grads[0].device())),
+                torch::Tensor()};
     }
 };
+
+// Indices built on the host from counts already there, for the device: from pinned memory without waiting
+// (the copy is queued behind the work that uses it), so that a GPU's stream never drains for them.
+torch::Tensor indicesOn(const std::vector<std::int64_t>& values, const torch::Device& device) {
+    const auto n = static_cast<std::int64_t>(values.size());
+    if (device.is_cpu()) return torch::from_blob(const_cast<std::int64_t*>(values.data()), {n}, torch::kInt64).clone();
+    auto staged = torch::empty({n}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(true));
+    std::copy(values.begin(), values.end(), staged.data_ptr<std::int64_t>());
+    return staged.to(device, /*non_blocking=*/true);
+}
 
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& down) {
     return torch::linear(torch::silu(torch::linear(x, gate)) * torch::linear(x, up), down);
@@ -50,8 +64,10 @@ std::int64_t bucketRows(std::int64_t rows) {
 
 }  // namespace
 
-ExpertMlp::ExpertMlp(const arch::ModelConfig& c, std::uint32_t layer, ShardedParameters& param, SliceHandle slice)
+ExpertMlp::ExpertMlp(const arch::ModelConfig& c, std::uint32_t layer, ShardedParameters& param, SliceHandle slice,
+                     RouterHandle router)
     : experts_(c.experts), block_(layer - 1), slice_(std::move(slice)),
+      log_(router ? std::move(router) : std::make_shared<RouterLog>()),
       mine_(arch::unitRange(c.experts.count, slice_->width, slice_->rank)) {
     const std::int64_t C = c.dModel, E = experts_.count, He = experts_.width, S = experts_.sharedWidth;
     const double residualStd = residualInitStd(c);
@@ -81,25 +97,23 @@ torch::Tensor ExpertMlp::localExperts(const torch::Tensor& tokens, const torch::
     const bool batched = tokens.is_cuda() && local > 1 && 2 * local * common <= 3 * routed;
     std::vector<std::int64_t> rows;
     for (auto n : count) rows.push_back(batched ? common : n == 0 ? 0 : bucketRows(n));
-    // Every local expert's tokens in one gather, each expert's run padded to its rows with its first token (those
-    // rows' outputs are dropped: no gradient): one scatter in backward.
-    const auto* token = tokenOfPair.data_ptr<std::int64_t>();
-    std::vector<std::int64_t> gathered, kept;
+    // Every local expert's tokens in one gather, each expert's run padded to its rows with its first pair's token
+    // (those rows' outputs are dropped: no gradient): one scatter in backward. Which pair each row takes depends
+    // on the counts alone (on the host); the tokens are looked up on the device.
+    std::vector<std::int64_t> pairOfRow, kept;
     for (std::int64_t e = 0, from = 0; e < local; from += count[e], ++e) {
         for (std::int64_t r = 0; r < rows[e]; ++r) {
-            if (r < count[e]) kept.push_back(std::int64_t(gathered.size()));
-            gathered.push_back(count[e] == 0 ? 0 : token[from + std::min(r, count[e] - 1)]);
+            if (r < count[e]) kept.push_back(std::int64_t(pairOfRow.size()));
+            pairOfRow.push_back(count[e] == 0 ? 0 : from + std::min(r, count[e] - 1));
         }
     }
-    // Copies (backward keeps the indices), on the device.
-    const auto onDevice = [&](std::vector<std::int64_t>& v) {
-        return torch::from_blob(v.data(), {std::int64_t(v.size())}, torch::kInt64).clone().to(tokens.device());
-    };
-    const auto inputs = tokens.index_select(0, onDevice(gathered));
+    const auto inputs = tokens.index_select(0, tokenOfPair.index_select(0, indicesOn(pairOfRow, tokens.device())));
     if (batched) {
         const auto x = inputs.view({local, common, tokens.size(1)});
         const auto h = torch::silu(torch::bmm(x, gate_.transpose(1, 2))) * torch::bmm(x, up_.transpose(1, 2));
-        return torch::bmm(h, down_.transpose(1, 2)).view({local * common, tokens.size(1)}).index_select(0, onDevice(kept));
+        return torch::bmm(h, down_.transpose(1, 2))
+            .view({local * common, tokens.size(1)})
+            .index_select(0, indicesOn(kept, tokens.device()));
     }
     // One view per expert, taken at once: their gradients are stacked once in backward, where selecting expert e
     // of the (E, ...) weights would give each expert a zero-filled gradient of all of them.
@@ -124,23 +138,47 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
                        ? chosenProbabilities / chosenProbabilities.sum(-1, /*keepdim=*/true)
                        : chosenProbabilities;
     weights = weights.to(m.scalar_type());
-
-    // The (token, choice) pairs sorted by expert (stable: by token within an expert), and where each expert's run
-    // starts; this rank's experts' runs are one contiguous block of them.
     const auto flat = chosen.reshape({-1});
-    const auto order = std::get<1>(flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
-    const auto counts = torch::bincount(flat, {}, E).to(torch::kCPU).to(torch::kInt64);
-    const auto* count = counts.data_ptr<std::int64_t>();
+    const auto counts = torch::bincount(flat, {}, E);
+
+    // Every rank of a stage routes alike: the first records the routing and carries its losses (computed here,
+    // before the counts are read, so that one read from the device brings both).
+    auto& log = *log_;
+    const bool training = torch::GradMode::is_enabled();
+    const bool first = slice_->rank == 0;
+    const bool records = training && first && log.record.blocks > block_ && log.record.experts == static_cast<std::uint32_t>(E);
+    const bool losses = training && first && (experts_.auxLossCoef != 0.0 || experts_.zLossCoef != 0.0);
+    torch::Tensor balance, z;
+    if (records || losses) {
+        // f_e: the share of a sequence's k T choices that went to expert e (no gradient); P_e: its mean probability.
+        const auto sequenceOfPair = torch::arange(B, chosen.options()).repeat_interleave(T * k);
+        const auto shares = torch::zeros({B * E}, wide.options())
+                                .index_add_(0, sequenceOfPair * E + flat, torch::ones({N * k}, wide.options()))
+                                .view({B, E}) / double(k * T);
+        const auto meanProbabilities = probabilities.view({B, T, E}).mean(1);
+        balance = double(E) * (shares * meanProbabilities).sum(-1);  // (B)
+        z = torch::logsumexp(wide, -1).pow(2);                       // (N)
+    }
+    // The block's one wait for the device: the experts' counts, which size their inputs (and the routing's sums
+    // when they are recorded). The tokens routed are found on the device.
+    const auto fromDevice = (records ? torch::cat({counts.to(torch::kFloat64),
+                                                   torch::stack({balance.sum(), z.sum()}).detach().to(torch::kFloat64)})
+                                     : counts.to(torch::kFloat64))
+                                .to(torch::kCPU);
+    const auto* read = fromDevice.data_ptr<double>();
+    std::vector<std::int64_t> count(read, read + E);
     std::vector<std::int64_t> start(static_cast<std::size_t>(E) + 1, 0);
     for (std::int64_t e = 0; e < E; ++e) start[e + 1] = start[e] + count[e];
-    const auto pairs = order.slice(0, start[mine_.first], start[mine_.end]);
 
+    // The (token, choice) pairs sorted by expert (stable: by token within an expert); this rank's experts' runs
+    // are one contiguous block of them.
+    const auto order = std::get<1>(flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+    const auto pairs = order.slice(0, start[mine_.first], start[mine_.end]);
     auto routed = torch::zeros({N * k, C}, m.options());
     if (pairs.numel() > 0) {
-        const std::vector<std::int64_t> load(count + mine_.first, count + mine_.end);
-        const auto tokenOfPair = torch::floor_divide(pairs, k).to(torch::kCPU).contiguous();
-        const auto weighted =
-            localExperts(tokens, tokenOfPair, load) * weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
+        const std::vector<std::int64_t> load(count.begin() + mine_.first, count.begin() + mine_.end);
+        const auto weighted = localExperts(tokens, torch::floor_divide(pairs, k), load) *
+                              weights.reshape({-1}).index_select(0, pairs).unsqueeze(1);
         // Each pair has its own row: a copy, not an accumulation, so the result does not depend on the device's
         // order of atomic adds; a token's choices are then summed in the order the router ranked them.
         routed.index_copy_(0, pairs, weighted);
@@ -148,42 +186,25 @@ torch::Tensor ExpertMlp::forward(const torch::Tensor& m) {
     auto out = routed.view({N, k, C}).sum(1).view({B, T, C});
     // No token chose this rank's experts: a zero through their weights still gives them a (zero) gradient, as the
     // unsplit layer's experts have, so that every rank's gradient sums and update see the same tensors.
-    if (pairs.numel() == 0 && gate_.numel() > 0 && torch::GradMode::is_enabled())
+    if (pairs.numel() == 0 && gate_.numel() > 0 && training)
         out = out + (gate_.sum() + up_.sum() + down_.sum()).to(out.scalar_type()) * 0.0;
     if (sharedGate_.defined()) out = out + swiglu(m, sharedGate_, sharedUp_, sharedDown_);
 
-    if (!torch::GradMode::is_enabled()) return out;
-    // Every rank of a stage routes alike: the first records the routing and carries its losses. The others pass a
-    // zero through the router's scores: their backward must reach the router's and m's sums over the stage even
-    // when none of their experts was chosen, or the ranks' collectives would not pair up.
-    // (So does the first rank when it has no losses to carry.)
-    const auto withoutLosses = [&] { return slice_->split() ? AttachLoss::apply(out, wide.sum() * 0.0) : out; };
-    if (slice_->rank != 0) return withoutLosses();
-    auto& record = routerRecord();
-    const bool records = record.blocks > block_ && record.experts == static_cast<std::uint32_t>(E);
-    const bool losses = experts_.auxLossCoef != 0.0 || experts_.zLossCoef != 0.0;
-    if (!records && !losses) return withoutLosses();
-    // f_e: the share of a sequence's k T choices that went to expert e (no gradient); P_e: its mean probability.
-    const auto sequenceOfPair = torch::arange(B, chosen.options()).repeat_interleave(T * k);
-    const auto shares = torch::zeros({B * E}, wide.options())
-                            .index_add_(0, sequenceOfPair * E + flat, torch::ones({N * k}, wide.options()))
-                            .view({B, E}) / double(k * T);
-    const auto meanProbabilities = probabilities.view({B, T, E}).mean(1);
-    const auto balance = double(E) * (shares * meanProbabilities).sum(-1);  // (B)
-    const auto z = torch::logsumexp(wide, -1).pow(2);  // (N)
+    if (!training) return out;
     if (records) {
-        // One read from the device for both sums.
-        const auto sums = torch::stack({balance.sum(), z.sum()}).detach().to(torch::kCPU, torch::kFloat64);
-        record.balanceSum[block_] += sums[0].item<double>();
-        record.zSum[block_] += sums[1].item<double>();
-        const auto load = counts.to(torch::kFloat64);
-        const auto* l = load.data_ptr<double>();
-        for (std::int64_t e = 0; e < E; ++e) record.load[block_ * E + e] += l[e];
+        auto& record = log.record;
+        record.balanceSum[block_] += read[E];
+        record.zSum[block_] += read[E + 1];
+        for (std::int64_t e = 0; e < E; ++e) record.load[block_ * E + e] += read[e];
     }
-    if (!losses) return withoutLosses();
+    // The other ranks (and the first, when it has no losses to carry) pass a zero through the router's scores:
+    // their backward must reach the router's and m's sums over the stage even when none of their experts was
+    // chosen, or the ranks' collectives would not pair up.
+    if (!losses) return slice_->split() ? AttachLoss::apply(out, wide.sum() * 0.0, log.lossScale) : out;
     // In token units like the summed cross-entropy: alpha T sum over sequences of the balance loss, beta sum over
     // tokens of z.
-    return AttachLoss::apply(out, experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum());
+    return AttachLoss::apply(out, experts_.auxLossCoef * double(T) * balance.sum() + experts_.zLossCoef * z.sum(),
+                             log.lossScale);
 }
 
 }  // namespace kiln::model::detail

@@ -186,21 +186,21 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
 
 }  // namespace detail
 
-Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice, RouterHandle router) {
     if (!slice) slice = std::make_shared<TensorSlice>();
     // A generator seeded from (seed, index) alone, held for the construction:
     // the weights do not depend on which rank builds the layer, or in which order.
     torch::manual_seed(detail::layerSeed(config, index));
-    if (config.llama()) return detail::buildLlamaLayer(config, index, std::move(slice));
+    if (config.llama()) return detail::buildLlamaLayer(config, index, std::move(slice), std::move(router));
     if (index == 0) return std::make_shared<EmbeddingLayer>(config, std::move(slice));
     if (index == config.numLayers() - 1) return std::make_shared<OutputLayer>(config, std::move(slice));
     return std::make_shared<TransformerBlock>(config, index, std::move(slice));
 }
 
-Gpt::Gpt(const arch::ModelConfig& config, std::uint32_t first, std::uint32_t last, SliceHandle slice)
+Gpt::Gpt(const arch::ModelConfig& config, std::uint32_t first, std::uint32_t last, SliceHandle slice, RouterHandle router)
     : config_(config), first_(first), slice_(slice ? std::move(slice) : std::make_shared<TensorSlice>()) {
     last = std::min(last, config.numLayers());
-    for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i, slice_));
+    for (std::uint32_t i = first; i < last; ++i) layers_.push_back(buildLayer(config, i, slice_, router));
 }
 
 Gpt::Gpt(const arch::ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice)

@@ -59,25 +59,28 @@ torch::Tensor causalAttention(const torch::Tensor& q, const torch::Tensor& k, co
 // parameterShapes() order.
 class ExpertMlp {
 public:
-    ExpertMlp(const arch::ModelConfig& config, std::uint32_t layer, ShardedParameters& param, SliceHandle slice);
+    // `router`: where its routing is recorded and its losses' gradient scale is read (none: its own log).
+    ExpertMlp(const arch::ModelConfig& config, std::uint32_t layer, ShardedParameters& param, SliceHandle slice,
+              RouterHandle router = {});
     // m (B, T, C), whole on every rank of the stage, -> this rank's part of the MLP's output (B, T, C): its
     // experts' contributions to the tokens routed to them (and its shared neurons'), completed by the stage's sum.
     torch::Tensor forward(const torch::Tensor& m);
 
 private:
-    // This rank's experts run on their tokens: `tokenOfPair` (on the host) the token of each routed pair in
-    // expert order, `count` the pairs of each local expert; their outputs in the same order (pairs, C).
+    // This rank's experts run on their tokens: `tokenOfPair` (on the tokens' device) the token of each routed
+    // pair in expert order, `count` the pairs of each local expert; their outputs in the same order (pairs, C).
     torch::Tensor localExperts(const torch::Tensor& tokens, const torch::Tensor& tokenOfPair,
                                const std::vector<std::int64_t>& count) const;
     arch::Experts experts_;
     std::uint32_t block_;
     SliceHandle slice_;
+    RouterHandle log_;  // the model's router log
     arch::UnitRange mine_;  // this rank's experts
     torch::Tensor router_, gate_, up_, down_;  // (E, C); (E_mine, He, C), (E_mine, He, C), (E_mine, C, He)
     torch::Tensor sharedGate_, sharedUp_, sharedDown_;  // undefined without a shared expert
 };
 
 // The llama family's layers (llama_layers.cpp).
-Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice);
+Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice, RouterHandle router);
 
 }  // namespace kiln::model::detail

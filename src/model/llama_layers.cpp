@@ -114,7 +114,7 @@ private:
 
 class LlamaBlock final : public LayerImpl {
 public:
-    LlamaBlock(const arch::ModelConfig& c, std::uint32_t index, SliceHandle slice)
+    LlamaBlock(const arch::ModelConfig& c, std::uint32_t index, SliceHandle slice, RouterHandle router)
         : slice_(std::move(slice)), heads_(arch::unitRange(c.heads, slice_->width, slice_->rank).count()),
           kvHeads_(arch::unitRange(c.keyValueHeads(), slice_->width, slice_->rank).count()), headDim_(c.headDim()),
           recomputeAttention_(c.recompute == arch::ModelConfig::Recompute::Selective),
@@ -141,7 +141,7 @@ public:
         oWeight_ = param("o_weight", torch::randn({C, q}) * residualStd);
         mlpNorm_ = param("mlp_norm_weight", torch::ones({C}));
         if (c.experts.any()) {
-            experts_ = std::make_unique<ExpertMlp>(c, index, param, slice_);
+            experts_ = std::make_unique<ExpertMlp>(c, index, param, slice_, std::move(router));
             return;
         }
         gateWeight_ = param("gate_weight", torch::randn({H, C}) * kInitStd);
@@ -221,10 +221,10 @@ private:
 
 }  // namespace
 
-Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice) {
+Layer buildLlamaLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice, RouterHandle router) {
     if (index == 0) return std::make_shared<LlamaEmbedding>(config, std::move(slice));
     if (index == config.numLayers() - 1) return std::make_shared<LlamaOutput>(config, std::move(slice));
-    return std::make_shared<LlamaBlock>(config, index, std::move(slice));
+    return std::make_shared<LlamaBlock>(config, index, std::move(slice), std::move(router));
 }
 
 }  // namespace kiln::model::detail

@@ -22,16 +22,4 @@ double RouterRecord::meanZ(double tokens) const {
     return blocks == 0 || tokens <= 0 ? 0.0 : sum / (blocks * tokens);
 }
 
-namespace {
-double lossScale = 1.0;
-}
-
-RouterRecord& routerRecord() {
-    static RouterRecord record;
-    return record;
-}
-
-void setRouterLossScale(double scale) { lossScale = scale; }
-double routerLossScale() { return lossScale; }
-
 }  // namespace kiln::model

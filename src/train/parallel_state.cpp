@@ -61,7 +61,7 @@ ParallelState::ParallelState(const arch::ModelConfig& model, const TrainConfig& 
     if (device_.is_cuda() && !nccl_)
         log::info("  transport  MPI through host memory, not NCCL: {}; launch one rank per GPU for NCCL", why);
     slice_ = sliceFor(role_);
-    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_);
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_, routerLog_);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);
     connect(world);
@@ -72,7 +72,7 @@ ParallelState::ParallelState(const arch::ModelConfig& model, const TrainConfig& 
     : modelConfig_(model), config_(config), device_(device), layout_(std::move(layout)), nccl_(nccl) {
     role_ = layout_.role(rank);
     slice_ = sliceFor(role_);
-    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_);
+    model_ = std::make_unique<model::Gpt>(modelConfig_, role_.firstLayer, role_.endLayer, slice_, routerLog_);
     model_->to(device_);
     optimizer_ = std::make_unique<AdamW>(*model_, config_);
     optimizer_->setSteps(optimizerSteps);
@@ -220,7 +220,7 @@ ParallelState::Target ParallelState::buildTarget(const comm::World& world, const
         if (keeps(l)) {
             layers.push_back(model_->sharedLayer(l - model_->firstLayer()));
         } else {
-            auto built = model::buildLayer(modelConfig_, l, target.slice);
+            auto built = model::buildLayer(modelConfig_, l, target.slice, routerLog_);
             built->to(device_);
             layers.push_back(built);
         }

@@ -39,8 +39,8 @@ comm::Fingerprint stepFingerprint(std::uint64_t step, const data::Cursor& c, std
 
 // The step's router record summed over the ranks (the first rank of each stage records its blocks').
 // One collective for the three tables.
-model::RouterRecord summedRouterRecord(MPI_Comm comm) {
-    model::RouterRecord r = model::routerRecord();
+model::RouterRecord summedRouterRecord(const model::RouterRecord& mine, MPI_Comm comm) {
+    model::RouterRecord r = mine;
     std::vector<double> all;
     for (const auto* values : {&r.balanceSum, &r.zSum, &r.load}) all.insert(all.end(), values->begin(), values->end());
     KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_SUM, comm));
@@ -68,8 +68,9 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // step's start, so that both meet the same contention (on shared cores, a probe after the step ran alone).
         const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
         const auto& experts = modelConfig.experts;
-        if (experts.any()) model::routerRecord().reset(modelConfig.blocks, experts.count);
-        model::setRouterLossScale(1.0 / targetsPerStep);  // as the summed cross-entropy's gradient is scaled
+        auto& router = parallel->routerLog();
+        if (experts.any()) router.record.reset(modelConfig.blocks, experts.count);
+        router.lossScale = 1.0 / targetsPerStep;  // as the summed cross-entropy's gradient is scaled
         const StepWork work = parallel->runStep(*batch, targetsPerStep, *injector, step);
         a.work = work.stage;
         const auto s0 = Clock::now();
@@ -98,7 +99,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         {
             const comm::PeerWait peers;  // waiting for the slowest rank is not this rank's hang
             KILN_MPI(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, world.control()));
-            if (experts.any()) a.router = summedRouterRecord(world.control());
+            if (experts.any()) a.router = summedRouterRecord(router.record, world.control());
         }
         double sums[kSummed] = {};
         a.compute.resize(static_cast<std::size_t>(world.size()));

@@ -35,11 +35,12 @@ ModelConfig expertConfig(Experts::Softmax softmax, std::uint32_t shared = 0) {
 struct LoneExperts {
     torch::nn::Module holder;
     SliceHandle slice = std::make_shared<TensorSlice>();
+    RouterHandle log = std::make_shared<RouterLog>();
     std::unique_ptr<kiln::model::detail::ExpertMlp> mlp;
     explicit LoneExperts(const ModelConfig& c) {
         torch::manual_seed(3);
         kiln::model::detail::ShardedParameters param(holder, c, 1, *slice);
-        mlp = std::make_unique<kiln::model::detail::ExpertMlp>(c, 1, param, slice);
+        mlp = std::make_unique<kiln::model::detail::ExpertMlp>(c, 1, param, slice, log);
     }
     torch::Tensor operator[](const std::string& name) { return holder.named_parameters()[name]; }
 };
@@ -116,8 +117,8 @@ TEST(Experts, RouterLossesReachTheGradientAtTheStepsScale) {
     auto config = expertConfig(Experts::Softmax::AfterTopK);
     config.experts.auxLossCoef = 0.5;
     LoneExperts experts(config);
-    setRouterLossScale(0.25);
-    auto& record = routerRecord();
+    experts.log->lossScale = 0.25;
+    auto& record = experts.log->record;
     record.reset(config.blocks, config.experts.count);
     const auto m = torch::randn({3, 5, 16});
     experts.mlp->forward(m).backward(torch::zeros({3, 5, 16}));
@@ -133,7 +134,27 @@ TEST(Experts, RouterLossesReachTheGradientAtTheStepsScale) {
     // Recorded for the log: the sum over the sequences, and every token's k choices.
     EXPECT_NEAR(record.balanceSum[0], balance.sum().item<double>(), 1e-5);
     EXPECT_DOUBLE_EQ(record.load[0] + record.load[1] + record.load[2] + record.load[3], 30.0);
-    setRouterLossScale(1.0);
+}
+
+TEST(Experts, EachModelRecordsIntoItsOwnLog) {
+    // Two models in one process (a trainer's and an export's, say): what one routes is not the other's record,
+    // and each block's losses take its own model's scale.
+    auto config = expertConfig(Experts::Softmax::AfterTopK);
+    config.experts.auxLossCoef = 0.5;
+    LoneExperts trained(config), other(config);
+    trained.log->record.reset(config.blocks, config.experts.count);
+    other.log->record.reset(config.blocks, config.experts.count);
+    trained.log->lossScale = 0.25;
+    other.log->lossScale = 0.5;
+    const auto m = torch::randn({2, 4, 16});
+    trained.mlp->forward(m).backward(torch::zeros({2, 4, 16}));
+    double routed = 0.0;
+    for (double l : trained.log->record.load) routed += l;
+    EXPECT_DOUBLE_EQ(routed, 2.0 * 4 * 2) << "every token's k choices recorded where they were routed";
+    for (double l : other.log->record.load) EXPECT_EQ(l, 0.0) << "the other model's log is untouched";
+    // The same weights (seeded alike), the other scale: the router's gradient doubles.
+    other.mlp->forward(m).backward(torch::zeros({2, 4, 16}));
+    EXPECT_TRUE(torch::allclose(other["router_weight"].grad(), 2.0 * trained["router_weight"].grad(), 1e-5, 1e-7));
 }
 
 TEST(Experts, PlannerCountsActiveParametersAndSplitsWholeExperts) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "kiln/arch/model_config.hpp"
+#include "kiln/model/router_record.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 
 #include <torch/torch.h>
@@ -29,14 +30,16 @@ using Layer = std::shared_ptr<LayerImpl>;
 
 // Builds layer `index` (its shard for `slice`; whole without one). Its
 // initial weights depend only on (config.seed, index): any rank that builds
-// layer i gets the same tensors, or the same shard of them.
-Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice = {});
+// layer i gets the same tensors, or the same shard of them. A block of experts records its routing into
+// `router` (none: a log of its own that nobody reads).
+Layer buildLayer(const arch::ModelConfig& config, std::uint32_t index, SliceHandle slice = {}, RouterHandle router = {});
 
 class Gpt {
 public:
     // Builds layers [first, last) of the model (all by default), whole or
     // this rank's shards of a tensor-parallel stage (`slice`).
-    explicit Gpt(const arch::ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u, SliceHandle slice = {});
+    explicit Gpt(const arch::ModelConfig& config, std::uint32_t first = 0, std::uint32_t last = ~0u, SliceHandle slice = {},
+                 RouterHandle router = {});
     // Layers first, first + 1, ... given (already built for `slice`, e.g. moved from another Gpt).
     Gpt(const arch::ModelConfig& config, std::uint32_t first, std::vector<Layer> layers, SliceHandle slice = {});
 

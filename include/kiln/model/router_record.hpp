@@ -1,11 +1,12 @@
 // What a step's routers did (mixture-of-experts models): each block's load-balancing and z-loss sums and its
 // experts' loads, for the log and diag.h5; and the factor the router losses' gradient is scaled by, the one the
-// cross-entropy's is (1 / the step's target tokens). One per process, as the model is: the blocks record into
-// it while autograd records (a training forward, or the forward a recomputation runs again in backward), so
-// that an evaluation records nothing and a recomputed block is counted once.
+// cross-entropy's is (1 / the step's target tokens). The blocks record into it while autograd records (a
+// training forward, or the forward a recomputation runs again in backward), so that an evaluation records
+// nothing and a recomputed block is counted once.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kiln::model {
@@ -24,10 +25,12 @@ struct RouterRecord {
     double meanZ(double tokens) const;
 };
 
-// The process's record (reset by the trainer at each attempt of a step).
-RouterRecord& routerRecord();
-// The factor the router losses' gradient is multiplied by in backward (set before a step's backward).
-void setRouterLossScale(double scale);
-double routerLossScale();
+// What a model's expert blocks share with whoever trains the model: made by its owner and handed to buildLayer
+// (or Gpt), never a process-wide global, so that two models in one process (a test's, an export's) do not mix.
+struct RouterLog {
+    RouterRecord record;     // reset by the trainer at each attempt of a step; empty: the blocks record nothing
+    double lossScale = 1.0;  // the router losses' gradient factor, set before a step's forward
+};
+using RouterHandle = std::shared_ptr<RouterLog>;
 
 }  // namespace kiln::model

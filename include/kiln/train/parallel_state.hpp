@@ -82,6 +82,8 @@ public:
     double evaluate(const data::Batch& batch) { return stage_->evaluate(batch); }
 
     model::Gpt& model() { return *model_; }
+    // What this rank's expert blocks recorded of their routing, and the scale of their losses' gradient.
+    model::RouterLog& routerLog() { return *routerLog_; }
     AdamW& optimizer() { return *optimizer_; }
     const plan::Layout& layout() const { return layout_; }
     const plan::RankRole& role() const { return role_; }
@@ -136,6 +138,8 @@ private:
     // place in the stage, shared with its layers.
     std::unique_ptr<comm::Transport> tensor_;
     model::SliceHandle slice_;
+    // Shared with every expert block this rank builds, kept or rebuilt by a regroup.
+    model::RouterHandle routerLog_ = std::make_shared<model::RouterLog>();
     bool nccl_ = false;  // decided at start-up, the same on every rank
     std::uint64_t layoutDigest_ = 0;
 };

@@ -46,8 +46,11 @@ void listKeys() {
 
 // The resolved shape and its parameter count (once the vocabulary is known: model.vocab or the data's tokenizer).
 std::string modelSummary(const config::Deck& deck) {
-    if (deck.integer("model.vocab") == 0)
+    if (deck.integer("model.vocab") == 0) {
+        // The model's other keys are checked all the same, with a stand-in for the vocabulary the data will give.
+        arch::modelConfigFromDeck(deck, /*tokenizerVocab=*/256);
         return "the vocabulary comes from the data's tokenizer (kiln plan or kiln run count the parameters)";
+    }
     const auto m = arch::modelConfigFromDeck(deck, 0);
     const double millions = double(m.parameters()) / 1e6;
     // A mixture of experts: also those a token passes through.

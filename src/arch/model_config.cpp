@@ -1,5 +1,6 @@
 #include "kiln/arch/model_config.hpp"
 
+#include "kiln/arch/hf_families.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 
@@ -241,6 +242,11 @@ ModelConfig modelConfigFromDeck(const config::Deck& deck, std::uint32_t tokenize
     m.recompute = recomputeFromName(deck.text("train.recompute"));
     m.tieEmbeddings = deck.flag("model.tie_embeddings");
     m.hfArchitecture = deck.text("model.hf_architecture");
+    if (!m.hfArchitecture.empty() && familyOfArchitecture(m.hfArchitecture) == nullptr)
+        throw InputError(fmt::format("{}: model.hf_architecture = '{}' is not a transformers class kiln writes (one of {}, "
+                                     "or empty: the class the model implies)",
+                                     deck.setting("model.hf_architecture").origin, m.hfArchitecture,
+                                     knownArchitectures()));
     if (m.llama()) m.headDimension = static_cast<std::uint32_t>(deck.integer("model.head_dim"));
     if (m.dModel % m.heads != 0 && m.headDimension == 0)
         throw InputError(fmt::format("{}: model.d_model = {} is not divisible by model.heads = {}; choose a number of "

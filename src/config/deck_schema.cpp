@@ -325,10 +325,10 @@ const std::vector<KeySpec>& deckSchema() {
         {"model.hf_architecture", KeyType::Text, "",
          "The transformers class kiln export writes: empty for the one the model implies (GPT2LMHeadModel; "
          "Qwen2ForCausalLM with model.qkv_bias, Qwen3ForCausalLM with model.qk_norm, MistralForCausalLM with a "
-         "sliding window, else LlamaForCausalLM); kiln import sets it to the checkpoint's own (a Mistral v0.3 is "
-         "a Llama, and comes back as MistralForCausalLM by this key alone).",
-         oneOf({"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                "MixtralForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"})},
+         "sliding window, else LlamaForCausalLM; with experts MixtralForCausalLM, Qwen3MoeForCausalLM or "
+         "OlmoeForCausalLM); kiln import sets it to the checkpoint's own (a Mistral v0.3 is a Llama, and comes back "
+         "as MistralForCausalLM by this key alone). The classes kiln knows are listed once, in "
+         "src/arch/hf_families.cpp, and checked there."},
         {"model.max_positions", KeyType::Integer, "0",
          "llama: the context the model declares (Hugging Face's max_position_embeddings: 131072 for Llama 3.1), which "
          "checkpoints keep and kiln export writes, whatever data.seq_len a run trains at (a continued pre-training at "

@@ -2,6 +2,7 @@
 
 #include "checkpoint_format.hpp"
 #include "hf_names.hpp"
+#include "kiln/arch/hf_families.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/config/deck.hpp"
 #include "kiln/data/tokenizer.hpp"
@@ -200,21 +201,14 @@ nlohmann::ordered_json ropeScalingJson(const arch::RopeScaling& r) {
 
 namespace {
 
-// Llama's config, or Qwen 2's or 3's (the same fields, their model_type, no sliding window).
-nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
-    const std::string architecture = huggingFaceArchitecture(c);
-    const char* type = architecture == "Qwen2ForCausalLM"      ? "qwen2"
-                       : architecture == "Qwen3ForCausalLM"    ? "qwen3"
-                       : architecture == "MistralForCausalLM"  ? "mistral"
-                       : architecture == "MixtralForCausalLM"  ? "mixtral"
-                       : architecture == "Qwen3MoeForCausalLM" ? "qwen3_moe"
-                       : architecture == "OlmoeForCausalLM"    ? "olmoe"
-                                                               : "llama";
-    const bool qwen = c.qkvBias || c.qkNorm;
+// The llama family's config, under the class's model_type (hf_families.cpp); the experts' fields are added by
+// addExperts.
+nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c, const arch::HuggingFaceFamily& family) {
+    const bool qwen = family.window == arch::WindowField::QwenLayers;
     nlohmann::ordered_json sliding = nullptr;
     if (c.slidingWindow != 0) sliding = c.slidingWindow;
-    return {{"architectures", {architecture}},
-            {"model_type", type},
+    return {{"architectures", {family.architecture}},
+            {"model_type", family.modelType},
             {"vocab_size", c.vocabSize},
             {"hidden_size", c.dModel},
             {"intermediate_size", c.mlpWidth()},
@@ -237,30 +231,18 @@ nlohmann::ordered_json llamaConfig(const arch::ModelConfig& c) {
             {"torch_dtype", "float32"}};
 }
 
-// The experts' fields, as each class names them. kiln's balance loss is per sequence and summed over the
-// blocks, transformers' pooled over them: router_aux_loss_coef carries kiln's weight, not its maths.
-void addExperts(nlohmann::ordered_json& config, const arch::ModelConfig& c) {
+// The experts' fields, as the class names them, and the fields it has that kiln computes at one value. kiln's
+// balance loss is per sequence and summed over the blocks, transformers' pooled over them: router_aux_loss_coef
+// carries kiln's weight, not its maths.
+void addExperts(nlohmann::ordered_json& config, const arch::ModelConfig& c, const arch::HuggingFaceFamily& family) {
     const auto& e = c.experts;
-    const std::string type = config["model_type"];
     config["num_experts_per_tok"] = e.perToken;
     config["router_aux_loss_coef"] = e.auxLossCoef;
     config["output_router_logits"] = false;
-    if (type == "mixtral") {
-        config["num_local_experts"] = e.count;
-        config["intermediate_size"] = e.width;
-        config["router_jitter_noise"] = 0.0;
-        return;
-    }
-    config["num_experts"] = e.count;
-    config["norm_topk_prob"] = e.softmax == arch::Experts::Softmax::AfterTopK;
-    if (type == "olmoe") {
-        config["intermediate_size"] = e.width;
-        config["clip_qkv"] = nullptr;
-        return;
-    }
-    config["moe_intermediate_size"] = e.width;  // qwen3_moe: every layer sparse
-    config["decoder_sparse_step"] = 1;
-    config["mlp_only_layers"] = nlohmann::ordered_json::array();
+    config[family.expertCountKey] = e.count;
+    config[family.expertWidthKey] = e.width;
+    if (!family.renormalisesChosen) config["norm_topk_prob"] = e.softmax == arch::Experts::Softmax::AfterTopK;
+    for (const auto& fixed : family.fixed) config[fixed.key] = nlohmann::ordered_json::parse(fixed.json);
 }
 
 // The id that ends each document in kiln's token stream (the data's tokenizer's EOS), from the deck the
@@ -301,8 +283,9 @@ ExportReport exportToHuggingFace(const std::filesystem::path& checkpoint, const 
                                  const ExportOptions& options) {
     const auto contents = readContents(checkpoint, /*verify=*/false);
     const auto& c = contents.model;
-    auto config = c.llama() ? llamaConfig(c) : gpt2Config(c);
-    if (c.experts.any()) addExperts(config, c);
+    const auto& family = *arch::familyOfArchitecture(huggingFaceArchitecture(c));
+    auto config = c.llama() ? llamaConfig(c, family) : gpt2Config(c);
+    if (c.experts.any()) addExperts(config, c, family);
     std::string why;
     const auto eos = documentEndId(checkpoint, why);
     config["bos_token_id"] = nullptr;

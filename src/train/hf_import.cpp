@@ -2,6 +2,7 @@
 
 #include "hf_names.hpp"
 #include "kiln/base/error.hpp"
+#include "kiln/arch/hf_families.hpp"
 #include "kiln/arch/shard_spec.hpp"
 #include "kiln/model/tensor_parallel.hpp"
 
@@ -135,13 +136,14 @@ std::string storedName(const SafetensorsDirectory& files, const std::string& nam
 // Sliding-window attention: Mistral's sliding_window (null: none), or Qwen's use_sliding_window over the layers
 // from max_window_layers on (transformers 5 writes them out as layer_types). kiln slides every layer or none.
 template <typename Refuse>
-void readSlidingWindow(const json& config, const std::string& type, arch::ModelConfig& m, const Refuse& refuse) {
+void readSlidingWindow(const json& config, const arch::HuggingFaceFamily& family, arch::ModelConfig& m,
+                       const Refuse& refuse) {
     const auto window = field<std::uint32_t>(config, "sliding_window", 0);
-    if (type == "mistral" || type == "mixtral") {
+    if (family.window == arch::WindowField::SlidingWindow) {
         m.slidingWindow = window;
         return;
     }
-    if (type == "llama" || type == "olmoe" || !field<bool>(config, "use_sliding_window", false)) return;
+    if (family.window == arch::WindowField::None || !field<bool>(config, "use_sliding_window", false)) return;
     std::size_t sliding = 0;
     if (config.contains("layer_types") && config["layer_types"].is_array()) {
         for (const auto& kind : config["layer_types"]) sliding += kind == "sliding_attention" ? 1 : 0;
@@ -160,30 +162,33 @@ void readSlidingWindow(const json& config, const std::string& type, arch::ModelC
 // A mixture of experts' fields, as Mixtral, Qwen 3 MoE and OLMoE name them. What kiln does not compute (a
 // router's jitter, dense layers among the sparse ones, clipped q/k/v) is refused by its field.
 template <typename Refuse>
-void readExperts(const json& config, const std::string& type, arch::ModelConfig& m, const Refuse& refuse) {
+void readExperts(const json& config, const arch::HuggingFaceFamily& family, arch::ModelConfig& m, const Refuse& refuse) {
     auto& e = m.experts;
-    const bool mixtral = type == "mixtral";
     // transformers 5 writes num_local_experts for all three; its configs before, and the published ones, each its own.
-    e.count = field<std::uint32_t>(config, mixtral ? "num_local_experts" : "num_experts",
-                                   field<std::uint32_t>(config, mixtral ? "num_experts" : "num_local_experts", 0));
+    const std::string own = family.expertCountKey;
+    const char* other = own == "num_experts" ? "num_local_experts" : "num_experts";
+    e.count = field<std::uint32_t>(config, own.c_str(), field<std::uint32_t>(config, other, 0));
     e.perToken = field<std::uint32_t>(config, "num_experts_per_tok", 2);
-    e.width = type == "qwen3_moe" ? field<std::uint32_t>(config, "moe_intermediate_size", 0) : m.ffnHidden;
+    e.width = field<std::uint32_t>(config, family.expertWidthKey, 0);
     if (e.count == 0 || e.perToken == 0 || e.perToken > e.count || e.width == 0)
         throw refuse(fmt::format("{} experts, {} per token, {} wide: not a mixture kiln can train", e.count, e.perToken,
                                  e.width));
     // Mixtral renormalises the chosen experts' weights; the others say so by norm_topk_prob.
-    e.softmax = mixtral || field<bool>(config, "norm_topk_prob", false) ? arch::Experts::Softmax::AfterTopK
-                                                                       : arch::Experts::Softmax::BeforeTopK;
+    e.softmax = family.renormalisesChosen || field<bool>(config, "norm_topk_prob", false)
+                    ? arch::Experts::Softmax::AfterTopK
+                    : arch::Experts::Softmax::BeforeTopK;
     if (const double jitter = field<double>(config, "router_jitter_noise", 0.0); jitter != 0.0)
         throw refuse(fmt::format("router_jitter_noise = {:g} (kiln's router adds no noise)", jitter));
-    if (type == "qwen3_moe") {
-        if (const auto step = field<std::uint32_t>(config, "decoder_sparse_step", 1); step != 1)
-            throw refuse(fmt::format("decoder_sparse_step = {} (kiln's experts are in every block)", step));
-        if (const auto dense = field<json>(config, "mlp_only_layers", json::array()); dense.is_array() && !dense.empty())
-            throw refuse(fmt::format("mlp_only_layers = {} (kiln's experts are in every block)", dense.dump()));
+}
+
+// The fields the class has that kiln computes at one value only (absent or null: the class's default, which is it).
+template <typename Refuse>
+void checkFixedFields(const json& config, const arch::HuggingFaceFamily& family, const Refuse& refuse) {
+    for (const auto& fixed : family.fixed) {
+        const auto it = config.find(fixed.key);
+        if (it == config.end() || it->is_null()) continue;
+        if (*it != json::parse(fixed.json)) throw refuse(fmt::format("{} = {} ({})", fixed.key, it->dump(), fixed.why));
     }
-    if (type == "olmoe" && !field<json>(config, "clip_qkv", json()).is_null())
-        throw refuse("clip_qkv is set (kiln does not clip q, k and v)");
 }
 
 // The rotary settings: transformers 5 keeps them in rope_parameters (rope_theta inside), earlier versions in
@@ -255,22 +260,24 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
     const auto refuse = [&](const std::string& what) {
         return InputError(fmt::format("{}: {}; kiln cannot start from this model", path.string(), what));
     };
+    const arch::HuggingFaceFamily* family = arch::familyOfModelType(type);
+    if (family == nullptr)
+        throw refuse(fmt::format("model_type = '{}' (kiln reads {})", type, arch::knownModelTypes()));
+    checkFixedFields(config, *family, refuse);
     arch::ModelConfig m;
-    const bool moe = type == "mixtral" || type == "qwen3_moe" || type == "olmoe";
-    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || moe) {
-        // Mistral v0.3 and later are the Llama architecture under another name; Qwen 2 and 2.5 add biases to q,
-        // k and v, Qwen 3 RMSNorms q and k per head; Mixtral, Qwen 3 MoE and OLMoE (its q/k norms over the whole
-        // projection) have experts in place of the dense MLP.
-        m.family = arch::Family::Llama;
-        m.qkvBias = type == "qwen2";
-        m.qkNorm = type == "qwen3" || type == "qwen3_moe" || type == "olmoe";
-        m.qkNormProjection = type == "olmoe";
+    m.family = family->family;
+    if (m.llama()) {
+        // The class's attention and MLP (hf_families.cpp): Qwen 2's q/k/v biases, Qwen 3's and OLMoE's q/k norms,
+        // experts in place of the dense MLP.
+        m.qkvBias = family->qkvBias;
+        m.qkNorm = family->qkNorm;
+        m.qkNormProjection = family->qkNormProjection;
         m.blocks = required<std::uint32_t>(config, "num_hidden_layers", path);
         m.dModel = required<std::uint32_t>(config, "hidden_size", path);
         m.heads = required<std::uint32_t>(config, "num_attention_heads", path);
         m.kvHeads = field<std::uint32_t>(config, "num_key_value_heads", m.heads);
         m.ffnHidden = required<std::uint32_t>(config, "intermediate_size", path);
-        if (moe) readExperts(config, type, m, refuse);
+        if (family->experts) readExperts(config, *family, m, refuse);
         m.normEps = field<double>(config, "rms_norm_eps", 1e-6);
         m.seqLen = field<std::uint32_t>(config, "max_position_embeddings", 2048);
         m.maxPositions = m.seqLen;  // kept through training at any data.seq_len, and written back by export
@@ -279,7 +286,7 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
             throw refuse(fmt::format("hidden_act = '{}' (kiln's SwiGLU uses silu)", act));
         if (field<bool>(config, "attention_bias", false))
             throw refuse("attention_bias = true (biases on q, k, v and o; kiln's llama has Qwen 2's on q, k and v only)");
-        readSlidingWindow(config, type, m, refuse);
+        readSlidingWindow(config, *family, m, refuse);
         if (field<bool>(config, "mlp_bias", false)) throw refuse("mlp_bias = true (kiln's llama has no biases)");
         if (const auto tp = field<int>(config, "pretraining_tp", 1); tp != 1)
             throw refuse(fmt::format("pretraining_tp = {} (kiln computes its linear layers unsplit: 1)", tp));
@@ -290,8 +297,7 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
         if (m.dModel % m.heads != 0 && m.headDimension == 0)
             throw refuse(fmt::format("hidden_size = {} is not a multiple of num_attention_heads = {} and head_dim is not set",
                                      m.dModel, m.heads));
-    } else if (type == "gpt2") {
-        m.family = arch::Family::Gpt2;
+    } else {
         m.blocks = required<std::uint32_t>(config, "n_layer", path);
         m.dModel = required<std::uint32_t>(config, "n_embd", path);
         m.heads = required<std::uint32_t>(config, "n_head", path);
@@ -306,17 +312,12 @@ arch::ModelConfig readHuggingFaceConfig(const std::filesystem::path& dir) {
             throw refuse(fmt::format("layer_norm_epsilon = {:g} (kiln's LayerNorm uses 1e-5)", eps));
         if (field<bool>(config, "scale_attn_by_inverse_layer_idx", false))
             throw refuse("scale_attn_by_inverse_layer_idx = true");
-    } else {
-        throw refuse(fmt::format("model_type = '{}' (kiln reads 'llama', 'mistral', 'qwen2', 'qwen3', 'mixtral', "
-                                 "'qwen3_moe', 'olmoe' and 'gpt2')",
-                                 type));
     }
     m.vocabSize = required<std::uint32_t>(config, "vocab_size", path);
     // The class it was saved as, for kiln export to write the same (the maths is the model_type's).
     if (const auto classes = field<json>(config, "architectures", json()); classes.is_array() && classes.size() == 1)
-        for (const char* known : {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                  "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"})
-            if (classes[0] == known) m.hfArchitecture = known;
+        if (const auto* saved = arch::familyOfArchitecture(classes[0].is_string() ? classes[0].get<std::string>() : ""))
+            m.hfArchitecture = saved->architecture;
     // transformers' defaults: GPT-2 ties its head, Llama does not.
     m.tieEmbeddings = field<bool>(config, "tie_word_embeddings", !m.llama());
     return m;

@@ -1,5 +1,6 @@
 #include "hf_names.hpp"
 
+#include "kiln/arch/hf_families.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/train/hf_export.hpp"
 
@@ -13,10 +14,10 @@ std::string HuggingFaceName::expertName(std::uint32_t e) const {
 }
 
 std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
-    if (!c.llama()) return "GPT2LMHeadModel";
     using Softmax = arch::Experts::Softmax;
-    std::string implied;
-    if (c.experts.any()) {
+    // What no class expresses, said by what is missing; then the first class that computes the model as kiln does.
+    if (!c.llama()) {
+    } else if (c.experts.any()) {
         if (c.experts.sharedWidth > 0)
             throw InputError("the model has a shared expert (model.shared_expert_hidden): no transformers class kiln "
                              "writes has one without Qwen 2 MoE's gate on it");
@@ -25,11 +26,10 @@ std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
             throw InputError("the model has experts, q/k norms and a sliding window: no transformers class has all three");
         // OLMoE norms q and k over the projection, Qwen 3 MoE per head; Mixtral has neither and renormalises the
         // chosen experts' weights (softmax after top-k); the other two say which by norm_topk_prob.
-        implied = c.qkNormProjection ? "OlmoeForCausalLM" : c.qkNorm ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM";
-        if (implied == "OlmoeForCausalLM" && (c.slidingWindow != 0 || c.headDim() * c.heads != c.dModel))
+        if (c.qkNormProjection && (c.slidingWindow != 0 || c.headDim() * c.heads != c.dModel))
             throw InputError("OLMoE's q/k norms with a sliding window or a head_dim apart from d_model / heads: "
                              "OlmoeForCausalLM has neither");
-        if (implied == "MixtralForCausalLM" && c.experts.softmax == Softmax::BeforeTopK)
+        if (!c.qkNorm && c.experts.softmax == Softmax::BeforeTopK)
             throw InputError("model.router_softmax = before_topk without q/k norms: Mixtral renormalises the chosen "
                              "experts' weights (after_topk), and the classes that do not (OLMoE, Qwen 3 MoE) norm q and k");
     } else {
@@ -39,15 +39,20 @@ std::string huggingFaceArchitecture(const arch::ModelConfig& c) {
         if (c.qkNormProjection)
             throw InputError("model.qk_norm_over = projection without experts: OLMoE's norms come with its experts in "
                              "transformers (OlmoeForCausalLM); no dense class has them");
-        implied = c.qkvBias ? "Qwen2ForCausalLM" : c.qkNorm ? "Qwen3ForCausalLM"
-                  : c.slidingWindow != 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
     }
-    if (c.hfArchitecture.empty() || c.hfArchitecture == implied) return implied;
-    // Another name for the same maths: a Llama without biases or norms is a Mistral too.
-    if (c.hfArchitecture == "MistralForCausalLM" && implied == "LlamaForCausalLM") return c.hfArchitecture;
+    const arch::HuggingFaceFamily* implied = nullptr;
+    for (const auto& family : arch::huggingFaceFamilies())
+        if (!implied && arch::expresses(family, c)) implied = &family;
+    if (implied == nullptr)
+        throw InputError(fmt::format("no transformers class kiln writes ({}) computes this model: {}",
+                                     arch::knownArchitectures(), c.shapeText()));
+    if (c.hfArchitecture.empty() || c.hfArchitecture == implied->architecture) return implied->architecture;
+    // Another name for the same maths: a Llama without a window is a Mistral too.
+    if (const auto* named = arch::familyOfArchitecture(c.hfArchitecture); named && arch::expresses(*named, c))
+        return named->architecture;
     throw InputError(fmt::format("model.hf_architecture = {}, but the model is a {} (its biases, norms, experts and "
                                  "window decide); leave the key empty",
-                                 c.hfArchitecture, implied));
+                                 c.hfArchitecture, implied->architecture));
 }
 
 std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::uint32_t layer) {
@@ -67,7 +72,7 @@ std::vector<HuggingFaceName> huggingFaceNames(const arch::ModelConfig& c, std::u
             return names;
         }
         const std::uint32_t E = c.experts.count;
-        if (huggingFaceArchitecture(c) == "MixtralForCausalLM") {
+        if (arch::familyOfArchitecture(huggingFaceArchitecture(c))->expertNames == arch::ExpertNames::BlockSparseMoe) {
             const std::string moe = p + "block_sparse_moe.";
             names.insert(names.end(), {{moe + "gate.weight"}, {moe + "experts.{}.w1.weight", false, E},
                                        {moe + "experts.{}.w3.weight", false, E}, {moe + "experts.{}.w2.weight", false, E}});

@@ -6,7 +6,8 @@
 Reads the order from docs/developing.md's line "Modules, from the bottom: `base`, `config`, ...". Then:
   - every module folder (src/<m>, include/kiln/<m>) is in the order, and every module in the order has a folder;
   - no file of module m includes a header of a module after m ("kiln/<x>/..." or "../<x>/...");
-  - no library kiln_<m> of src/CMakeLists.txt links a module library after m;
+  - no library kiln_<m> of src/CMakeLists.txt links a module library after m, nor one that no file of m
+    includes a header of (a link with nothing behind it: what m needs of it comes through another link);
   - no file outside the io module calls HDF5 directly (H5...()), unless it says why in a comment that begins
     "HDF5 is called directly here" (the typed layer is io/hdf5_record.hpp and io/hdf5_array.hpp).
 Prints every violation as FILE:LINE: what, and exits 1 if there is any.
@@ -45,6 +46,7 @@ def main():
             problems.append(f"docs/developing.md: module '{module}' of the stated order has no folder")
 
     files = 0
+    included = {m: set() for m in order}  # the modules each module's files include
     for module in order:
         for base in (os.path.join(root, "src", module), os.path.join(root, "include", "kiln", module)):
             for directory, _, names in os.walk(base):
@@ -61,6 +63,8 @@ def main():
                                                 f"io (use io/hdf5_record.hpp or io/hdf5_array.hpp, or say why)")
                     for number, line in enumerate(text.splitlines(), 1):
                         found = INCLUDE.match(line)
+                        if found:
+                            included[module].add(found.group(1))
                         if found and found.group(1) in rank and rank[found.group(1)] > rank[module]:
                             problems.append(f"{os.path.relpath(path, root)}:{number}: module '{module}' includes "
                                             f"'{found.group(1)}', which comes after it")
@@ -80,6 +84,9 @@ def main():
             if used in rank and rank[used] > rank[module]:
                 problems.append(f"src/CMakeLists.txt:{line}: kiln_{library} links kiln_{used}, which comes after "
                                 f"'{module}'")
+            elif used in rank and used != module and library == module and used not in included[module]:
+                problems.append(f"src/CMakeLists.txt:{line}: kiln_{library} links kiln_{used}, but no file of "
+                                f"'{module}' includes a header of it")
 
     for problem in problems:
         print(problem)

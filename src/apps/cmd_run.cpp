@@ -106,6 +106,8 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
     int status = 0;
     if (summary.stopped == train::TrainSummary::Stop::BeyondF || summary.stopped == train::TrainSummary::Stop::Requested)
         status = 75;  // EX_TEMPFAIL: requeue
+    if (summary.stopped == train::TrainSummary::Stop::Numerics)
+        status = 3;  // the data or the model: a requeue would meet the same numbers
     // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
     if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF)
         comm::armExitWatchdog(status, finalizeTimeout);
@@ -113,6 +115,8 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
     if (summary.stopped != train::TrainSummary::Stop::Finished) {
         io::writeEndRecord(status, summary.stopped == train::TrainSummary::Stop::BeyondF
                                        ? "requeue: a failure beyond what the layout tolerates"
+                                   : summary.stopped == train::TrainSummary::Stop::Numerics
+                                       ? "stopped: a step's numbers that its rerun repeats (the data or the model)"
                                        : "requeue: stop requested (time limit ahead)");
         return status;
     }

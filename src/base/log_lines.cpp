@@ -36,6 +36,10 @@ const std::vector<LogLine>& logLines() {
         {"STRAGGLER", "  STRAGGLER before step 5: node 1 computed 5.03x slower than its pipeline's planned bottleneck allows ...",
          "a node slow enough to cost more than it gives was retired from the pipelines; it returns when its probes say "
          "it recovered. Check the node"},
+        {"NUMERICS", "  NUMERICS step 12: loss nan (non_finite); not applied, the step runs again from the same state",
+         "a step's loss or gradient norm was not finite or spiked (numerics.*): it was not applied; the next NUMERICS "
+         "line says what its rerun showed: a node retired for silent corruption (check its hardware), a batch skipped "
+         "or a stop (exit 3: look at the batch with kiln data, or at the model), or a fault in the gradient sums"},
         {"RETURN", "  RETURN before step 12: node 1 recovered: ...", "a retired straggler's node is in the pipelines again"},
         {"TOLERANCE", "  TOLERANCE fault tolerance now 1 simultaneous node failure (fault.f = 2): ...",
          "how many simultaneous node failures the layout now survives, when it changes; below fault.f, another failure "

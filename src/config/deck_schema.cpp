@@ -56,21 +56,25 @@ const std::vector<KeySpec>& deckSchema() {
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
          "(found by fault.step_timeout_s). RANK:STEP[-END]:slow=LAG makes that rank a straggler from STEP on (to END): "
          "LAG seconds of sleep after every microbatch's forward (slow=0.05), or a factor of its compute (slow=2x: "
-         "twice as slow). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x'. Ignored in a requeued Slurm job "
-         "(SLURM_RESTART_COUNT > 0).",
+         "twice as slow). Numeric faults (the process lives, its numbers are wrong; numerics.check finds them): "
+         "RANK:STEP:nan (a NaN in that rank's loss, once: a last stage's), RANK:STEP:corrupt (its first activation or "
+         "gradient sent in the step with the exponent's top bit flipped, once), RANK:STEP:poison (a NaN in its loss at "
+         "every attempt of the step: a bad batch). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
+         "'5:12:nan'. Ignored in a requeued Slurm job (SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
              static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval|ready)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
+             static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison))");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
              std::istringstream in(text);
              for (std::string word; in >> word;)
-                 if (!std::regex_match(word, item) && !std::regex_match(word, lag))
+                 if (!std::regex_match(word, item) && !std::regex_match(word, lag) && !std::regex_match(word, numeric))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, write, publish, agree, regroup, migrate, received, "
                                          "migrated, rebuild, eval or ready, nor "
-                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx";
+                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison";
              return "";
          }},
 
@@ -158,6 +162,36 @@ const std::vector<KeySpec>& deckSchema() {
          "straggler.retire_at (left at its default, at most halfway from 1 to it); 0 = never.",
          realInRange(0.0, 1e6)},
 
+        // [numerics]
+        {"numerics.check", KeyType::Flag, "true",
+         "Check every step's loss and gradient norm before the optimizer applies them (issue 66): a value that is not "
+         "finite, or a spike (numerics.loss_spike, numerics.grad_spike), is never applied. The step is run again from "
+         "the same state: if the rerun disagrees, a transient fault on some rank (its node is named and retired as a "
+         "failed node would be, cause 'corruption'); if it agrees, the data or the model (numerics.on_repeat). No "
+         "collective is added: the figures ride on the step's one.",
+         {}},
+        {"numerics.loss_spike", KeyType::Real, "4",
+         "A loss (per target token) above this many times the largest of the last numerics.window committed steps' "
+         "is a spike. The tests' 198 runs (2 415 steps, perf/RESULTS.md) reach 1.19x after 20 steps of history. "
+         "0 = never.",
+         realInRange(0.0, 1e12)},
+        {"numerics.grad_spike", KeyType::Real, "50",
+         "A gradient norm (before clipping) above this many times the largest of the last numerics.window committed "
+         "steps' is a spike. The tests' runs reach 3.1x after 20 steps of history (56x after 13: hence "
+         "numerics.min_history). A flipped exponent bit gives 1e30 and more. 0 = never.",
+         realInRange(0.0, 1e12)},
+        {"numerics.window", KeyType::Integer, "100", "Committed steps whose loss and gradient norm the spike tests remember.",
+         atLeast(1)},
+        {"numerics.min_history", KeyType::Integer, "20",
+         "Committed steps of history (since the start, or kept in the checkpoint resumed from) before spikes are judged; "
+         "values that are not finite are judged from the first step.",
+         atLeast(1)},
+        {"numerics.on_repeat", KeyType::Text, "skip",
+         "What a flagged step whose rerun gives the same numbers does (the batch or the model, not a rank): skip "
+         "(its batch is consumed without an update, recorded in diag.h5 as a 'numerics' event; the same batch is skipped "
+         "again after a restart, the history being in the checkpoint) or stop (a checkpoint of the state before the "
+         "step, exit 3: a requeue would meet it again).",
+         oneOf({"skip", "stop"})},
         // [plan]
         {"plan.nodes", KeyType::Integer, "0", "Nodes that kiln plan plans for; 0 = the nodes of the job. kiln run always "
          "plans for the nodes it is given.", atLeast(0)},

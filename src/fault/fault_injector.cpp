@@ -56,6 +56,11 @@ namespace {
 
 // "RANK:STEP[-END]:slow=LAG": false when `item` is not of that form at all,
 // else `problem` says what is wrong with it (empty: `out` holds it).
+bool numericFault(Injection::Action action) {
+    return action == Injection::Action::NanLoss || action == Injection::Action::Corrupt ||
+           action == Injection::Action::Poison;
+}
+
 bool parseLag(const std::string& item, Injection& out, std::string& problem) {
     const auto at = item.find(":slow=");
     if (at == std::string::npos) return false;
@@ -106,8 +111,25 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         long long rank = -1;
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
-            return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] (e.g. 3:5:allreduce)", item);
+            return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] (e.g. 3:5:allreduce) nor "
+                               "RANK:STEP:nan|corrupt|poison",
+                               item);
         std::string name = phase;
+        // A numeric fault names no phase: it strikes where its numbers are made.
+        bool numeric = false;
+        for (const auto& [kind, action] : {std::pair<std::string, Injection::Action>{"nan", Injection::Action::NanLoss},
+                                           {"corrupt", Injection::Action::Corrupt},
+                                           {"poison", Injection::Action::Poison}})
+            if (name == kind) {
+                injection.action = action;
+                numeric = true;
+            }
+        if (numeric) {
+            injection.rank = static_cast<int>(rank);
+            injection.step = step;
+            out.push_back(injection);
+            continue;
+        }
         for (const auto& [suffix, action] : {std::pair<std::string, Injection::Action>{":stop", Injection::Action::Stop},
                                              {":slow", Injection::Action::Slow},
                                              {":throw", Injection::Action::Throw},
@@ -145,7 +167,7 @@ FaultInjector::FaultInjector(std::vector<Injection> injections, int originalRank
 void FaultInjector::at(std::uint64_t step, Phase phase) {
     for (std::size_t k = 0; k < mine_.size(); ++k) {
         const auto& i = mine_[k];
-        if (i.step != step || i.phase != phase || i.action == Injection::Action::Lag) continue;
+        if (i.step != step || i.phase != phase || i.action == Injection::Action::Lag || numericFault(i.action)) continue;
         {
             // The training thread and the checkpoint writer's thread both ask (phases write, publish).
             const std::lock_guard<std::mutex> lock(firedMutex_);
@@ -173,6 +195,19 @@ void FaultInjector::at(std::uint64_t step, Phase phase) {
         log::warn("fault injection: killing this process (SIGKILL) at step {} in {}", step, phaseName(phase));
         std::raise(SIGKILL);
     }
+}
+
+bool FaultInjector::strikes(std::uint64_t step, Injection::Action kind) {
+    for (std::size_t k = 0; k < mine_.size(); ++k) {
+        const auto& i = mine_[k];
+        if (i.step != step || i.action != kind) continue;
+        if (kind == Injection::Action::Poison) return true;
+        const std::lock_guard<std::mutex> lock(firedMutex_);
+        if (fired_[k]) continue;
+        fired_[k] = true;
+        return true;
+    }
+    return false;
 }
 
 double FaultInjector::lag(std::uint64_t step, Phase phase, double computed) const {

@@ -148,7 +148,8 @@ const std::map<std::string, std::string>& columnMeanings() {
         {"failures/layout", "the layout after the recovery, \"2:2+1:2\""},
         {"failures/cause", "process (ranks ended and the survivors recovered); launch (the launcher ended the job: a host "
                            "lost whole) or deadline (kiln ended the job: peers silent past every deadline, a host "
-                           "without power or cut off), both recorded by the requeued run"},
+                           "without power or cut off), both recorded by the requeued run; corruption (the survivors "
+                           "retired a node whose numbers a rerun of the step did not repeat: silent corruption)"},
         {"eval/step", "steps trained before the evaluation"},
         {"eval/loss", "mean cross-entropy per held-out token"},
         {"eval/perplexity", "exp(loss)"},
@@ -219,6 +220,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"launch_lost", "the previous attempt ended without kiln's end record (the launcher lost a host whole) or "
                         "was ended by kiln at a deadline: the host and the words; the requeued run records it"},
         {"straggler", "a slow node retired from the pipelines, and the new layout"},
+        {"numerics", "a step whose loss or gradient norm was not finite or spiked (numerics.*), and what its rerun "
+                     "showed: a node retired (silent corruption), the batch skipped, a stop, or a fault in the sums"},
         {"return", "a retired straggler's node back in the pipelines"},
         {"tolerance", "the failures the layout now survives, when it changes"},
         {"rebalance", "the batch split changed to follow the measured speeds"},

@@ -1,10 +1,13 @@
 #include "kiln/train/pipeline_stage.hpp"
 
+#include "kiln/base/log.hpp"
 #include "kiln/model/autocast_scope.hpp"
 #include "kiln/model/cpu_allocations.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <limits>
 
 namespace kiln::train {
 
@@ -58,12 +61,29 @@ void PipelineStage::releaseFinishedSends() {
                    sending_.end());
 }
 
-void PipelineStage::send(torch::Tensor tensor, int peer) {
+void PipelineStage::send(torch::Tensor tensor, int peer, Sent direction) {
     if (!sentThisStep_ && injector_) injector_->at(step_, fault::Phase::Send);
     sentThisStep_ = true;
     // Always fp32 and contiguous where the transport reads: the receiver expects exactly that.
     auto buffer = tensor.detach().to(transport_.deviceMemory() ? device_ : torch::Device(torch::kCPU), torch::kFloat32)
                       .contiguous();
+    if (direction != Sent::Evaluation) {
+        if (injector_ && injector_->strikes(step_, fault::Injection::Action::Corrupt)) {
+            // The exponent's top bit of the first value flipped: 0.5 becomes 1.7e38, as a bit flip in a register would.
+            auto first = buffer.view({-1}).narrow(0, 0, 1);
+            float value = first.to(torch::kCPU).item<float>();
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &value, sizeof bits);
+            bits ^= 1u << 30;
+            std::memcpy(&value, &bits, sizeof bits);
+            first.fill_(value);
+            log::warn("fault injection: the first value this rank sends in step {} corrupted to {:g}", step_, value);
+        }
+        // The check's digest: one reduction of what is sent, read with the loss when the step ends.
+        auto& digest = direction == Sent::Forward ? sentForward_ : sentBackward_;
+        const auto sum = buffer.sum(torch::kFloat64);
+        digest = digest.defined() ? digest + sum : sum;
+    }
     const auto ticket = transport_.sendAsync(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), peer);
     sending_.emplace_back(ticket, std::move(buffer));
 }
@@ -125,6 +145,12 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
             } else {
                 output = model_.lossSum(output, targets);
             }
+            // Injected numeric faults: a NaN in the loss (and so in every gradient behind it).
+            if (injector_->strikes(step_, fault::Injection::Action::NanLoss) ||
+                injector_->strikes(step_, fault::Injection::Action::Poison)) {
+                log::warn("fault injection: a NaN in this rank's loss in step {}", step_);
+                output = output + std::numeric_limits<double>::quiet_NaN();
+            }
             if (!slot.layerOutputs.empty()) slot.layerOutputs.back() = output;
         }
     }
@@ -137,7 +163,7 @@ void PipelineStage::forward(std::uint64_t local, const data::Batch& batch, Stage
         const auto loss = output.detach().to(torch::kFloat64);
         lossSum_ = lossSum_.defined() ? lossSum_ + loss : loss;
     } else {
-        send(output, role_.next);
+        send(output, role_.next, Sent::Forward);
     }
     slot.input = input;
     slot.output = output;
@@ -163,7 +189,7 @@ void PipelineStage::backward(std::uint64_t local, double targetsPerStep, StageWo
     if (injector_->slows(step_))
         injector_->straggle(step_, fault::Phase::Backward, clock_.seconds(m0, clock_.mark()) - (work.sums - sumsBefore));
     computed_.push_back({m0, clock_.mark(), /*forward=*/false, work.sums - sumsBefore});
-    if (!role_.first()) send(slot.recomputed ? inputGradient : slot.input.grad(), role_.previous);
+    if (!role_.first()) send(slot.recomputed ? inputGradient : slot.input.grad(), role_.previous, Sent::Backward);
     slot = InFlight{};  // the activations of this microbatch are no longer needed
     releaseFinishedSends();
     // A mixture's activations change size with each microbatch's routing: what this microbatch did not reuse of
@@ -244,7 +270,7 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     step_ = step;
     sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});
-    lossSum_ = torch::Tensor();
+    lossSum_ = sentForward_ = sentBackward_ = torch::Tensor();
     clock_.reset();
     computed_.clear();
     // An attempt abandoned by a failure may have left casts of the weights behind.
@@ -274,8 +300,16 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
         (c.forward ? work.forward : work.backward) += std::max(0.0, seconds - c.notCompute);
     }
     model::AutocastScope::clearCache(bf16_);
-    // Every rank of a split last stage has the loss; slot 0 reports it.
-    if (lossSum_.defined() && role_.slot == 0) work.lossSum = lossSum_.item<double>();
+    // Every rank of a split last stage has the loss; slot 0 reports it. One read for it and the digests.
+    const auto zero = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+    const auto figures = torch::stack({lossSum_.defined() && role_.slot == 0 ? lossSum_ : zero,
+                                       sentForward_.defined() ? sentForward_ : zero,
+                                       sentBackward_.defined() ? sentBackward_ : zero})
+                             .to(torch::kCPU);
+    const double* read = figures.data_ptr<double>();
+    work.lossSum = read[0];
+    work.forwardDigest = read[1];
+    work.backwardDigest = read[2];
     return work;
 }
 
@@ -299,7 +333,7 @@ double PipelineStage::evaluate(const data::Batch& batch) {
             const auto loss = output.to(torch::kFloat64);
             lossSum = lossSum.defined() ? lossSum + loss : loss;
         } else {
-            send(output, role_.next);
+            send(output, role_.next, Sent::Evaluation);
         }
         releaseFinishedSends();
     }

@@ -56,11 +56,12 @@ RecoveryCoordinator::Verdict RecoveryCoordinator::decide(const plan::RunPlan& pl
     return verdict;
 }
 
-RecoveryCoordinator::RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds)
+RecoveryCoordinator::RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds,
+                                         const char* cause)
     : plan_(plan), start_(std::chrono::steady_clock::now()) {
     record_.step = step;
     record_.detect = detectSeconds;
-    io::fitText(record_.cause, "process");
+    io::fitText(record_.cause, cause);
 }
 
 double RecoveryCoordinator::seconds() const {

@@ -26,7 +26,9 @@
 namespace kiln::train {
 
 // How a recovery (or any work between steps that met a failure) ends on this rank.
-enum class Recovery { Continue, BeyondF };
+// BeyondF: a stop beyond what the layout tolerates (exit 75); Numerics: a stop on numbers that a rerun repeats
+// (numerics.on_repeat = stop, exit 3).
+enum class Recovery { Continue, BeyondF, Numerics };
 
 // What a side of a job split by failures holds of the nodes that started the recovery: more than half,
 // exactly half, or less. A side that holds less may be all that is left (the others crashed) or cut off
@@ -110,7 +112,8 @@ public:
                           const plan::Running& running);
 
     // A failure at `step`, noticed after `detectSeconds`.
-    RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds);
+    // `cause`: the /failures row's (process; corruption when the survivors condemned a node's numbers).
+    RecoveryCoordinator(const plan::RunPlan& plan, std::uint64_t step, double detectSeconds, const char* cause = "process");
 
     // Rounds until the survivors agree and regroup, or stop beyond f.
     Recovery run(Survivors& survivors);

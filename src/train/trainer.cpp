@@ -82,6 +82,7 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
         [this](LayerHolders holders) { return checkpointContents(std::move(holders)); },
         [this](const CheckpointWrite& done, bool background) { reportCheckpoint(done, background); });
     speeds = std::make_unique<plan::SpeedMonitor>(plan::stragglerPolicyFromDeck(deck));
+    numerics = NumericGuard(numericPolicyFromDeck(deck));
     clock = StepClock(config.stepTimeout, config.stepDeadlineSteps, config.stepDeadlineFloor);
     return threads;
 }
@@ -221,8 +222,11 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
 
     for (std::uint64_t step = loader->cursor().step; step < end; ++step) {
         Committed done;
-        if (commitStep(step, targetsPerStep, done) != Continue) return beyondF();
-        if (stepsDone++ == 0) {
+        if (const auto outcome = commitStep(step, targetsPerStep, done); outcome != Continue)
+            return outcome == Recovery::Numerics ? finish(TrainSummary::Stop::Numerics) : beyondF();
+        if (done.skipped) {
+            // Its batch consumed without an update (a 'numerics' event says why): no /steps row, no loss.
+        } else if (stepsDone++ == 0) {
             summary.firstLoss = done.loss;
             if (startupToReport) {
                 startupToReport = false;
@@ -230,9 +234,11 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
                 reportStartup(step + 1);
             }
         }
-        summary.lastLoss = done.loss;
-        recordStep(step, done, targetsPerStep);
-        if ((step + 1) % config.logEvery == 0 || step + 1 == end) {
+        if (!done.skipped) {
+            summary.lastLoss = done.loss;
+            recordStep(step, done, targetsPerStep);
+        }
+        if (stepsDone > 0 && ((step + 1) % config.logEvery == 0 || step + 1 == end)) {
             const double elapsed = since(start);
             logProgress(step, done, stepsDone * targetsPerStep / elapsed, elapsed / stepsDone * double(end - step - 1));
         }

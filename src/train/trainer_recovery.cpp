@@ -115,7 +115,7 @@ private:
     std::uint64_t epochAtStart_;  // names the recovery's quorum witness alike on every side
 };
 
-Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds) {
+Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSeconds, const char* cause) {
     // Agreements and shrinks wait for failure detection: the boundary's limit, not the step's.
     comm::setTrainingThreadLimit(clock.boundaryLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
@@ -134,7 +134,7 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
                                          step, limit));
     });
     try {
-        return RecoveryCoordinator(plan, step, detectSeconds).run(survivors);
+        return RecoveryCoordinator(plan, step, detectSeconds, cause).run(survivors);
     } catch (const comm::CommunicationTimeout& e) {
         io::endJobForRequeue(fmt::format("requeue: the recovery from the failure in step {} met its deadline: {}", step, e.what()));
     }

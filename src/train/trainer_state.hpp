@@ -28,6 +28,7 @@
 #include "held_out_evaluation.hpp"
 #include "membership.hpp"
 #include "memory_watch.hpp"
+#include "numeric_guard.hpp"
 #include "recovery_coordinator.hpp"
 #include "run_checkpoints.hpp"
 #include "run_report.hpp"
@@ -107,6 +108,8 @@ private:
     RunReport report;
     std::string notes_;  // notes()
     std::unique_ptr<plan::SpeedMonitor> speeds;  // measured speeds against the plan (straggler.*)
+    // Every step's loss and gradient norm checked before they are applied (numerics.*, numeric_guard.hpp).
+    NumericGuard numerics{NumericPolicy{}};
 
     // What every process reads from the deck alone: configuration, data
     // sources, model, device, the run's directory. Not collective.
@@ -151,7 +154,8 @@ private:
     // The rounds and the decision are the RecoveryCoordinator's; this state
     // is its Survivors (trainer_recovery.cpp).
     class Survivors;
-    Recovery recoverFromFailure(std::uint64_t step, double detectSeconds);
+    // `cause`: the /failures row's (process; corruption when the survivors condemned a node whose numbers were wrong).
+    Recovery recoverFromFailure(std::uint64_t step, double detectSeconds, const char* cause = "process");
     // The part of a regroup every member does once the nodes that stay are
     // known (retiredNodes): place `next`, move the layers, connect, slice the
     // loader. The live ranks of newly retired nodes say they are benched.
@@ -243,6 +247,9 @@ private:
         std::vector<double> probe;    // every rank's straggler probe seconds (0: none), by rank
         // A mixture of experts' routers, summed over the pipelines (empty for a dense model).
         model::RouterRecord router;
+        // What each rank made of it, and the spike bounds the ranks' histories give (numeric_guard.hpp).
+        StepFigures figures;
+        double lossBound = 0.0, normBound = 0.0;
     };
     // `wait` gains the seconds spent waiting for the batch.
     Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);
@@ -255,8 +262,17 @@ private:
         Attempt attempt;
         double wait = 0.0, lr = 0.0, optimizerSeconds = 0.0, stepSeconds = 0.0, loss = 0.0;
         data::Cursor before;  // the loader's cursor before the commit
+        bool skipped = false;  // its batch consumed without an update (numerics.on_repeat = skip)
     };
     Recovery commitStep(std::uint64_t step, double targetsPerStep, Committed& done);
+    // Attempts of step `step` until one is agreed, each failed one recovered from and the batch replayed.
+    Recovery attemptUntilAgreed(std::uint64_t step, double targetsPerStep, Committed& done);
+    // The numbers' check of an agreed attempt (numeric_guard.hpp), and a flagged one's answer
+    // (trainer_numerics.cpp): its rerun from the same state, then the batch skipped, the run stopped (Numerics),
+    // the node that parted the two runs retired and the step replayed, or the sound rerun kept; `done.attempt`
+    // is what goes on.
+    NumericVerdict judge(const Attempt& a, double targetsPerStep) const;
+    Recovery answerNumericFlag(std::uint64_t step, double targetsPerStep, Committed& done, const NumericVerdict& flag);
     // The committed step's /steps row.
     void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
     // The progress line: loss, rate, ETA (`eta` seconds), tolerance.

@@ -85,14 +85,17 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // compute and probe times (the speed monitor's input), and sums the
         // first kSummed fields in rank order.
         // The step's fingerprint rides along (two doubles): checked before the commit at no extra collective.
-        constexpr int kSummed = 5, kFields = kSummed + 4;
+        // Then the numbers' check (numeric_guard.hpp): the sums of what this rank sent, and its history's bounds.
+        constexpr int kSummed = 5, kFields = kSummed + 8;
         const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
         double digestHigh = 0.0, digestLow = 0.0;
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
         const double mine[kFields] = {work.stage.lossSum, work.squaredNorm, stop ? 1.0 : 0.0,
                                       admitField,
                                       checkpoints->writeEnded() ? 0.0 : 1.0,
-                                      work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow};
+                                      work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow,
+                                      work.stage.forwardDigest, work.stage.backwardDigest, numerics.lossBound(),
+                                      numerics.normBound()};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
         // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
@@ -105,8 +108,17 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         a.compute.resize(static_cast<std::size_t>(world.size()));
         a.probe.resize(a.compute.size());
         std::vector<std::uint64_t> digests(a.compute.size());
+        auto& figures = a.figures;
+        for (auto* column : {&figures.loss, &figures.norm, &figures.forward, &figures.backward})
+            column->assign(a.compute.size(), 0.0);
         for (std::size_t r = 0; r < a.compute.size(); ++r) {
             const double* row = &all[r * kFields];
+            figures.loss[r] = row[0];
+            figures.norm[r] = row[1];
+            figures.forward[r] = row[kSummed + 4];
+            figures.backward[r] = row[kSummed + 5];
+            a.lossBound = std::max(a.lossBound, row[kSummed + 6]);
+            a.normBound = std::max(a.normBound, row[kSummed + 7]);
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
@@ -155,9 +167,7 @@ std::string duration(double seconds) {
 
 }  // namespace
 
-Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double targetsPerStep, Committed& done) {
-    const auto t0 = Clock::now();
-    done = Committed{};
+Trainer::State::Recovery Trainer::State::attemptUntilAgreed(std::uint64_t step, double targetsPerStep, Committed& done) {
     Attempt& a = done.attempt;
     a = attempt(step, targetsPerStep, done.wait);
     if (!a.dataError.empty()) throw InputError(a.dataError);
@@ -168,6 +178,28 @@ Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double t
         a = attempt(step, targetsPerStep, done.wait);
         if (!a.dataError.empty()) throw InputError(a.dataError);
         if (a.ok) report.failureReplayed(a.seconds);
+    }
+    return Recovery::Continue;
+}
+
+Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double targetsPerStep, Committed& done) {
+    const auto t0 = Clock::now();
+    done = Committed{};
+    Attempt& a = done.attempt;
+    if (const auto outcome = attemptUntilAgreed(step, targetsPerStep, done); outcome != Recovery::Continue) return outcome;
+    // Nothing is applied that was not checked: every rank judges the same figures alike (numeric_guard.hpp).
+    for (NumericVerdict flag = judge(a, targetsPerStep); flag.flagged() && !done.skipped; flag = judge(a, targetsPerStep))
+        if (const auto outcome = answerNumericFlag(step, targetsPerStep, done, flag); outcome != Recovery::Continue)
+            return outcome;
+    if (done.skipped) {
+        // The batch is consumed without an update; the history does not take its numbers.
+        done.before = loader->cursor();
+        loader->commit();
+        done.loss = a.lossSum / targetsPerStep;
+        done.stepSeconds = since(t0);
+        clock.committed(done.stepSeconds);
+        comm::setTrainingThreadLimit(clock.boundaryLimit());
+        return Recovery::Continue;
     }
     if (config.gradClip > 0.0 && a.gradNorm > config.gradClip) {
         torch::NoGradGuard noGrad;
@@ -184,6 +216,7 @@ Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double t
     done.before = loader->cursor();
     loader->commit();
     done.loss = a.lossSum / targetsPerStep;
+    numerics.committed(done.loss, a.gradNorm);
     done.stepSeconds = since(t0);
     model::trimCpuCache();  // what this step did not use goes back: a step's sizes repeat
     clock.committed(done.stepSeconds);
@@ -211,6 +244,11 @@ void Trainer::State::logProgress(std::uint64_t step, const Committed& done, doub
     if (!a.router.empty())
         router = fmt::format("  balance {:.3f}  z {:.2f}", a.router.meanBalance(double(spec.globalBatch)),
                              a.router.meanZ(double(spec.globalBatch) * spec.seqLen));
+    if (done.skipped) {
+        log::info("step {:>6}/{}  batch skipped: its numbers repeat on a rerun (NUMERICS above)  ETA {}  f {}", step + 1,
+                  config.steps, duration(eta), membership.tolerance());
+        return;
+    }
     log::info("step {:>6}/{}  loss {:.4f}{}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
               config.steps, done.loss, router, done.lr, a.gradNorm, tokensPerSecond / 1e3,
               100.0 * done.wait / done.stepSeconds, duration(eta), membership.tolerance(),

@@ -56,3 +56,26 @@ TEST(FaultInjection, LagFollowsTheStepsAndPhases) {
     EXPECT_TRUE(injector.slows(5));
     EXPECT_FALSE(FaultInjector(items, 2).slows(3)) << "rank 2 is named by no item";
 }
+
+TEST(FaultInjection, NumericFaultsStrikeOnceOrAtEveryAttempt) {
+    std::vector<Injection> items;
+    ASSERT_EQ(parseInjections("1:5:nan, 1:6:corrupt 1:7:poison 2:5:nan", items), "");
+    ASSERT_EQ(items.size(), 4u);
+    EXPECT_EQ(items[0].action, Injection::Action::NanLoss);
+    EXPECT_EQ(items[1].action, Injection::Action::Corrupt);
+    EXPECT_EQ(items[2].action, Injection::Action::Poison);
+    FaultInjector injector(items, 1);
+    EXPECT_FALSE(injector.strikes(4, Injection::Action::NanLoss));
+    EXPECT_TRUE(injector.strikes(5, Injection::Action::NanLoss));
+    EXPECT_FALSE(injector.strikes(5, Injection::Action::NanLoss)) << "a transient fault: the rerun does not meet it";
+    EXPECT_FALSE(injector.strikes(5, Injection::Action::Corrupt)) << "another kind";
+    EXPECT_TRUE(injector.strikes(6, Injection::Action::Corrupt));
+    EXPECT_FALSE(injector.strikes(6, Injection::Action::Corrupt));
+    EXPECT_TRUE(injector.strikes(7, Injection::Action::Poison));
+    EXPECT_TRUE(injector.strikes(7, Injection::Action::Poison)) << "the batch is bad at every attempt";
+    injector.at(5, Phase::Forward);  // a numeric item never kills
+    // The deck accepts the same items.
+    const auto deck = kiln::config::Deck::fromText("[fault]\ninject = 1:5:nan, 1:6:corrupt 1:7:poison\n", "test.ini");
+    EXPECT_EQ(deck.text("fault.inject"), "1:5:nan, 1:6:corrupt 1:7:poison");
+    EXPECT_THROW(kiln::config::Deck::fromText("[fault]\ninject = 1:5:nans\n", "test.ini"), std::exception);
+}

@@ -13,6 +13,11 @@
 // after each forward ("slow=0.05", "slow=0.05s") or by a factor of its own
 // compute time ("slow=2x": each forward and backward sleeps as long again as
 // it computed), as a throttled device or a noisy neighbour would be.
+// Numeric faults (issue 66), each at step STEP of rank RANK, the process living on: "RANK:STEP:nan" a NaN in
+// the loss of its first microbatch (a last stage's), once, as a transient compute fault would give;
+// "RANK:STEP:corrupt" the first activation or gradient it sends in the step with its exponent's top bit
+// flipped, once (a silent compute or transfer fault); "RANK:STEP:poison" a NaN in that loss at every attempt
+// of the step (a batch that is bad whoever computes it: the data).
 #pragma once
 
 #include <cstdint>
@@ -51,7 +56,7 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag } action = Action::Kill;
+    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag, NanLoss, Corrupt, Poison } action = Action::Kill;
     // Lag only: steps [step, endStep], and seconds per microbatch or a factor (> 1) of compute.
     std::uint64_t endStep = 0;
     double lagSeconds = 0.0, lagFactor = 0.0;
@@ -78,6 +83,9 @@ public:
     bool slows(std::uint64_t step) const;
     // Sleeps that long (nothing when no item applies).
     void straggle(std::uint64_t step, Phase phase, double computed) const;
+    // Whether a numeric fault of `kind` (NanLoss, Corrupt, Poison) strikes now, at `step`: NanLoss and Corrupt
+    // once (a rerun of the step does not meet them again), Poison at every attempt of the step.
+    bool strikes(std::uint64_t step, Injection::Action kind);
 
 private:
     std::vector<Injection> mine_;

@@ -25,6 +25,9 @@ struct StageWork {
     double forward = 0.0, backward = 0.0;  // seconds computing
     double waiting = 0.0;  // seconds waiting for neighbours: the pipeline bubble as this rank sees it
     double sums = 0.0;  // seconds in gradient sums started during backward (layerDone)
+    // The sums of what this rank sent to the next stage (activations) and the previous one (gradients) in the
+    // step: two runs of a step that disagree are told apart stage by stage (numeric_guard.hpp).
+    double forwardDigest = 0.0, backwardDigest = 0.0;
 };
 
 class PipelineStage {
@@ -74,7 +77,10 @@ private:
                                      bool final);
     // Calls layerDone_ for model layer `k` of this stage, its time counted as sums.
     void layerFinished(std::size_t k, StageWork& work);
-    void send(torch::Tensor tensor, int peer);
+    // `direction`: a training forward's activation or backward's gradient (digested for the step's check, and
+    // where a "corrupt" fault strikes) or an evaluation's activation.
+    enum class Sent { Forward, Backward, Evaluation };
+    void send(torch::Tensor tensor, int peer, Sent direction);
     fault::FaultInjector* injector_ = nullptr;  // during run()
     const LayerDone* layerDone_ = nullptr;  // during run()
     std::uint64_t cutMicrobatch_ = ~0ull;  // the local microbatch whose forward is cut at every layer
@@ -98,6 +104,7 @@ private:
     std::vector<InFlight> inFlight_;
     torch::Tensor tokens_, pinnedTokens_;
     torch::Tensor lossSum_;  // float64, on the device
+    torch::Tensor sentForward_, sentBackward_;  // float64 sums of what was sent, on the device
     std::vector<std::pair<std::uint64_t, torch::Tensor>> sending_;  // ticket, buffer kept alive
     // The step's forwards and backwards between marks of the device's clock,
     // less the seconds of gradient sums inside them; added up when the step ends.

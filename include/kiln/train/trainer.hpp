@@ -27,7 +27,8 @@ struct TrainSummary {
     // nodes for one pipeline: checkpointed if it could be, requeue; Requested: the stop
     // signal (a time limit ahead), checkpointed, requeue. The ranks of retired
     // nodes finish with the others (benched, fault/recovery.hpp).
-    enum class Stop { Finished, BeyondF, Requested };
+    // Numerics: a step's numbers that a rerun repeats, with numerics.on_repeat = stop (exit 3).
+    enum class Stop { Finished, BeyondF, Requested, Numerics };
     Stop stopped = Stop::Finished;
     std::uint64_t firstStep = 0;  // where this invocation started (after a resume)
     std::uint64_t lastStep = 0;   // steps committed at the end

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Silent corruption and numeric faults (issue 66): a step's numbers are checked before they are applied, a flagged
+# step runs again, and the two runs say what happened. 6 ranks as 3 nodes of 2, f = 1, clipping off. Pass
+# criteria, each printed as PASS:
+#  1. No false alarm: the failure-free run (pinned 2+1) and one whose layout kiln chooses (experts, stages two
+#     ranks wide) print no NUMERICS line.
+#  2. A NaN in one rank's loss (rank 5, pipeline 1's last stage, step 5; once): the rerun is sound and parts from
+#     the first run at rank 5, so node 2 (ranks 4 and 5) is retired as a failed node is, its /failures row says
+#     cause 'corruption', no other rank died, and every step's loss and norm equal the failure-free run's.
+#  3. A flipped exponent bit in the first activation rank 1 (pipeline 0's second stage) sends in step 5: the runs
+#     part at rank 1, node 0 (ranks 0 and 1, rank 0 with the diagnostics) is retired, the failure-free losses.
+#  4. A poisoned batch (a NaN in rank 5's loss at every attempt of step 5): the rerun repeats it, so it is the batch:
+#     skipped (numerics.on_repeat = skip), no rank dies, steps 1-5 have the failure-free losses, step 6 has no
+#     /steps row, and the run ends with a finite loss. With numerics.on_repeat = stop: exit 3 and a checkpoint of
+#     step 5 (the state before the poisoned step).
+#  5. Experts on stages two ranks wide (2+1 pinned): a corrupted gradient rank 3 (pipeline 0's last stage, its
+#     second slot) sends back in step 5 parts the runs at rank 3: node 1 retired, the failure-free losses.
+#  6. The layout left to kiln: a corrupted first send of rank 0 in step 5 retires node 0, the failure-free losses.
+set -euo pipefail
+kiln=$1 mpirun=$2 data=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+. "$(dirname "$0")/lib.sh"
+pinned=(--set plan.pipelines=2+1 --set cluster.ranks_per_node=2 --set fault.f=1)
+failures() {  # run: the /failures rows as "cause ranks" lines
+  "$kiln" diag "$work/$1/tiny/diag.h5" --json | python3 -c '
+import json, sys
+for f in json.load(sys.stdin).get("failures", []):
+    print(f["cause"], f["failed_ranks"])'
+}
+
+must clean 6 "${pinned[@]}"
+losses clean
+experts=(--set model.family=llama --set model.experts=4 --set model.experts_per_token=2 --set model.expert_hidden=64)
+wide=("${experts[@]}" --set plan.pipelines=2+1 --set plan.stage_width=2 --set cluster.ranks_per_node=2 --set fault.f=1)
+must wide-clean 6 "${wide[@]}"
+losses wide-clean
+unpinned=(--set plan.pipelines= --set cluster.ranks_per_node=2 --set fault.f=1)
+must free-clean 6 "${unpinned[@]}"
+losses free-clean
+must free-experts 6 "${experts[@]}" "${unpinned[@]}" --set plan.stage_width=2
+! grep -q NUMERICS "$work/clean.log" "$work/wide-clean.log" "$work/free-clean.log" "$work/free-experts.log" ||
+  fail "a NUMERICS line in a failure-free run"
+echo "PASS 1: no false alarm on pinned layouts and on kiln's own, with and without experts and wide stages"
+
+must nan 6 "${pinned[@]}" --set fault.inject=5:5:nan
+grep -q "NUMERICS step 5: loss nan (non_finite); not applied" "$work/nan.log" &&
+  grep -q "NUMERICS step 5: the two runs part at rank 5 (node 2)" "$work/nan.log" ||
+  { cat "$work/nan.log"; fail "the NaN loss was not found and placed"; }
+grep -q "FAILURE step 5: failed ranks 4,5 (node 2 retired)" "$work/nan.log" || { cat "$work/nan.log"; fail "node 2 not retired"; }
+[ "$(failures nan)" = "corruption 4,5" ] || fail "the /failures row is '$(failures nan)', expected 'corruption 4,5'"
+losses nan
+same_curve "$work/clean.losses" "$work/nan.losses" 10
+echo "PASS 2: a NaN in rank 5's loss: node 2 retired for corruption, no one else lost, the failure-free losses"
+
+must corrupt 6 "${pinned[@]}" --set fault.inject=1:5:corrupt
+grep -q "NUMERICS step 5: the two runs part at rank 1 (node 0)" "$work/corrupt.log" &&
+  grep -q "FAILURE step 5: failed ranks 0,1 (node 0 retired)" "$work/corrupt.log" ||
+  { cat "$work/corrupt.log"; fail "the corrupted activation was not placed on rank 1's node"; }
+losses corrupt
+same_curve "$work/clean.losses" "$work/corrupt.losses" 10
+echo "PASS 3: a flipped bit in an activation rank 1 sent: node 0 retired, the failure-free losses"
+
+must poison 6 "${pinned[@]}" --set fault.inject=5:5:poison
+grep -q "NUMERICS step 5: the rerun gives the same loss nan .*its batch is skipped" "$work/poison.log" ||
+  { cat "$work/poison.log"; fail "the poisoned batch was not skipped"; }
+grep -q "FAILURE" "$work/poison.log" && fail "a rank was retired for a poisoned batch"
+losses poison
+head -5 "$work/clean.losses" >"$work/clean-5.losses"
+head -5 "$work/poison.losses" >"$work/poison-5.losses"
+same_curve "$work/clean-5.losses" "$work/poison-5.losses" 5
+awk '$1 == 5 { found = 1 } END { exit found }' "$work/poison.losses" || fail "the skipped step has a /steps row"
+[ "$(wc -l <"$work/poison.losses")" = 9 ] || fail "expected 9 committed steps, got $(wc -l <"$work/poison.losses")"
+awk 'END { exit !($2 == $2 + 0 && $2 < 100) }' "$work/poison.losses" || fail "the last loss is not finite"
+set +e
+run "$work/poison-stop" 6 "${pinned[@]}" --set fault.inject=5:5:poison --set numerics.on_repeat=stop >"$work/poison-stop.log" 2>&1
+status=$?
+set -e
+[ "$status" = 3 ] || { cat "$work/poison-stop.log"; fail "on_repeat = stop exited $status, expected 3"; }
+[ -e "$work/poison-stop/tiny/ckpt/step-00000005.h5" ] || fail "no checkpoint of the state before the poisoned step"
+echo "PASS 4: a poisoned batch: skipped without a death (the failure-free losses before it), or a stop with exit 3 and a checkpoint of step 5"
+
+must wide-corrupt 6 "${wide[@]}" --set fault.inject=3:5:corrupt
+grep -q "NUMERICS step 5: the two runs part at rank 3 (node 1)" "$work/wide-corrupt.log" &&
+  grep -q "FAILURE step 5: failed ranks 2,3 (node 1 retired)" "$work/wide-corrupt.log" ||
+  { cat "$work/wide-corrupt.log"; fail "the corrupted gradient was not placed on rank 3's node"; }
+losses wide-corrupt
+same_curve "$work/wide-clean.losses" "$work/wide-corrupt.losses" 10
+echo "PASS 5: experts on 2-wide stages: a corrupted gradient rank 3 sent retires node 1, the failure-free losses"
+
+must free-corrupt 6 "${unpinned[@]}" --set fault.inject=0:5:corrupt
+grep -q "NUMERICS step 5: the two runs part at rank 0 (node 0)" "$work/free-corrupt.log" &&
+  grep -q "FAILURE step 5: failed ranks 0,1 (node 0 retired)" "$work/free-corrupt.log" ||
+  { cat "$work/free-corrupt.log"; fail "on kiln's layout the corrupted send was not placed on rank 0's node"; }
+losses free-corrupt
+same_curve "$work/free-clean.losses" "$work/free-corrupt.losses" 10
+echo "PASS 6: the layout left to kiln: a corrupted send of rank 0 retires node 0, the failure-free losses"

@@ -1,0 +1,116 @@
+// The numbers' check (issue 66): what is flagged, what history judges spikes, and where two runs of a step part.
+#include "../../src/train/numeric_guard.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using kiln::train::firstDifferingRank;
+using kiln::train::NumericGuard;
+using kiln::train::NumericPolicy;
+using kiln::train::NumericVerdict;
+using kiln::train::sameFigure;
+using kiln::train::StepFigures;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+NumericPolicy policy() {
+    NumericPolicy p;
+    p.lossSpike = 4.0;
+    p.normSpike = 50.0;
+    p.window = 5;
+    p.history = 3;
+    return p;
+}
+
+// Two pipelines of three stages, the second's stages two ranks wide: ranks 0-2 and 3-8.
+kiln::plan::Layout twoPipelines() {
+    kiln::plan::Layout layout;
+    kiln::plan::PipelinePlacement a, b;
+    a.ranks = {0, 1, 2};
+    b.width = 2;
+    b.ranks = {3, 4, 5, 6, 7, 8};
+    layout.pipelines = {a, b};
+    return layout;
+}
+
+StepFigures figures(double value) {
+    StepFigures f;
+    for (auto* column : {&f.loss, &f.norm, &f.forward, &f.backward}) column->assign(9, value);
+    return f;
+}
+
+}  // namespace
+
+TEST(NumericGuard, NonFiniteIsFlaggedFromTheFirstStep) {
+    const NumericGuard guard(policy());
+    EXPECT_FALSE(guard.judge(3.0, 1.0, 0.0, 0.0).flagged());
+    EXPECT_EQ(guard.judge(kNaN, 1.0, 0.0, 0.0).kind, NumericVerdict::Kind::NonFinite);
+    EXPECT_EQ(guard.judge(3.0, kInf, 0.0, 0.0).kind, NumericVerdict::Kind::NonFinite);
+    EXPECT_NE(guard.judge(3.0, kInf, 0.0, 0.0).what.find("gradient norm"), std::string::npos);
+}
+
+TEST(NumericGuard, SpikesAreJudgedOnceTheHistoryIsLongEnough) {
+    NumericGuard guard(policy());
+    guard.committed(3.0, 1.0);
+    guard.committed(2.5, 2.0);
+    EXPECT_EQ(guard.lossBound(), 0.0) << "two steps of history, three needed";
+    guard.committed(2.0, 1.5);
+    EXPECT_DOUBLE_EQ(guard.lossBound(), 12.0);  // 4 x the largest loss remembered
+    EXPECT_DOUBLE_EQ(guard.normBound(), 100.0);
+    EXPECT_FALSE(guard.judge(11.0, 90.0, guard.lossBound(), guard.normBound()).flagged());
+    EXPECT_EQ(guard.judge(13.0, 1.0, guard.lossBound(), guard.normBound()).kind, NumericVerdict::Kind::Spike);
+    EXPECT_EQ(guard.judge(2.0, 101.0, guard.lossBound(), guard.normBound()).kind, NumericVerdict::Kind::Spike);
+    // The window forgets: after five more small steps the 3.0 is gone.
+    for (int i = 0; i < 5; ++i) guard.committed(1.0, 1.0);
+    EXPECT_DOUBLE_EQ(guard.lossBound(), 4.0);
+}
+
+TEST(NumericGuard, AJoinedRankWithoutHistoryJudgesByTheOthersBounds) {
+    // Every rank judges with the largest bound any rank sent: one that remembers nothing (0) changes nothing.
+    const NumericGuard fresh(policy());
+    EXPECT_EQ(fresh.lossBound(), 0.0);
+    EXPECT_TRUE(fresh.judge(13.0, 1.0, 12.0, 0.0).flagged());
+    EXPECT_FALSE(fresh.judge(13.0, 1.0, 0.0, 0.0).flagged()) << "no history anywhere: no spike test";
+}
+
+TEST(NumericGuard, OffMeansNothingIsFlagged) {
+    auto p = policy();
+    p.check = false;
+    EXPECT_FALSE(NumericGuard(p).judge(kNaN, kNaN, 0.0, 0.0).flagged());
+}
+
+TEST(NumericGuard, FiguresCompareExactlyOrWithinADevicesRounding) {
+    EXPECT_TRUE(sameFigure(1.0, 1.0));
+    EXPECT_TRUE(sameFigure(kNaN, kInf)) << "both not finite";
+    EXPECT_FALSE(sameFigure(kNaN, 1.0));
+    EXPECT_TRUE(sameFigure(1000.0, 1000.0 + 1e-4));
+    EXPECT_FALSE(sameFigure(1000.0, 1000.1));
+}
+
+TEST(NumericGuard, TwoRunsPartAtTheStageThatMadeTheFirstDifference) {
+    const auto layout = twoPipelines();
+    const auto same = figures(1.0);
+    EXPECT_EQ(firstDifferingRank(layout, same, same), -1);
+    // A middle stage's activations differ, and so does everything downstream of it: the middle stage.
+    auto forward = same;
+    forward.forward[4] = forward.forward[6] = forward.loss[7] = forward.backward[7] = 2.0;
+    EXPECT_EQ(firstDifferingRank(layout, same, forward), 4);
+    // Only the loss (a NaN in the last stage's loss): the last stage.
+    auto loss = same;
+    loss.loss[2] = kNaN;
+    loss.backward[2] = loss.backward[1] = kNaN;
+    EXPECT_EQ(firstDifferingRank(layout, same, loss), 2);
+    // A gradient sent back from the middle stage: the first from the last whose gradients differ.
+    auto backward = same;
+    backward.backward[1] = 5.0;
+    EXPECT_EQ(firstDifferingRank(layout, same, backward), 1);
+    // Only the norms: the gradient sums, no stage.
+    auto sums = same;
+    sums.norm[0] = sums.norm[3] = kNaN;
+    EXPECT_EQ(firstDifferingRank(layout, same, sums), -1);
+}

@@ -5,9 +5,11 @@
 #include "kiln/comm/mpi_check.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 
 namespace kiln::comm {
 namespace {
@@ -56,6 +58,34 @@ std::vector<int> ranksMissingFrom(MPI_Comm before, MPI_Comm after) {
     MPI_Group_free(&groupBefore);
     std::sort(inBefore.begin(), inBefore.end());
     return inBefore;
+}
+
+bool awaitFailures(MPI_Comm comm, const std::vector<int>& ranks, double seconds) {
+#if KILN_HAVE_ULFM
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    MPI_Group all;
+    KILN_MPI(MPI_Comm_group(comm, &all));
+    for (;;) {
+        MPI_Group failed;
+        if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) break;
+        std::vector<int> inFailed(ranks.size(), MPI_UNDEFINED);
+        MPI_Group_translate_ranks(all, static_cast<int>(ranks.size()), ranks.data(), failed, inFailed.data());
+        MPI_Group_free(&failed);
+        if (std::none_of(inFailed.begin(), inFailed.end(), [](int r) { return r == MPI_UNDEFINED; })) {
+            MPI_Group_free(&all);
+            return true;
+        }
+        if (std::chrono::steady_clock::now() >= until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    MPI_Group_free(&all);
+    return false;
+#else
+    (void)comm;
+    (void)ranks;
+    (void)seconds;
+    noUlfm("awaitFailures");
+#endif
 }
 
 bool ulfmCompiled() {

@@ -59,12 +59,13 @@ const std::vector<KeySpec>& deckSchema() {
          "twice as slow). Numeric faults (the process lives, its numbers are wrong; numerics.check finds them): "
          "RANK:STEP:nan (a NaN in that rank's loss, once: a last stage's), RANK:STEP:corrupt (its first activation or "
          "gradient sent in the step with the exponent's top bit flipped, once), RANK:STEP:poison (a NaN in its loss at "
-         "every attempt of the step: a bad batch). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
+         "every attempt of the step: a bad batch), RANK:STEP:flip (the exponent's top bit of a value of its parameters "
+         "flipped as the step starts: memory, until repaired). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
          "'5:12:nan'. Ignored in a requeued Slurm job (SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
              static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval|ready)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
-             static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison))");
+             static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison|flip))");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
@@ -74,7 +75,7 @@ const std::vector<KeySpec>& deckSchema() {
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, write, publish, agree, regroup, migrate, received, "
                                          "migrated, rebuild, eval or ready, nor "
-                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison";
+                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison|flip";
              return "";
          }},
 
@@ -180,6 +181,15 @@ const std::vector<KeySpec>& deckSchema() {
          "steps' is a spike. The tests' runs reach 3.1x after 20 steps of history (56x after 13: hence "
          "numerics.min_history). A flipped exponent bit gives 1e30 and more. 0 = never.",
          realInRange(0.0, 1e12)},
+        {"numerics.compare_every", KeyType::Integer, "100",
+         "Every this many steps, and before every checkpoint, every holder of a layer's shard fingerprints its "
+         "parameters and AdamW moments (their 32-bit words summed as integers) and the holders compare: copies are "
+         "bitwise equal by construction. Three or more holders: the outvoted one's node is retired (cause "
+         "'corruption'), its layers coming from the others. Two that differ: no majority, so the job stops for a "
+         "requeue (exit 75) from the last checkpoint, which was compared before it was written. A flagged step whose "
+         "rerun repeats it is compared at once. 0 = only then and before checkpoints; the cost is in "
+         "perf/RESULTS.md.",
+         atLeast(0)},
         {"numerics.window", KeyType::Integer, "100", "Committed steps whose loss and gradient norm the spike tests remember.",
          atLeast(1)},
         {"numerics.min_history", KeyType::Integer, "20",
@@ -362,7 +372,8 @@ const std::vector<KeySpec>& deckSchema() {
          "sliding window, else LlamaForCausalLM; with experts MixtralForCausalLM, Qwen3MoeForCausalLM or "
          "OlmoeForCausalLM); kiln import sets it to the checkpoint's own (a Mistral v0.3 is a Llama, and comes back "
          "as MistralForCausalLM by this key alone). The classes kiln knows are listed once, in "
-         "src/arch/hf_families.cpp, and checked there."},
+         "src/arch/hf_families.cpp, and checked there.",
+         {}},
         {"model.max_positions", KeyType::Integer, "0",
          "llama: the context the model declares (Hugging Face's max_position_embeddings: 131072 for Llama 3.1), which "
          "checkpoints keep and kiln export writes, whatever data.seq_len a run trains at (a continued pre-training at "

@@ -58,7 +58,7 @@ namespace {
 // else `problem` says what is wrong with it (empty: `out` holds it).
 bool numericFault(Injection::Action action) {
     return action == Injection::Action::NanLoss || action == Injection::Action::Corrupt ||
-           action == Injection::Action::Poison;
+           action == Injection::Action::Poison || action == Injection::Action::Flip;
 }
 
 bool parseLag(const std::string& item, Injection& out, std::string& problem) {
@@ -112,14 +112,15 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
             return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] (e.g. 3:5:allreduce) nor "
-                               "RANK:STEP:nan|corrupt|poison",
+                               "RANK:STEP:nan|corrupt|poison|flip",
                                item);
         std::string name = phase;
         // A numeric fault names no phase: it strikes where its numbers are made.
         bool numeric = false;
         for (const auto& [kind, action] : {std::pair<std::string, Injection::Action>{"nan", Injection::Action::NanLoss},
                                            {"corrupt", Injection::Action::Corrupt},
-                                           {"poison", Injection::Action::Poison}})
+                                           {"poison", Injection::Action::Poison},
+                                           {"flip", Injection::Action::Flip}})
             if (name == kind) {
                 injection.action = action;
                 numeric = true;

@@ -220,6 +220,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"launch_lost", "the previous attempt ended without kiln's end record (the launcher lost a host whole) or "
                         "was ended by kiln at a deadline: the host and the words; the requeued run records it"},
         {"straggler", "a slow node retired from the pipelines, and the new layout"},
+        {"replicas", "the holders of every layer shard compared fingerprints of their copies (numerics.compare_every, "
+                     "before checkpoints): whether they agree, and which ranks were outvoted"},
         {"numerics", "a step whose loss or gradient norm was not finite or spiked (numerics.*), and what its rerun "
                      "showed: a node retired (silent corruption), the batch skipped, a stop, or a fault in the sums"},
         {"return", "a retired straggler's node back in the pipelines"},

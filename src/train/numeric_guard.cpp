@@ -15,6 +15,7 @@ NumericPolicy numericPolicyFromDeck(const config::Deck& deck) {
     p.window = static_cast<std::uint32_t>(deck.integer("numerics.window"));
     p.history = static_cast<std::uint32_t>(deck.integer("numerics.min_history"));
     p.skipRepeated = deck.text("numerics.on_repeat") == "skip";
+    p.compareEvery = static_cast<std::uint64_t>(deck.integer("numerics.compare_every"));
     return p;
 }
 

@@ -22,6 +22,7 @@ struct NumericPolicy {
     std::uint32_t window = 100;    // numerics.window: committed steps remembered
     std::uint32_t history = 20;    // numerics.min_history: committed steps before spikes are judged
     bool skipRepeated = true;      // numerics.on_repeat: skip (true) or stop (false) when the rerun agrees
+    std::uint64_t compareEvery = 100;  // numerics.compare_every: steps between replica comparisons (0: checkpoints only)
 };
 NumericPolicy numericPolicyFromDeck(const config::Deck& deck);
 

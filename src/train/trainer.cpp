@@ -249,6 +249,13 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
         if (!last && followSpeeds(step + 1, a) != Continue) return beyondF();
         if (evaluation.due(step + 1, config.steps) && evaluateSafely(step + 1, step) != Continue) return beyondF();
         const bool due = config.checkpointEvery > 0 && (step + 1) % config.checkpointEvery == 0;
+        // The replicas compared every numerics.compare_every steps and before every checkpoint (a checkpoint
+        // is then only ever written of copies that agreed).
+        const auto compareEvery = numerics.policy().compareEvery;
+        bool compared = false;
+        if (numerics.policy().check && ((compareEvery > 0 && (step + 1) % compareEvery == 0) || due || last) &&
+            compareReplicas(step + 1, step, compared) != Continue)
+            return beyondF();
         if (!last && (due || a.stopRequested) && checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
             return beyondF();
         if (!last && a.stopRequested) {

@@ -1,13 +1,100 @@
 // A flagged step's rerun and what its answer means (issue 66; numeric_guard.hpp for the rules).
 #include "trainer_state.hpp"
 
+#include "replica_check.hpp"
+
 #include "kiln/base/log.hpp"
+#include "kiln/comm/mpi_check.hpp"
+#include "kiln/comm/ulfm.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstring>
 
 namespace kiln::train {
+namespace {
+
+// fault.inject RANK:STEP:flip: the exponent's top bit of the first value of the last parameter of this rank's first
+// layer (one every step uses: GPT-2's position 0, a block's last bias or weight), as a flipped bit in memory leaves
+// it until something repairs it.
+void flipFirstParameter(model::Gpt& model, std::uint64_t step) {
+    if (model.numLayers() == 0) return;
+    torch::NoGradGuard noGrad;
+    const auto params = model.layer(0).parameters();
+    if (params.empty() || params.back().numel() == 0) return;
+    auto first = params.back().view({-1}).narrow(0, 0, 1);
+    float value = first.to(torch::kCPU, torch::kFloat32).item<float>();
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    bits ^= 1u << 30;
+    std::memcpy(&value, &bits, sizeof bits);
+    first.fill_(value);
+    log::warn("fault injection: a bit of this rank's parameters flipped as step {} starts (now {:g})", step, value);
+}
+
+}  // namespace
+
+void Trainer::State::injectMemoryFault(std::uint64_t step) {
+    if (injector->strikes(step, fault::Injection::Action::Flip)) flipFirstParameter(parallel->model(), step);
+}
+
+Trainer::State::Recovery Trainer::State::retireForCorruption(std::uint64_t step, const std::vector<int>& ranks,
+                                                             const std::string& what) {
+    std::vector<int> nodes;
+    for (int r : ranks) nodes.push_back(world.nodeOfOriginal(world.members()[static_cast<std::size_t>(r)]));
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    report.notice(step, "numerics", fmt::format("{}; node{} {} retired as failed nodes are, and the step replayed without "
+                                                "{}",
+                                                what, nodes.size() == 1 ? "" : "s", fmt::join(nodes, ", "),
+                                                nodes.size() == 1 ? "it" : "them"));
+    if (std::find(nodes.begin(), nodes.end(), world.nodeOfOriginal(world.originalRank())) != nodes.end()) {
+        log::warn("step {}: this rank's node computed wrong numbers; its processes end (SIGKILL) so that the job goes "
+                  "on without it",
+                  step);
+        std::raise(SIGKILL);
+    }
+    // The recovery starts once every rank of those nodes is known to have ended, so that one round retires
+    // them all (a rank noticed later would be a second failure, and its node's row split in two).
+    std::vector<int> doomed;
+    for (int r = 0; r < world.size(); ++r)
+        if (std::find(nodes.begin(), nodes.end(), world.nodeOfOriginal(world.members()[static_cast<std::size_t>(r)])) !=
+            nodes.end())
+            doomed.push_back(r);
+    if (!comm::awaitFailures(world.control(), doomed, 0.5 * clock.boundaryLimit()))
+        log::detail("step {}: not every rank of the retired node{} was seen to end; recovering all the same", step,
+                    nodes.size() == 1 ? "" : "s");
+    abandonStep();
+    return recoverFromFailure(step, 0.0, "corruption");
+}
+
+Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::uint64_t step, bool& compared) {
+    compared = false;
+    return atBoundary(step, "the replicas were compared", [&] {
+        const auto t0 = Clock::now();
+        const auto mine = layerFingerprints(parallel->model(), parallel->optimizer());
+        const int n = static_cast<int>(mine.size());
+        std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(world.size()));
+        KILN_MPI(MPI_Allgather(mine.data(), n, MPI_UINT64_T, all.data(), n, MPI_UINT64_T, world.control()));
+        std::vector<std::vector<std::uint64_t>> byRank;
+        for (int r = 0; r < world.size(); ++r) byRank.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
+        const ReplicaVerdict verdict = train::compareReplicas(parallel->layout(), byRank);
+        compared = true;
+        report.event(at, "replicas", fmt::format("{} ({:.1f} ms)", verdict.describe(), 1e3 * since(t0)));
+        if (verdict.agree()) return Recovery::Continue;
+        if (verdict.undecided.empty() && world.faultTolerant() && membership.tolerance() > 0)
+            return retireForCorruption(at, verdict.odd,
+                                       fmt::format("before step {}: the replicas disagree: {}", at, verdict.describe()));
+        // Two copies and no majority (or nobody to take the node's place): never go on with copies that disagree.
+        report.notice(at, "numerics", fmt::format("before step {}: the replicas disagree: {}; stopping for a requeue "
+                                                  "(exit 75) from the last checkpoint, compared before it was written",
+                                                  at, verdict.describe()));
+        return Recovery::BeyondF;
+    });
+}
 
 NumericVerdict Trainer::State::judge(const Attempt& a, double targetsPerStep) const {
     return numerics.judge(a.lossSum / targetsPerStep, a.gradNorm, a.lossBound, a.normBound);
@@ -26,7 +113,12 @@ Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, d
     const NumericVerdict second = judge(again, targetsPerStep);
     const int culprit = firstDifferingRank(parallel->layout(), first.figures, again.figures);
     if (culprit < 0 && second.flagged()) {
-        // The same numbers from the same state and batch: the batch or the model, not a rank.
+        // The same numbers from the same state and batch: a copy of the model that differs from its replicas
+        // (memory), else the batch or the model, not a rank.
+        bool compared = false;
+        const std::uint64_t before = parallel->layoutDigest();
+        if (const auto outcome = compareReplicas(step, step, compared); outcome != Recovery::Continue) return outcome;
+        if (parallel->layoutDigest() != before) return attemptUntilAgreed(step, targetsPerStep, done);
         const std::string what = fmt::format("step {}: the rerun gives the same {} ({}): the batch or the model, not a rank",
                                              step, second.what, numericKindName(second.kind));
         if (numerics.policy().skipRepeated) {
@@ -60,15 +152,7 @@ Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, d
         if (second.flagged()) return answerNumericFlag(step, targetsPerStep, done, second);
         return Recovery::Continue;
     }
-    report.notice(step, "numerics", what + "; its node is retired as a failed node is, and the step replayed without it");
-    if (world.nodeOfOriginal(world.originalRank()) == node) {
-        log::warn("step {}: this rank's node computed wrong numbers; its processes end (SIGKILL) so that the job goes "
-                  "on without it",
-                  step);
-        std::raise(SIGKILL);
-    }
-    abandonStep();
-    if (const auto outcome = recoverFromFailure(step, 0.0, "corruption"); outcome != Recovery::Continue) return outcome;
+    if (const auto outcome = retireForCorruption(step, {culprit}, what); outcome != Recovery::Continue) return outcome;
     return attemptUntilAgreed(step, targetsPerStep, done);
 }
 

@@ -273,6 +273,15 @@ private:
     // is what goes on.
     NumericVerdict judge(const Attempt& a, double targetsPerStep) const;
     Recovery answerNumericFlag(std::uint64_t step, double targetsPerStep, Committed& done, const NumericVerdict& flag);
+    // Collective: every holder of a layer shard fingerprints its copy and the holders compare (replica_check.hpp);
+    // an outvoted copy's node is retired, two copies that differ stop the job for a requeue (BeyondF). `compared`:
+    // whether the comparison ran (a failure during it is recovered from instead). `at`: the step it comes before;
+    // `step`: the one a failure during it is recorded at (as a boundary's work: the step just committed).
+    Recovery compareReplicas(std::uint64_t at, std::uint64_t step, bool& compared);
+    // The nodes of `ranks` (current ranks) end their processes and the others recover, cause 'corruption'.
+    Recovery retireForCorruption(std::uint64_t step, const std::vector<int>& ranks, const std::string& what);
+    // fault.inject RANK:STEP:flip, as the step starts.
+    void injectMemoryFault(std::uint64_t step);
     // The committed step's /steps row.
     void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
     // The progress line: loss, rate, ETA (`eta` seconds), tolerance.

@@ -57,6 +57,7 @@ model::RouterRecord summedRouterRecord(const model::RouterRecord& mine, MPI_Comm
 Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targetsPerStep, double& wait) {
     Attempt a;
     comm::setTrainingThreadLimit(clock.stepDeadline());
+    injectMemoryFault(step);
     const auto begun = Clock::now();
     try {
         // Only the ranks that read a corrupt chunk see it: they tell the others.

@@ -16,6 +16,10 @@
 #  5. Experts on stages two ranks wide (2+1 pinned): a corrupted gradient rank 3 (pipeline 0's last stage, its
 #     second slot) sends back in step 5 parts the runs at rank 3: node 1 retired, the failure-free losses.
 #  6. The layout left to kiln: a corrupted first send of rank 0 in step 5 retires node 0, the failure-free losses.
+#  7. Memory: a flipped exponent bit in one of rank 0's parameters as step 5 starts. The rerun repeats the NaN, so the
+#     holders compare their copies: on kiln's layout (three pipelines, three holders of every layer) rank 0 is
+#     outvoted, node 0 retired, the failure-free losses; on 2+1 pinned (two holders) no majority: exit 75 for a
+#     requeue, nothing skipped, no rank lost.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -41,6 +45,10 @@ losses free-clean
 must free-experts 6 "${experts[@]}" "${unpinned[@]}" --set plan.stage_width=2
 ! grep -q NUMERICS "$work/clean.log" "$work/wide-clean.log" "$work/free-clean.log" "$work/free-experts.log" ||
   fail "a NUMERICS line in a failure-free run"
+for name in clean wide-clean free-clean free-experts; do
+  "$kiln" diag "$work/$name/tiny/diag.h5" | grep -q "step      10  replicas     every layer's copies agree" ||
+    fail "$name: the replicas were not compared before the final checkpoint, or differ"
+done
 echo "PASS 1: no false alarm on pinned layouts and on kiln's own, with and without experts and wide stages"
 
 must nan 6 "${pinned[@]}" --set fault.inject=5:5:nan
@@ -95,3 +103,20 @@ grep -q "NUMERICS step 5: the two runs part at rank 0 (node 0)" "$work/free-corr
 losses free-corrupt
 same_curve "$work/free-clean.losses" "$work/free-corrupt.losses" 10
 echo "PASS 6: the layout left to kiln: a corrupted send of rank 0 retires node 0, the failure-free losses"
+
+must free-flip 6 "${unpinned[@]}" --set fault.inject=0:5:flip
+grep -q "NUMERICS before step 5: the replicas disagree: layers 0 differ between their holders; outvoted: rank 0; node 0 retired" \
+  "$work/free-flip.log" && grep -q "FAILURE step 5: failed ranks 0,1 (node 0 retired)" "$work/free-flip.log" ||
+  { cat "$work/free-flip.log"; fail "the flipped parameter was not found by the replicas' comparison"; }
+[ "$(failures free-flip)" = "corruption 0,1" ] || fail "the /failures row is '$(failures free-flip)'"
+losses free-flip
+same_curve "$work/free-clean.losses" "$work/free-flip.losses" 10
+set +e
+run "$work/pinned-flip" 6 "${pinned[@]}" --set fault.inject=0:5:flip >"$work/pinned-flip.log" 2>&1
+status=$?
+set -e
+[ "$status" = 75 ] || { cat "$work/pinned-flip.log"; fail "two copies that differ: exit $status, expected 75"; }
+grep -q "two copies, no majority: ranks 0, 4; stopping for a requeue (exit 75)" "$work/pinned-flip.log" ||
+  { cat "$work/pinned-flip.log"; fail "the stop does not say why"; }
+grep -q "batch is skipped" "$work/pinned-flip.log" && fail "a flipped parameter was taken for a bad batch"
+echo "PASS 7: a flipped parameter bit: outvoted by two other holders (node 0 retired, the failure-free losses), or with two holders a stop for a requeue"

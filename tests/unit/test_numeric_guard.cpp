@@ -1,5 +1,6 @@
 // The numbers' check (issue 66): what is flagged, what history judges spikes, and where two runs of a step part.
 #include "../../src/train/numeric_guard.hpp"
+#include "../../src/train/replica_check.hpp"
 
 #include <gtest/gtest.h>
 
@@ -113,4 +114,43 @@ TEST(NumericGuard, TwoRunsPartAtTheStageThatMadeTheFirstDifference) {
     auto sums = same;
     sums.norm[0] = sums.norm[3] = kNaN;
     EXPECT_EQ(firstDifferingRank(layout, same, sums), -1);
+}
+
+TEST(ReplicaCheck, TheOutvotedCopyIsNamedAndTwoThatDifferAreUndecided) {
+    // Three one-node pipelines of one stage (layers 0-3 each), then two of them only.
+    kiln::plan::Layout three;
+    for (int r = 0; r < 3; ++r) {
+        kiln::plan::PipelinePlacement p;
+        p.ranks = {r};
+        p.cuts = {0, 4};
+        three.pipelines.push_back(p);
+    }
+    std::vector<std::vector<std::uint64_t>> prints(3, std::vector<std::uint64_t>{11, 12, 13, 14});
+    EXPECT_TRUE(kiln::train::compareReplicas(three, prints).agree());
+    prints[1][2] = 99;  // rank 1's layer 2
+    const auto odd = kiln::train::compareReplicas(three, prints);
+    EXPECT_EQ(odd.odd, std::vector<int>{1});
+    EXPECT_TRUE(odd.undecided.empty());
+    EXPECT_EQ(odd.layers, std::vector<std::uint32_t>{2});
+    auto two = three;
+    two.pipelines.pop_back();
+    const auto undecided = kiln::train::compareReplicas(two, prints);
+    EXPECT_TRUE(undecided.odd.empty());
+    EXPECT_EQ(undecided.undecided, (std::vector<int>{0, 1}));
+    EXPECT_NE(undecided.describe().find("no majority"), std::string::npos);
+}
+
+TEST(ReplicaCheck, OnlyCopiesOfTheSameShardAreCompared) {
+    // Pipeline 0: one stage two ranks wide (ranks 0, 1); pipeline 1: the same (ranks 2, 3); pipeline 2: one rank
+    // holding the layers whole (rank 4). Slot 0's shard differs from slot 1's, and both from the whole layer.
+    kiln::plan::Layout layout;
+    for (const auto& ranks : {std::vector<int>{0, 1}, std::vector<int>{2, 3}, std::vector<int>{4}}) {
+        kiln::plan::PipelinePlacement p;
+        p.width = static_cast<std::uint32_t>(ranks.size());
+        p.ranks = ranks;
+        p.cuts = {0, 2};
+        layout.pipelines.push_back(p);
+    }
+    const std::vector<std::vector<std::uint64_t>> prints = {{1, 2}, {3, 4}, {1, 2}, {3, 4}, {5, 6}};
+    EXPECT_TRUE(kiln::train::compareReplicas(layout, prints).agree());
 }

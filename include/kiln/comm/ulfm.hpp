@@ -28,5 +28,8 @@ int agree(MPI_Comm comm, int flag, bool* failureSeen = nullptr);
 // The ranks of `before` (ascending) that are not in `after`: after a shrink,
 // the failed set every survivor agrees on.
 std::vector<int> ranksMissingFrom(MPI_Comm before, MPI_Comm after);
+// Waits up to `seconds` until this rank's MPI knows every rank of `ranks` (of `comm`) has failed, without
+// communicating (ULFM's list of the failures it noticed). False if some rank still seemed alive then.
+bool awaitFailures(MPI_Comm comm, const std::vector<int>& ranks, double seconds);
 
 }  // namespace kiln::comm

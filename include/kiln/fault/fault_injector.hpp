@@ -17,7 +17,8 @@
 // the loss of its first microbatch (a last stage's), once, as a transient compute fault would give;
 // "RANK:STEP:corrupt" the first activation or gradient it sends in the step with its exponent's top bit
 // flipped, once (a silent compute or transfer fault); "RANK:STEP:poison" a NaN in that loss at every attempt
-// of the step (a batch that is bad whoever computes it: the data).
+// of the step (a batch that is bad whoever computes it: the data); "RANK:STEP:flip" the exponent's top bit of a
+// parameter's value flipped as the step starts (memory: it stays until repaired).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,7 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag, NanLoss, Corrupt, Poison } action = Action::Kill;
+    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag, NanLoss, Corrupt, Poison, Flip } action = Action::Kill;
     // Lag only: steps [step, endStep], and seconds per microbatch or a factor (> 1) of compute.
     std::uint64_t endStep = 0;
     double lagSeconds = 0.0, lagFactor = 0.0;
@@ -83,7 +84,7 @@ public:
     bool slows(std::uint64_t step) const;
     // Sleeps that long (nothing when no item applies).
     void straggle(std::uint64_t step, Phase phase, double computed) const;
-    // Whether a numeric fault of `kind` (NanLoss, Corrupt, Poison) strikes now, at `step`: NanLoss and Corrupt
+    // Whether a numeric fault of `kind` (NanLoss, Corrupt, Poison, Flip) strikes now, at `step`: all but Poison
     // once (a rerun of the step does not meet them again), Poison at every attempt of the step.
     bool strikes(std::uint64_t step, Injection::Action kind);
 

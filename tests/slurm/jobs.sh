@@ -89,8 +89,9 @@ job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/survive.out" jobscrip
       --set fault.inject=2:5:allreduce,0:12:forward:slow --set fault.step_deadline_floor_s=30) || fail "sbatch survive"
 await_log "$work/survive.out" "computing for 10 s without MPI at step 12" 120
 victim=
-for pid in $(pgrep -f "kiln run input/tiny-cpu.ini"); do
-  grep -qx "OMPI_COMM_WORLD_RANK=4" <<<"$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)" && victim=$pid
+for pid in $(pgrep -f "kiln run input/tiny-cpu.ini"); do  # this job's rank 4, not another test's
+  vars=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null) || continue
+  grep -qx "OMPI_COMM_WORLD_RANK=4" <<<"$vars" && grep -qx "SLURM_JOB_ID=$job" <<<"$vars" && victim=$pid
 done
 [ -n "$victim" ] || fail "no process of start-up rank 4 found"
 kill -KILL "$victim"

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 namespace kiln::apps {
 namespace {
@@ -52,12 +53,23 @@ void plot(const fs::path& dir, const io::DiagSummary& summary) {
     const std::string heldOut =
         evals.empty() ? std::string()
                       : fmt::format(", '{}' using 1:2 with linespoints lw 2 pt 7 title 'held-out loss'", evalData.string());
-    // A dashed red line at each failure, labelled with the failed ranks: the curves on either side should join.
+    // A dashed red line at each failure, labelled with the failed ranks (orange: a node retired for wrong numbers):
+    // the curves on either side should join. A purple one at each batch skipped for its numbers (issue 66).
     std::string markers;
-    for (std::size_t i = 0; i < failures.size(); ++i)
-        markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 2 lc rgb 'red'\n"
-                               "set label {0} 'failure: ranks {2}' at {1},graph 0.95 left offset 0.5,0 tc rgb 'red'\n",
-                               i + 1, failures[i].step + 1, failures[i].failedRanks);
+    std::size_t marker = 0;
+    for (const auto& f : failures) {
+        const bool corruption = std::string(f.cause) == "corruption";
+        markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 2 lc rgb '{3}'\n"
+                               "set label {0} '{4}: ranks {2}' at {1},graph 0.95 left offset 0.5,0 tc rgb '{3}'\n",
+                               ++marker, f.step + 1, f.failedRanks, corruption ? "dark-orange" : "red",
+                               corruption ? "corruption" : "failure");
+    }
+    for (const auto& e : summary.events)
+        if (std::string_view(e.kind) == "numerics" &&
+            std::string_view(e.detail).find("batch is skipped") != std::string_view::npos)
+            markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 3 lc rgb 'purple'\n"
+                                   "set label {0} 'batch skipped' at {1},graph 0.88 left offset 0.5,0 tc rgb 'purple'\n",
+                                   ++marker, e.step + 1);
     std::string script = fmt::format(
         "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n{2}"
         "set output '{0}/loss.png'\nset title 'loss: training and held-out'\nset ylabel 'loss (nats/token)'\n"
@@ -202,6 +214,27 @@ void printFailures(const io::DiagSummary& s) {
                    f.instantiate, f.migrate, f.rebuild, f.replay, f.bytesMigrated / 1e6, f.cause[0] ? f.cause : "-", f.layout);
 }
 
+// The numbers' check in one line (issue 66): flagged steps and what their reruns showed, the replicas' comparisons.
+void printNumerics(const io::DiagSummary& s) {
+    std::size_t flagged = 0, skipped = 0, compared = 0, disagreed = 0, corruption = 0;
+    for (const auto& e : s.events) {
+        const std::string_view kind(e.kind), detail(e.detail);
+        if (kind == "numerics" && detail.find("not applied, the step runs again") != std::string_view::npos) ++flagged;
+        if (kind == "numerics" && detail.find("batch is skipped") != std::string_view::npos) ++skipped;
+        if (kind == "replicas") {
+            ++compared;
+            if (detail.find("agree") == std::string_view::npos) ++disagreed;
+        }
+    }
+    for (const auto& f : s.failures)
+        if (std::string(f.cause) == "corruption") ++corruption;
+    if (flagged + compared == 0) return;
+    fmt::print("  numerics: {} step{} flagged and run again, {} batch{} skipped, {} node retirement{} for corruption; "
+               "replicas compared {} time{}, {} disagreed\n",
+               flagged, flagged == 1 ? "" : "s", skipped, skipped == 1 ? "" : "es", corruption, corruption == 1 ? "" : "s",
+               compared, compared == 1 ? "" : "s", disagreed);
+}
+
 }  // namespace
 
 int diagMain(int argc, char** argv) {
@@ -237,6 +270,7 @@ int diagMain(int argc, char** argv) {
     printEvals(summary);
     printLayouts(summary);
     printFailures(summary);
+    printNumerics(summary);
     fmt::print("  events:\n");
     for (const auto& e : summary.events) fmt::print("    step {:>7}  {:<12} {}\n", e.step, e.kind, e.detail);
     if (!plotDir.empty() && !summary.steps.empty()) plot(plotDir, summary);

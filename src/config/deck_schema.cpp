@@ -190,6 +190,12 @@ const std::vector<KeySpec>& deckSchema() {
          "rerun repeats it is compared at once. 0 = only then and before checkpoints; the cost is in "
          "perf/RESULTS.md.",
          atLeast(0)},
+        {"numerics.activation_limit", KeyType::Real, "1e12",
+         "The largest magnitude an activation or gradient a stage sends to its neighbour may have: beyond it (or not "
+         "finite) the step is flagged like a spike. A norm layer can hide a flipped exponent bit from the loss (an "
+         "RMSNorm of a token holding 3e37 gives zeros: the loss moves by 0.05 %), not from this; a healthy model's "
+         "outliers are around 1e3-1e4. 0 = never.",
+         realInRange(0.0, 1e300)},
         {"numerics.window", KeyType::Integer, "100", "Committed steps whose loss and gradient norm the spike tests remember.",
          atLeast(1)},
         {"numerics.min_history", KeyType::Integer, "20",

@@ -16,6 +16,7 @@ NumericPolicy numericPolicyFromDeck(const config::Deck& deck) {
     p.history = static_cast<std::uint32_t>(deck.integer("numerics.min_history"));
     p.skipRepeated = deck.text("numerics.on_repeat") == "skip";
     p.compareEvery = static_cast<std::uint64_t>(deck.integer("numerics.compare_every"));
+    p.sentLimit = deck.real("numerics.activation_limit");
     return p;
 }
 
@@ -76,6 +77,16 @@ int firstDifferingRank(const plan::Layout& layout, const StepFigures& a, const S
                 if (differs(a.backward, b.backward, r)) return r;
     }
     return -1;
+}
+
+NumericVerdict NumericGuard::judgeSent(double peak, int rank) const {
+    NumericVerdict v;
+    if (!policy_.check || policy_.sentLimit <= 0.0 || peak <= policy_.sentLimit) return v;
+    v.kind = std::isfinite(peak) ? NumericVerdict::Kind::Spike : NumericVerdict::Kind::NonFinite;
+    v.what = fmt::format("rank {} sent a value of magnitude {:.3g} to a neighbouring stage (numerics.activation_limit = "
+                         "{:g})",
+                         rank, peak, policy_.sentLimit);
+    return v;
 }
 
 void NumericGuard::committed(double loss, double gradNorm) {

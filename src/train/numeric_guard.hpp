@@ -23,6 +23,7 @@ struct NumericPolicy {
     std::uint32_t history = 20;    // numerics.min_history: committed steps before spikes are judged
     bool skipRepeated = true;      // numerics.on_repeat: skip (true) or stop (false) when the rerun agrees
     std::uint64_t compareEvery = 100;  // numerics.compare_every: steps between replica comparisons (0: checkpoints only)
+    double sentLimit = 1e12;       // numerics.activation_limit: the largest magnitude an activation or gradient sent may have
 };
 NumericPolicy numericPolicyFromDeck(const config::Deck& deck);
 
@@ -59,6 +60,10 @@ public:
     double normBound() const { return bound(norms_, policy_.normSpike); }
     // The step's loss (per target token) and gradient norm, against the largest bounds any rank sent.
     NumericVerdict judge(double loss, double gradNorm, double lossBound, double normBound) const;
+    // The largest magnitude any rank sent to a neighbouring stage in the step (`rank` sent it): a value beyond
+    // numerics.activation_limit, or not finite, is flagged. A norm layer can hide such a value from the loss (an
+    // RMSNorm of a token holding 3e37 gives zeros, and the loss moves by 0.05 %), not from this.
+    NumericVerdict judgeSent(double peak, int rank) const;
     // A committed step joins the history (a skipped one does not).
     void committed(double loss, double gradNorm);
     // The history, kept in checkpoints so that a resumed run judges its steps as the first attempt did.

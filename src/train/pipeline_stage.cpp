@@ -83,6 +83,8 @@ void PipelineStage::send(torch::Tensor tensor, int peer, Sent direction) {
         auto& digest = direction == Sent::Forward ? sentForward_ : sentBackward_;
         const auto sum = buffer.sum(torch::kFloat64);
         digest = digest.defined() ? digest + sum : sum;
+        const auto peak = buffer.abs().max().to(torch::kFloat64);
+        sentPeak_ = sentPeak_.defined() ? torch::maximum(sentPeak_, peak) : peak;
     }
     const auto ticket = transport_.sendAsync(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), peer);
     sending_.emplace_back(ticket, std::move(buffer));
@@ -270,7 +272,7 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     step_ = step;
     sentThisStep_ = false;
     inFlight_.assign(m, InFlight{});
-    lossSum_ = sentForward_ = sentBackward_ = torch::Tensor();
+    lossSum_ = sentForward_ = sentBackward_ = sentPeak_ = torch::Tensor();
     clock_.reset();
     computed_.clear();
     // An attempt abandoned by a failure may have left casts of the weights behind.
@@ -304,12 +306,14 @@ StageWork PipelineStage::run(const data::Batch& batch, double targetsPerStep, fa
     const auto zero = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
     const auto figures = torch::stack({lossSum_.defined() && role_.slot == 0 ? lossSum_ : zero,
                                        sentForward_.defined() ? sentForward_ : zero,
-                                       sentBackward_.defined() ? sentBackward_ : zero})
+                                       sentBackward_.defined() ? sentBackward_ : zero,
+                                       sentPeak_.defined() ? sentPeak_ : zero})
                              .to(torch::kCPU);
     const double* read = figures.data_ptr<double>();
     work.lossSum = read[0];
     work.forwardDigest = read[1];
     work.backwardDigest = read[2];
+    work.sentPeak = read[3];
     return work;
 }
 

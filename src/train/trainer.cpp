@@ -13,6 +13,7 @@
 #include "kiln/data/loader.hpp"
 #include "kiln/fault/fault_injector.hpp"
 #include "kiln/io/diag_file.hpp"
+#include "kiln/io/diag_summary.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/io/launch_record.hpp"
 #include "kiln/model/compute_threads.hpp"
@@ -126,6 +127,41 @@ void recordLaunchLoss(RunReport& report, std::uint64_t step) {
 
 }  // namespace
 
+void Trainer::State::restoreNumericHistory(std::uint64_t step) {
+    // The committed steps before the checkpoint resumed from, as diag.h5 kept them (its latest row for each step):
+    // a resumed run then judges its steps by the history the first attempt had, and skips the same batches.
+    std::vector<double> history;  // losses, then norms
+    if (world.rank() == 0) {
+        try {
+            const auto path = runDir / "diag.h5";
+            if (std::filesystem::exists(path)) {
+                const auto summary = io::summarize(io::readDiagRecords(path.string()));
+                std::vector<double> losses, norms;
+                for (const auto& s : summary.steps)
+                    if (s.step < step) {
+                        losses.push_back(s.loss);
+                        norms.push_back(s.gradNorm);
+                    }
+                history = losses;
+                history.insert(history.end(), norms.begin(), norms.end());
+            }
+        } catch (const std::exception& e) {
+            log::warn("the spike history could not be read from diag.h5 ({}); spikes are judged once {} steps are "
+                      "remembered again",
+                      e.what(), numerics.policy().history);
+            history.clear();
+        }
+    }
+    std::uint64_t count = history.size();
+    KILN_MPI(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, world.control()));
+    history.resize(count);
+    KILN_MPI(MPI_Bcast(history.data(), static_cast<int>(count), MPI_DOUBLE, 0, world.control()));
+    const auto half = static_cast<std::ptrdiff_t>(count / 2);
+    numerics.restore({history.begin(), history.begin() + half}, {history.begin() + half, history.end()});
+    log::detail("numerics: the spike history of {} committed steps before step {} restored from diag.h5", count / 2,
+                step);
+}
+
 Trainer::Trainer(const config::Deck& deck, comm::World& world) : state_(std::make_unique<State>(deck, world)) {
     state_->startJob();
 }
@@ -148,6 +184,7 @@ void Trainer::State::startJob() {
     loader = openLoader(spec, corpus, cursor);
     base::startupPhase("loader");
     startupToReport = true;
+    if (resumed) restoreNumericHistory(cursor.step);
     describeReport();
     if (world.rank() == 0)
         report.open(resumed, cursor.step, resumed ? "resume" : "start",

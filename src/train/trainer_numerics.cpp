@@ -97,7 +97,9 @@ Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::
 }
 
 NumericVerdict Trainer::State::judge(const Attempt& a, double targetsPerStep) const {
-    return numerics.judge(a.lossSum / targetsPerStep, a.gradNorm, a.lossBound, a.normBound);
+    auto verdict = numerics.judge(a.lossSum / targetsPerStep, a.gradNorm, a.lossBound, a.normBound);
+    if (!verdict.flagged()) verdict = numerics.judgeSent(a.sentPeak, a.peakRank);
+    return verdict;
 }
 
 Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, double targetsPerStep, Committed& done,

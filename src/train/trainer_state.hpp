@@ -250,6 +250,8 @@ private:
         // What each rank made of it, and the spike bounds the ranks' histories give (numeric_guard.hpp).
         StepFigures figures;
         double lossBound = 0.0, normBound = 0.0;
+        double sentPeak = 0.0;  // the largest magnitude any rank sent to a neighbouring stage, and that rank
+        int peakRank = -1;
     };
     // `wait` gains the seconds spent waiting for the batch.
     Attempt attempt(std::uint64_t step, double targetsPerStep, double& wait);
@@ -282,6 +284,9 @@ private:
     Recovery retireForCorruption(std::uint64_t step, const std::vector<int>& ranks, const std::string& what);
     // fault.inject RANK:STEP:flip, as the step starts.
     void injectMemoryFault(std::uint64_t step);
+    // Collective, on resuming from the checkpoint of step `step`: the spike history of the steps before it, from
+    // diag.h5 (rank 0 reads, every rank gets it).
+    void restoreNumericHistory(std::uint64_t step);
     // The committed step's /steps row.
     void recordStep(std::uint64_t step, const Committed& done, double targetsPerStep);
     // The progress line: loss, rate, ETA (`eta` seconds), tolerance.

@@ -87,7 +87,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // first kSummed fields in rank order.
         // The step's fingerprint rides along (two doubles): checked before the commit at no extra collective.
         // Then the numbers' check (numeric_guard.hpp): the sums of what this rank sent, and its history's bounds.
-        constexpr int kSummed = 5, kFields = kSummed + 8;
+        constexpr int kSummed = 5, kFields = kSummed + 9;
         const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
         double digestHigh = 0.0, digestLow = 0.0;
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
@@ -96,7 +96,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
                                       checkpoints->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow,
                                       work.stage.forwardDigest, work.stage.backwardDigest, numerics.lossBound(),
-                                      numerics.normBound()};
+                                      numerics.normBound(), work.stage.sentPeak};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
         // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
@@ -120,6 +120,11 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
             figures.backward[r] = row[kSummed + 5];
             a.lossBound = std::max(a.lossBound, row[kSummed + 6]);
             a.normBound = std::max(a.normBound, row[kSummed + 7]);
+            // NaN too: a rank whose sent values are not all finite sent its peak as NaN.
+            if (!std::isnan(a.sentPeak) && !(row[kSummed + 8] <= a.sentPeak)) {
+                a.sentPeak = row[kSummed + 8];
+                a.peakRank = static_cast<int>(r);
+            }
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];

@@ -23,6 +23,13 @@ reached once an earlier failure moved the run on does not fire.
              this may leave some layer without a holder: then the run must stop for a requeue, see below)
   replay     a second node's rank killed in the replay of the failed step (its commit, which the first attempt
              never reached)
+  corrupt    a rank's first activation or gradient sent in a step with a flipped exponent bit (silent corruption,
+             issue 66): the step's rerun parts from the first at that rank and its node is retired; maybe a rank of
+             another node killed in that recovery
+  nan        a NaN in a rank's loss, once (strikes only where the rank is a last stage: else a failure-free run)
+(A flipped bit in a parameter, fault.inject flip, is not drawn: where no check flags the steps that use it, they
+are applied before the replicas' next comparison names the copy, and the losses part from the failure-free run's,
+as this campaign's seed 67 showed; tests/fault/numerics.sh tests flip where the step is flagged.)
 With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
   jobs       8 ranks as 4 nodes of 2 with 2+1+1 pinned (the above); 8 ranks as 4 nodes of 2, 6 ranks as 6 nodes,
              12 and 16 ranks as 6 and 8 nodes of 2, each with nothing pinned: a profile measured at start-up, the
@@ -119,7 +126,7 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     ("kill", rank, delay) after the first injected kill, ("admitkill", rank, delay) after rank 0 took an admission
     request, or ("duty", rank, stopped share, seconds)."""
     kinds = ["one", "pair", "recovery", "second", "migration", "third", "replay", "timed", "stop", "rank0", "checkpoint", "write",
-             "throw"]
+             "throw", "corrupt", "nan"]
     if wide:
         kinds += ["admit", "admitkill", "duty", "straggle"]
     kind = rng.choice([k for k in kinds if not only or k in only])
@@ -159,6 +166,13 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     elif kind == "straggle":
         last = rng.choice([step + 3, STEPS])  # over at some step (it may come back), or to the end
         items, killed = [f"{a}:{step}-{last}:slow={rng.choice([0.05, 0.1])}"], set()
+    elif kind == "corrupt":
+        items, killed = [f"{a}:{step}:corrupt"], {a}
+        if rng.random() < 0.3:  # a second failure inside the recovery that retires the corrupting node
+            items.append(f"{b}:{step}:{rng.choice(['regroup', 'migrate'])}")
+            killed.add(b)
+    elif kind == "nan":
+        items, killed = [f"{a}:{step}:{kind}"], {a}
     elif kind == "stop":
         items, killed = [f"{a}:{step}:{phase}:stop"], {a}
     elif kind == "rank0":

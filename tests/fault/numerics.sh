@@ -20,6 +20,7 @@
 #     holders compare their copies: on kiln's layout (three pipelines, three holders of every layer) rank 0 is
 #     outvoted, node 0 retired, the failure-free losses; on 2+1 pinned (two holders) no majority: exit 75 for a
 #     requeue, nothing skipped, no rank lost.
+#  8. A resumed run restores the spike history of the committed steps before its checkpoint from diag.h5.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -59,6 +60,10 @@ grep -q "FAILURE step 5: failed ranks 4,5 (node 2 retired)" "$work/nan.log" || {
 [ "$(failures nan)" = "corruption 4,5" ] || fail "the /failures row is '$(failures nan)', expected 'corruption 4,5'"
 losses nan
 same_curve "$work/clean.losses" "$work/nan.losses" 10
+"$kiln" diag "$work/nan/tiny/diag.h5" --plot "$work/nan-plots" >"$work/nan.diag"
+grep -q "numerics: 1 step flagged and run again, 0 batches skipped, 1 node retirement for corruption; replicas compared 1 time, 0 disagreed" \
+  "$work/nan.diag" || { cat "$work/nan.diag"; fail "kiln diag does not report the numbers' check"; }
+[ -s "$work/nan-plots/loss.png" ] || fail "no loss plot"
 echo "PASS 2: a NaN in rank 5's loss: node 2 retired for corruption, no one else lost, the failure-free losses"
 
 must corrupt 6 "${pinned[@]}" --set fault.inject=1:5:corrupt
@@ -120,3 +125,10 @@ grep -q "two copies, no majority: ranks 0, 4; stopping for a requeue (exit 75)" 
   { cat "$work/pinned-flip.log"; fail "the stop does not say why"; }
 grep -q "batch is skipped" "$work/pinned-flip.log" && fail "a flipped parameter was taken for a bad batch"
 echo "PASS 7: a flipped parameter bit: outvoted by two other holders (node 0 retired, the failure-free losses), or with two holders a stop for a requeue"
+
+# 8. A resumed run judges spikes by the history the first attempt had (diag.h5's rows before its checkpoint).
+must first-half 6 "${pinned[@]}" --set checkpoint.every=4 --set run.steps=8
+KILN_VERBOSE=1 must first-half 6 "${pinned[@]}" --set checkpoint.every=4 --set run.steps=10
+grep -q "numerics: the spike history of 8 committed steps before step 8 restored from diag.h5" "$work/first-half.log" ||
+  { cat "$work/first-half.log"; fail "the resumed run did not restore its spike history"; }
+echo "PASS 8: a resumed run restores the spike history of the steps before its checkpoint"

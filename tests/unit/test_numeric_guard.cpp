@@ -154,3 +154,13 @@ TEST(ReplicaCheck, OnlyCopiesOfTheSameShardAreCompared) {
     const std::vector<std::vector<std::uint64_t>> prints = {{1, 2}, {3, 4}, {1, 2}, {3, 4}, {5, 6}};
     EXPECT_TRUE(kiln::train::compareReplicas(layout, prints).agree());
 }
+
+TEST(NumericGuard, AValueBeyondTheLimitSentBetweenStagesIsFlagged) {
+    // A norm layer can hide a flipped exponent bit from the loss; the largest magnitude sent cannot hide it.
+    const NumericGuard guard(policy());
+    EXPECT_FALSE(guard.judgeSent(3e3, 2).flagged());
+    const auto big = guard.judgeSent(3e37, 2);
+    EXPECT_EQ(big.kind, NumericVerdict::Kind::Spike);
+    EXPECT_NE(big.what.find("rank 2 sent a value of magnitude 3e+37"), std::string::npos) << big.what;
+    EXPECT_EQ(guard.judgeSent(kNaN, 4).kind, NumericVerdict::Kind::NonFinite);
+}

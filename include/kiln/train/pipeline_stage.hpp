@@ -28,6 +28,7 @@ struct StageWork {
     // The sums of what this rank sent to the next stage (activations) and the previous one (gradients) in the
     // step: two runs of a step that disagree are told apart stage by stage (numeric_guard.hpp).
     double forwardDigest = 0.0, backwardDigest = 0.0;
+    double sentPeak = 0.0;  // the largest magnitude it sent (a flipped exponent bit makes it 1e30 and more)
 };
 
 class PipelineStage {
@@ -105,6 +106,7 @@ private:
     torch::Tensor tokens_, pinnedTokens_;
     torch::Tensor lossSum_;  // float64, on the device
     torch::Tensor sentForward_, sentBackward_;  // float64 sums of what was sent, on the device
+    torch::Tensor sentPeak_;                    // the largest magnitude sent, on the device
     std::vector<std::pair<std::uint64_t, torch::Tensor>> sending_;  // ticket, buffer kept alive
     // The step's forwards and backwards between marks of the device's clock,
     // less the seconds of gradient sums inside them; added up when the step ends.

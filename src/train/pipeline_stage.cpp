@@ -1,12 +1,13 @@
 #include "kiln/train/pipeline_stage.hpp"
 
+#include "bit_flip.hpp"
+
 #include "kiln/base/log.hpp"
 #include "kiln/model/autocast_scope.hpp"
 #include "kiln/model/cpu_allocations.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 
 namespace kiln::train {
@@ -69,14 +70,7 @@ void PipelineStage::send(torch::Tensor tensor, int peer, Sent direction) {
                       .contiguous();
     if (direction != Sent::Evaluation) {
         if (injector_ && injector_->strikes(step_, fault::Injection::Action::Corrupt)) {
-            // The exponent's top bit of the first value flipped: 0.5 becomes 1.7e38, as a bit flip in a register would.
-            auto first = buffer.view({-1}).narrow(0, 0, 1);
-            float value = first.to(torch::kCPU).item<float>();
-            std::uint32_t bits = 0;
-            std::memcpy(&bits, &value, sizeof bits);
-            bits ^= 1u << 30;
-            std::memcpy(&value, &bits, sizeof bits);
-            first.fill_(value);
+            const float value = flipFirstValue(buffer);
             log::warn("fault injection: the first value this rank sends in step {} corrupted to {:g}", step_, value);
         }
         // The check's digest: one reduction of what is sent, read with the loss when the step ends.

@@ -1,6 +1,7 @@
 // A flagged step's rerun and what its answer means (issue 66; numeric_guard.hpp for the rules).
 #include "trainer_state.hpp"
 
+#include "bit_flip.hpp"
 #include "replica_check.hpp"
 
 #include "kiln/base/log.hpp"
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstring>
 
 namespace kiln::train {
 namespace {
@@ -25,13 +25,7 @@ void flipFirstParameter(model::Gpt& model, std::uint64_t step) {
     torch::NoGradGuard noGrad;
     const auto params = model.layer(0).parameters();
     if (params.empty() || params.back().numel() == 0) return;
-    auto first = params.back().view({-1}).narrow(0, 0, 1);
-    float value = first.to(torch::kCPU, torch::kFloat32).item<float>();
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    bits ^= 1u << 30;
-    std::memcpy(&value, &bits, sizeof bits);
-    first.fill_(value);
+    const float value = flipFirstValue(params.back());
     log::warn("fault injection: a bit of this rank's parameters flipped as step {} starts (now {:g})", step, value);
 }
 

@@ -77,7 +77,8 @@ void PipelineStage::send(torch::Tensor tensor, int peer, Sent direction) {
         auto& digest = direction == Sent::Forward ? sentForward_ : sentBackward_;
         const auto sum = buffer.sum(torch::kFloat64);
         digest = digest.defined() ? digest + sum : sum;
-        const auto peak = buffer.abs().max().to(torch::kFloat64);
+        // The largest magnitude in one reduction, without a copy of the activation (NaN gives NaN).
+        const auto peak = at::linalg_vector_norm(buffer, std::numeric_limits<double>::infinity()).to(torch::kFloat64);
         sentPeak_ = sentPeak_.defined() ? torch::maximum(sentPeak_, peak) : peak;
     }
     const auto ticket = transport_.sendAsync(buffer.data_ptr(), static_cast<std::size_t>(buffer.nbytes()), peer);

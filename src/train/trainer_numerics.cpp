@@ -108,15 +108,8 @@ Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, d
     const Attempt& again = done.attempt;
     const NumericVerdict second = judge(again, targetsPerStep);
     const int culprit = firstDifferingRank(parallel->layout(), first.figures, again.figures);
-    if (culprit < 0 && second.flagged()) {
-        // The same numbers from the same state and batch: a copy of the model that differs from its replicas
-        // (memory), else the batch or the model, not a rank.
-        bool compared = false;
-        const std::uint64_t before = parallel->layoutDigest();
-        if (const auto outcome = compareReplicas(step, step, compared); outcome != Recovery::Continue) return outcome;
-        if (parallel->layoutDigest() != before) return attemptUntilAgreed(step, targetsPerStep, done);
-        const std::string what = fmt::format("step {}: the rerun gives the same {} ({}): the batch or the model, not a rank",
-                                             step, second.what, numericKindName(second.kind));
+    // A flag that stays: the batch is skipped or the run stops (numerics.on_repeat).
+    const auto repeated = [&](const std::string& what) {
         if (numerics.policy().skipRepeated) {
             report.notice(step, "numerics", what + "; its batch is skipped (numerics.on_repeat = skip)");
             done.skipped = true;
@@ -126,6 +119,16 @@ Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, d
                                                "(numerics.on_repeat = stop), exit 3");
         if (const auto outcome = checkpointSafely(step, step, false); outcome != Recovery::Continue) return outcome;
         return Recovery::Numerics;
+    };
+    if (culprit < 0 && second.flagged()) {
+        // The same numbers from the same state and batch: a copy of the model that differs from its replicas
+        // (memory), else the batch or the model, not a rank.
+        bool compared = false;
+        const std::uint64_t before = parallel->layoutDigest();
+        if (const auto outcome = compareReplicas(step, step, compared); outcome != Recovery::Continue) return outcome;
+        if (parallel->layoutDigest() != before) return attemptUntilAgreed(step, targetsPerStep, done);
+        return repeated(fmt::format("step {}: the rerun gives the same {} ({}): the batch or the model, not a rank",
+                                    step, second.what, numericKindName(second.kind)));
     }
     if (culprit < 0) {
         // The rerun is sound and no stage's own output differed: a transient fault in the gradient sums, which
@@ -145,7 +148,8 @@ Trainer::State::Recovery Trainer::State::answerNumericFlag(std::uint64_t step, d
         report.notice(step, "numerics", what + fmt::format("; the job cannot retire it (fault tolerance 0); the rerun's "
                                                            "numbers ({}) go on",
                                                            second.flagged() ? second.what : "healthy"));
-        if (second.flagged()) return answerNumericFlag(step, targetsPerStep, done, second);
+        // Flagged again, by a fault that differs each time: not a third run, which could go on forever.
+        if (second.flagged()) return repeated(fmt::format("step {}: the rerun is flagged too ({})", step, second.what));
         return Recovery::Continue;
     }
     if (const auto outcome = retireForCorruption(step, {culprit}, what); outcome != Recovery::Continue) return outcome;

@@ -21,6 +21,8 @@
 #     outvoted, node 0 retired, the failure-free losses; on 2+1 pinned (two holders) no majority: exit 75 for a
 #     requeue, nothing skipped, no rank lost.
 #  8. A resumed run restores the spike history of the committed steps before its checkpoint from diag.h5.
+#  9. One pipeline (fault tolerance 0): a NaN that the rerun does not repeat names rank 3, which nothing can replace:
+#     the rerun's sound numbers go on, no rank ends, the failure-free losses.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4
 rm -rf "$work"
@@ -132,3 +134,12 @@ KILN_VERBOSE=1 must first-half 6 "${pinned[@]}" --set checkpoint.every=4 --set r
 grep -q "numerics: the spike history of 8 committed steps before step 8 restored from diag.h5" "$work/first-half.log" ||
   { cat "$work/first-half.log"; fail "the resumed run did not restore its spike history"; }
 echo "PASS 8: a resumed run restores the spike history of the steps before its checkpoint"
+
+must lone-clean 4 --set plan.pipelines=2 --set cluster.ranks_per_node=2 --set fault.f=0
+losses lone-clean
+must lone-nan 4 --set plan.pipelines=2 --set cluster.ranks_per_node=2 --set fault.f=0 --set fault.inject=3:5:nan
+grep -q "the job cannot retire it (fault tolerance 0); the rerun's numbers (healthy) go on" "$work/lone-nan.log" ||
+  { cat "$work/lone-nan.log"; fail "on one pipeline the sound rerun did not go on"; }
+losses lone-nan
+same_curve "$work/lone-clean.losses" "$work/lone-nan.losses" 10
+echo "PASS 9: one pipeline: the node cannot be retired, the sound rerun goes on, the failure-free losses"

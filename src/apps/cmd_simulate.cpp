@@ -9,6 +9,7 @@
 #include "kiln/plan/run_plan.hpp"
 #include "kiln/sim/costs.hpp"
 #include "kiln/sim/failure_schedule.hpp"
+#include "kiln/sim/silent_corruption.hpp"
 #include "kiln/sim/simulation.hpp"
 #include "planning_inputs.hpp"
 #include "simulate_report.hpp"
@@ -26,6 +27,8 @@ namespace {
 
 // Llama 3 405B: 419 unexpected interruptions on 16,384 GPUs in 54 days.
 constexpr double kLlama3GpuMtbfHours = 16384.0 * 54 * 24 / 419;
+// Of those, 6 were silent data corruption (Llama 3 paper, table 5).
+constexpr double kLlama3GpuSdcHours = 16384.0 * 54 * 24 / 6;
 
 std::vector<std::uint64_t> listOf(const std::string& option, const std::string& text) {
     std::vector<std::uint64_t> values;
@@ -49,11 +52,11 @@ std::vector<std::uint64_t> listOf(const std::string& option, const std::string& 
 
 // What `kiln simulate` was asked (its options).
 struct SimulateOptions {
-    std::string trace, traceFrom, fList, sparesList, everyList, costsFrom, plotDir;
+    std::string trace, traceFrom, fList, sparesList, everyList, costsFrom, plotDir, compareList;
     std::vector<std::string> costOverrides;
-    double days = 54, stopAtSteps = 0, mtbf = 0, groupShare = 0, hangShare = 0.3, repairHours = -1;
+    double days = 54, stopAtSteps = 0, mtbf = 0, groupShare = 0, hangShare = 0.3, repairHours = -1, sdcNodeHours = 0;
     std::uint32_t groupNodes = 8, seeds = 1;
-    bool mtbfGiven = false, fGiven = false, sparesGiven = false, everyGiven = false, baselines = true, json = false;
+    bool sdcGiven = false, mtbfGiven = false, fGiven = false, sparesGiven = false, everyGiven = false, baselines = true, json = false;
 };
 
 struct Simulator {
@@ -152,6 +155,11 @@ bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions
         ("f", po::value<std::string>(&o.fList), "fault.f values to compare, e.g. 0,1,2,3 (default: the deck's)")
         ("spares", po::value<std::string>(&o.sparesList), "cluster.spare_nodes values, e.g. 0,2,8 (default: the deck's)")
         ("checkpoint-every", po::value<std::string>(&o.everyList), "checkpoint.every values in steps (default: the deck's)")
+        ("sdc-node-hours", po::value<double>(&o.sdcNodeHours),
+         "mean node-hours between silent corruptions (default: Llama 3's, 6 of its 419 interruptions, for the deck's GPUs "
+         "per node)")
+        ("compare-every", po::value<std::string>(&o.compareList),
+         "numerics.compare_every values to price against silent corruption (default: 1,10,100,1000 and the deck's)")
         ("no-baselines", "leave out checkpoint-restart at the Young/Daly interval and f counted per run")
         ("cost", po::value<std::vector<std::string>>(&o.costOverrides)->composing(),
          "replace a cost: NAME=VALUE (seconds, or GB/s for *_gb_s); the names are printed with the costs")
@@ -168,6 +176,10 @@ bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions
                           options, positional, values))
         return false;
     o.mtbfGiven = values.count("node-mtbf-hours") > 0;
+    o.sdcGiven = values.count("sdc-node-hours") > 0;
+    if (o.sdcGiven && !(o.sdcNodeHours > 0))
+        throw InputError(fmt::format("--sdc-node-hours {}: expected node-hours > 0", o.sdcNodeHours));
+    if (!o.compareList.empty()) listOf("compare-every", o.compareList);  // refused before anything is simulated
     o.fGiven = values.count("f") > 0;
     o.sparesGiven = values.count("spares") > 0;
     o.everyGiven = values.count("checkpoint-every") > 0;
@@ -288,6 +300,47 @@ std::size_t simulateBaselines(const SimulateOptions& o, const config::Deck& deck
     return crIndex;
 }
 
+// What the numeric checks and the replicas' comparisons cost on the deck's own layout against the
+// silent corruptions they find (issue 66).
+void priceSilentCorruption(const SimulateOptions& o, const config::Deck& deck, const Simulator& sim,
+                           SimulateSummary& summary) {
+    const auto own = sim.planFor(sim.deckWith({}));
+    const auto& costs = sim.costs;
+    const std::uint32_t ranksPerNode = sim.inputs.cluster.ranksPerNode;
+    const std::size_t copies = own.instantiation.pipelines.size();
+    double stateBytes = 0;
+    for (double b : sim.layerBytes) stateBytes += b;
+    auto& out = summary.silent;
+    auto& s = out.setup;
+    s.seconds = sim.seconds;
+    s.nodes = sim.nodes;
+    s.nodeHoursBetween = o.sdcGiven ? o.sdcNodeHours : kLlama3GpuSdcHours / ranksPerNode;
+    s.stepSeconds = own.instantiation.stepTime * costs.stepScale.value;
+    s.holders = std::uint32_t(copies);
+    s.checkpointSeconds = double(deck.integer("checkpoint.every")) * s.stepSeconds;
+    s.inStepShare = costs.inStepShare.value;
+    s.checkShare = costs.checkShare.value;
+    // Every rank reads its own weights and moments once; the fingerprints' all-gather is 8 bytes a layer.
+    const double bytesPerRank = stateBytes * double(copies) / double(std::max(1u, own.instantiation.nodesUsed * ranksPerNode));
+    s.compareSeconds = bytesPerRank / costs.memoryBandwidth.value;
+    s.recoverySeconds = costs.recovery.value;
+    s.requeueSeconds = costs.requeueWait.value + costs.startup.value + stateBytes * double(copies) / costs.readBandwidth.value;
+    s.noticeSeconds = costs.notice.value;
+    out.deckCheck = deck.flag("numerics.check");
+    out.deckCompareEvery = std::uint64_t(deck.integer("numerics.compare_every"));
+    std::vector<std::uint64_t> every = o.compareList.empty() ? std::vector<std::uint64_t>{1, 10, 100, 1000}
+                                                             : listOf("compare-every", o.compareList);
+    if (o.compareList.empty() && out.deckCompareEvery > 0) every.push_back(out.deckCompareEvery);
+    out.rows = sim::silentCorruptionSweep(s, every);
+    out.rateFrom = o.sdcGiven ? fmt::format("a corruption every {:.0f} node-hours", s.nodeHoursBetween)
+                              : fmt::format("a corruption every {:.0f} node-hours: Llama 3's 6 in 54 days on 16,384 GPUs, "
+                                            "for {} GPUs a node",
+                                            s.nodeHoursBetween, ranksPerNode);
+    out.layout = fmt::format("the deck's layout: {} cop{} of every layer, {:.3g} s a step, a checkpoint every {:.0f} s, "
+                             "{:.3g} ms a comparison",
+                             copies, copies == 1 ? "y" : "ies", s.stepSeconds, s.checkpointSeconds, 1e3 * s.compareSeconds);
+}
+
 }  // namespace
 
 int simulateMain(int argc, char** argv) {
@@ -332,6 +385,7 @@ int simulateMain(int argc, char** argv) {
     recommend(summary);
     std::vector<std::size_t> plotted{summary.recommended};
     if (o.baselines) plotted.push_back(simulateBaselines(o, deck, sim, reference, summary));
+    priceSilentCorruption(o, deck, sim, summary);
     if (o.json) {
         printSimulateJson(summary);
     } else {

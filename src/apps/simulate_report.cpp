@@ -95,6 +95,7 @@ void printSimulateText(const SimulateSummary& s) {
             fmt::print(", {:.2f} points ahead of {}", 100 * s.margin, s.runnerUp);
     }
     fmt::print("\n");
+    printSilentCorruptionText(s.silent);
 }
 
 void printSimulateJson(const SimulateSummary& s) {
@@ -149,6 +150,7 @@ void printSimulateJson(const SimulateSummary& s) {
     out["recommended"] = s.choices[s.recommended].label;
     out["margin"] = s.margin;
     out["runner_up"] = s.runnerUp;
+    if (s.silent.priced()) out["silent_corruption"] = silentCorruptionJson(s.silent);
     fmt::print("{}\n", out.dump());
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/sim/simulation.hpp"
+#include "silent_corruption_report.hpp"
 
 #include <cstdint>
 #include <string>
@@ -38,6 +39,7 @@ struct SimulateSummary {
     std::size_t recommended = 0;  // index into choices (never a baseline)
     double margin = 0.0;          // points of effective time ahead of the next choice
     std::string runnerUp;
+    SilentCorruptionSummary silent;  // the checks priced against silent corruption (empty: not asked)
 };
 
 void printSimulateText(const SimulateSummary& s);

@@ -18,7 +18,9 @@ std::vector<std::pair<std::string, Cost*>> SimCosts::named() {
             {"startup_s", &startup},              {"read_gb_s", &readBandwidth},
             {"write_gb_s", &writeBandwidth},      {"host_copy_gb_s", &hostCopyBandwidth},
             {"step_scale", &stepScale},           {"repair_s", &repair},
-            {"first_step_s", &firstStep}};
+            {"first_step_s", &firstStep},       {"check_share", &checkShare},
+            {"memory_gb_s", &memoryBandwidth},  {"in_step_share", &inStepShare},
+            {"notice_s", &notice}};
 }
 
 namespace {
@@ -109,6 +111,15 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
                 "assumed: half an hour until the scheduler hands the job a healthy node to admit (the pool that "
                 "gives a requeued job its nodes)"};
     c.firstStep = {0.0, "s", "assumed: a start's first step as long as the others (measured with --costs-from)"};
+    c.checkShare = {0.01, "",
+                     "assumed 1 %: within this machine's spread on the CPU decks (under 2 % on pipelines, "
+                     "perf/bench_numerics.sh); each stage reads what it sends once more"};
+    c.memoryBandwidth = {gpu ? 2e12 : 20e9, "B/s",
+                         gpu ? "assumed: a GPU's memory (H100: 3.35 TB/s at best)" : "assumed: a CPU socket's memory"};
+    c.inStepShare = {0.5, "",
+                     "assumed (no published split): a corruption of an activation, a gradient or a sum shows in its "
+                     "step; one of a weight or a moment only when the copies are compared"};
+    c.notice = {86400.0, "s", "assumed: a person notices a loss curve or an evaluation gone wrong within a day"};
     if (!diagPath.empty()) measuredFrom(diagPath, c);
     auto names = c.named();
     for (const auto& item : overrides) {
@@ -136,6 +147,8 @@ SimCosts costsFor(const config::Deck& deck, const std::string& diagPath, const s
             throw InputError(fmt::format("--cost {}: {} must be > 0 ({}); it divides the time of every {}", item, name,
                                          bandwidth ? "GB/s" : "a factor of the planner's step times",
                                          bandwidth ? "copy it prices" : "step"));
+        if (name.size() > 6 && name.substr(name.size() - 6) == "_share" && value > 1)
+            throw InputError(fmt::format("--cost {}: {} is a share: expected 0 to 1", item, name));
         if (bandwidth) value *= 1e9;
         *it->second = {value, it->second->unit, "--cost " + item};
         if (it->second == &c.detectHung) c.hangDeadlineSteps = c.hangDeadlineFloor = 0.0;  // as given

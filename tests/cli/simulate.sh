@@ -9,6 +9,9 @@
 #  3. 2,048 nodes of 8 GPUs for 54 days at Llama 3's failure rate (the Llama 3 8B deck) in well under a
 #     minute, every failure decided by the run's planner and regroup with no exception, the tolerance never
 #     below f while nodes are in repair.
+#  4. Silent corruption at Llama 3's rate on that run (6 expected): with no checks each is trained on until
+#     noticed and costs hours; the deck's checks (every step, copies compared every 100 steps) cost a small
+#     share of that; the rows are the ones asked for, the deck's marked.
 set -euo pipefail
 kiln=$1 data=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -65,6 +68,9 @@ refused "no cost named \"detect\"" "${tiny[@]}" --nodes 8 --cost detect=1
 # Issue 65: what divides a time is refused at 0 by name.
 refused "step_scale must be > 0" "${tiny[@]}" --nodes 8 --cost step_scale=0
 refused "write_gb_s must be > 0 (GB/s)" "${tiny[@]}" --nodes 8 --cost write_gb_s=0
+refused "in_step_share is a share: expected 0 to 1" "${tiny[@]}" --nodes 8 --cost in_step_share=1.5
+refused "--sdc-node-hours 0: expected node-hours > 0" "${tiny[@]}" --nodes 8 --sdc-node-hours 0
+refused '--compare-every 10,-1: "-1" is not a whole number' "${tiny[@]}" --nodes 8 --compare-every 10,-1
 echo "PASS 2: bad lists, traces, costs and f refused with what was expected"
 
 start=$(date +%s.%N)
@@ -82,4 +88,24 @@ assert s["requeues"] == 0 and s["survived_in_place"] == s["failures"], s
 assert s["min_tolerance"] >= 1 and s["below_f_seconds"] == 0, s
 print("PASS 3: 2048 nodes x 54 days in %.1f s: %d failures survived in place, %d layouts, tolerance >= %d, "
       "effective %.4f" % (seconds, s["failures"], len(s["layouts"]), s["min_tolerance"], s["effective"]))
+PY
+python3 - "$work/scale.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["silent_corruption"]
+assert abs(c["events"] - 6) < 1e-6, c["events"]     # Llama 3: 6 silent corruptions in 54 days on 16,384 GPUs
+rows = {r["label"]: r for r in c["rows"]}
+assert list(rows) == ["no checks", "step check, no comparison"] + [
+    "step check, compare every %d" % k for k in (1, 10, 100, 1000)], list(rows)
+none, deck = rows["no checks"], [r for r in c["rows"] if r["decks"]]
+assert len(deck) == 1 and deck[0]["compare_every"] == 100, deck
+deck = deck[0]
+assert none["missed_seconds"] > 6 * 86400 and none["check_seconds"] == 0, none   # each noticed after a day at best
+assert deck["missed_seconds"] == 0 and deck["total_seconds"] < none["total_seconds"] / 5, (deck, none)
+assert deck["exposed_steps"] < none["exposed_steps"] / 100, (deck, none)
+for r in c["rows"]:
+    parts = sum(r[k] for k in ("check_seconds", "compare_seconds", "flagged_seconds", "compared_seconds", "missed_seconds"))
+    assert abs(parts - r["total_seconds"]) < 1e-6 * r["total_seconds"], r
+print("PASS 4: %.1f silent corruptions: %.1f h lost with no checks (%d steps on corrupt numbers), %.1f h with the "
+      "deck's (check, compare every 100); least: %s" % (c["events"], none["total_seconds"] / 3600, none["exposed_steps"],
+                                                         deck["total_seconds"] / 3600, c["best"]))
 PY

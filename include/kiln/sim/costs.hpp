@@ -36,6 +36,11 @@ struct SimCosts {
     Cost stepScale;          // measured over predicted step time (1: the planner's prediction)
     Cost repair;             // s until a failed node can be admitted again (0: never)
     Cost firstStep;          // s: a start's first step beyond its layout's step (lazy initialisation, first-touch memory)
+    // Silent corruption (silent_corruption.hpp):
+    Cost checkShare;         // numerics.check's cost, a share of every step
+    Cost memoryBandwidth;    // bytes/s per rank: a comparison reads the rank's weights and moments once
+    Cost inStepShare;        // the share of corruptions that show in their step (the rest only in one copy's state)
+    Cost notice;             // s until a person notices a run trained on corrupt numbers
     // The step's deadline (fault.step_deadline, fault.step_deadline_floor_s; or fault.step_timeout_s as
     // the floor with steps 0): a hang is found after max(steps x the step, floor), then the process ends
     // and is found as an ended one. Both 0: detectHung as it is (given with --cost).

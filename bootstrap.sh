@@ -35,6 +35,7 @@ build=${KILN_BUILD_DIR:-$root/build}
 ompi_version=5.0.10  # 5.0.11 was tried (issue 50): its launcher (prterun) aborted after 3 of 31 chaos admissions hit by a failure; 5.0.10's does too, about as often (issue 51, perf/RESULTS.md)
 torch_version=${KILN_TORCH_VERSION:-2.15.0}   # both builds' libtorch (PyPI wheel, CUDA 13, cxx11 ABI)
 transformers_version=5.25.0 numpy_version=2.4.6  # the parity tests' reference (tests/reference)
+tensorboard_version=2.21.0  # its reader checks kiln's event files (tests/cli/tensorboard.sh)
 megatron_core_version=0.16.1  # Megatron-LM's indexed-dataset writer, for tests/reference and perf/
 pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
@@ -179,17 +180,18 @@ for r in map(Requirement, m.requires('torch') or []):
 
 # The reference implementations the parity tests compare kiln with (tests/reference): Hugging Face
 # transformers, numpy and megatron-core, in the CUDA build's torch environment, so that the torch wheel is
-# downloaded once.
+# downloaded once; and TensorBoard, whose own reader checks kiln's event files.
 install_reference_python() {
   install_torch_cuda
   local venv=$deps/torch-$torch_version
   if "$venv/bin/python" -c "import transformers, numpy, importlib.metadata as m, sys
-sys.exit(transformers.__version__ != '$transformers_version' or m.version('megatron-core') != '$megatron_core_version')" 2>/dev/null; then
-    say "transformers $transformers_version, megatron-core $megatron_core_version: present in .deps/torch-$torch_version"; return
+sys.exit(transformers.__version__ != '$transformers_version' or m.version('megatron-core') != '$megatron_core_version'
+         or m.version('tensorboard') != '$tensorboard_version')" 2>/dev/null; then
+    say "transformers $transformers_version, megatron-core $megatron_core_version, tensorboard $tensorboard_version: present in .deps/torch-$torch_version"; return
   fi
-  say "transformers $transformers_version, numpy and megatron-core $megatron_core_version: installing into .deps/torch-$torch_version"
+  say "transformers $transformers_version, numpy, megatron-core $megatron_core_version and tensorboard $tensorboard_version: installing into .deps/torch-$torch_version"
   "$venv/bin/pip" install -q --disable-pip-version-check "transformers==$transformers_version" "numpy==$numpy_version" \
-    "megatron-core==$megatron_core_version"
+    "megatron-core==$megatron_core_version" "tensorboard==$tensorboard_version"
 }
 
 have_nvcc() { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }

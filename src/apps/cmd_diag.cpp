@@ -3,6 +3,7 @@
 // throughput, per-source mix, and a mixture of experts' routers (router_plot.hpp).
 #include "cli_options.hpp"
 #include "kiln/base/error.hpp"
+#include "kiln/io/diag_board.hpp"
 #include "kiln/io/diag_summary.hpp"
 #include "router_plot.hpp"
 #include "subcommands.hpp"
@@ -238,21 +239,29 @@ void printNumerics(const io::DiagSummary& s) {
 }  // namespace
 
 int diagMain(int argc, char** argv) {
-    std::string path, plotDir;
+    std::string path, plotDir, boardDir;
     po::options_description options("kiln diag");
     options.add_options()
         ("file", po::value<std::string>(&path)->required(), "a run's diag.h5")
         ("plot", po::value<std::string>(&plotDir), "write loss.png, throughput.png and mix.png into this directory")
         ("json", "print the summary as one JSON object")
         ("losses", "print one line per step: step (from 0), loss and gradient norm, full precision")
-        ("eval", "print one line per held-out evaluation: steps trained before it, loss and perplexity, full precision");
+        ("eval", "print one line per held-out evaluation: steps trained before it, loss and perplexity, full precision")
+        ("tensorboard", po::value<std::string>(&boardDir),
+         "write TensorBoard event files of the run into this directory (what run.tensorboard writes as a run goes)");
     po::positional_options_description positional;
     positional.add("file", 1);
     po::variables_map values;
-    if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR] [--json] [--losses] [--eval]", options,
+    if (!parseCommandLine(argc, argv, "kiln diag RUN_DIR/diag.h5 [--plot DIR] [--json] [--losses] [--eval] [--tensorboard DIR]", options,
                           positional, values))
         return 0;
 
+    if (!boardDir.empty()) {
+        const auto steps = io::writeBoardFromDiag(path, boardDir);
+        fmt::print("{}: {} step rows written as TensorBoard event files into {} (tensorboard --logdir {})\n", path, steps,
+                   boardDir, boardDir);
+        return 0;
+    }
     const io::DiagSummary summary = io::summarize(io::readDiagRecords(path));
     if (values.count("losses")) {
         for (const auto& r : summary.steps) fmt::print("{} {:.17g} {:.17g}\n", r.step, r.loss, r.gradNorm);

@@ -18,6 +18,17 @@ const std::vector<KeySpec>& deckSchema() {
         {"run.out_dir", KeyType::Text, "runs", "Directory that holds the runs' outputs (resolved deck, diagnostics, checkpoints).", {}},
         {"run.steps", KeyType::Integer, "100", "Number of optimizer steps (global batches) to train.", atLeast(0)},
         {"run.seed", KeyType::Integer, "1234", "Seed of everything random: weights, data order. Same deck + same seed = same run.", atLeast(0)},
+        {"run.tensorboard", KeyType::Flag, "true",
+         "Write TensorBoard event files as the run goes (issue 67): every step's loss, learning rate, gradient norm, "
+         "tokens/s and times, the data mix, the experts' balance, evaluations, and kiln's own timeline (layouts, "
+         "tolerance, failures, checkpoints, every diag.h5 event as text). One rank writes them, as diag.h5, with no "
+         "collective; flushed after every step. `tensorboard --logdir <run.out_dir>` shows every run. kiln diag "
+         "--tensorboard writes the same from a diag.h5.",
+         {}},
+        {"run.tensorboard_dir", KeyType::Text, "",
+         "Directory of the event files; empty = <run.out_dir>/<run.name>/tensorboard. A resumed or requeued run "
+         "continues it, its redone steps replacing the earlier ones.",
+         {}},
 
         // [cluster]
         {"cluster.ranks_per_node", KeyType::Integer, "0",

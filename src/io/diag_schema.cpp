@@ -20,7 +20,8 @@ const h5::Record<StepRecord>& stepRecord() {
                                    .field("backward", &StepRecord::backward)
                                    .field("sync", &StepRecord::sync)
                                    .field("optimizer", &StepRecord::optimizer)
-                                   .field("pipeline_wait", &StepRecord::pipelineWait);
+                                   .field("pipeline_wait", &StepRecord::pipelineWait)
+                                   .field("time", &StepRecord::time);
     return record;
 }
 
@@ -111,6 +112,7 @@ const std::map<std::string, std::string>& columnMeanings() {
         {"steps/sync", "seconds summing gradients over the replicas, and clipping"},
         {"steps/optimizer", "seconds in the optimizer update"},
         {"steps/pipeline_wait", "seconds waiting for neighbouring stages (the bubble) and pending sends"},
+        {"steps/time", "seconds since the Unix epoch when the step was recorded (0 in files written before it)"},
         {"templates/template_nodes", "the node count the template is for"},
         {"templates/stage", "the stage's index in the pipeline"},
         {"templates/node", "the node of the pipeline that runs the stage"},

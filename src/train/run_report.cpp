@@ -1,18 +1,39 @@
 #include "run_report.hpp"
 
+#include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/world.hpp"
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 namespace kiln::train {
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
 
 void RunReport::describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
-                            std::vector<io::TemplateStageRecord> templates, io::RouterShape router) {
+                            std::vector<io::TemplateStageRecord> templates, io::RouterShape router,
+                            std::string boardDir) {
+    if (!boardDir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(boardDir, ec);
+        if (ec || access(boardDir.c_str(), W_OK) != 0)
+            throw InputError(fmt::format("run.tensorboard_dir: {} cannot be written ({}); give a directory this job can "
+                                         "write, or run.tensorboard = false",
+                                         boardDir, ec ? ec.message() : std::strerror(errno)));
+    }
+    boardDir_ = std::move(boardDir);
     path_ = std::move(path);
     deckText_ = std::move(deckText);
     sources_ = std::move(sources);
@@ -22,11 +43,17 @@ void RunReport::describeRun(std::filesystem::path path, std::string deckText, st
 
 void RunReport::open(bool continueRun, std::uint64_t step, const std::string& kind, const std::string& detail) {
     file_ = std::make_unique<io::DiagFile>(path_.string(), deckText_, sources_, templates_, continueRun, router_);
-    file_->event(step, kind, detail);
+    if (!boardDir_.empty()) {
+        board_ = std::make_unique<io::DiagBoard>(boardDir_, sources_);
+        // A start or a resume records step `step` next: TensorBoard drops what an earlier attempt showed from there.
+        if (kind == "start" || kind == "resume") board_->start(step, now());
+    }
+    event(step, kind, detail);
 }
 
 void RunReport::event(std::uint64_t step, const std::string& kind, const std::string& detail) {
     if (file_) file_->event(step, kind, detail);
+    if (board_) board_->event(step, kind, detail, now());
 }
 
 void RunReport::notice(std::uint64_t step, const std::string& kind, const std::string& detail) {
@@ -38,14 +65,17 @@ void RunReport::notice(std::uint64_t step, const std::string& kind, const std::s
 
 void RunReport::instantiation(const io::InstantiationRecord& record) {
     if (file_) file_->instantiation(record);
+    if (board_) board_->instantiation(record);
 }
 
 void RunReport::evaluation(const io::EvalRecord& record) {
     if (file_) file_->evaluation(record);
+    if (board_) board_->evaluation(record);
 }
 
 void RunReport::failure(const io::FailureRecord& record) {
     if (file_) file_->failure(record);
+    if (board_) board_->failure(record);
 }
 
 void RunReport::failureReplayed(double replaySeconds) {
@@ -55,8 +85,10 @@ void RunReport::failureReplayed(double replaySeconds) {
     pending_.reset();
 }
 
-void RunReport::step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router) {
+void RunReport::step(io::StepRecord record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router) {
+    record.time = now();
     if (file_) file_->step(record, sourceTokens, router);
+    if (board_) board_->step(record, sourceTokens, router, record.time);
     lastRow_ = StepRow{record, std::move(sourceTokens), std::move(router)};
 }
 
@@ -67,7 +99,10 @@ void RunReport::handOver(const comm::World& world, int speaker, std::uint64_t st
     const auto& members = world.members();
     const bool holderLives = std::find(members.begin(), members.end(), holder_) != members.end();
     if (holderLives) {
-        if (world.originalRank() == holder_) file_.reset();
+        if (world.originalRank() == holder_) {
+            file_.reset();
+            board_.reset();
+        }
         KILN_MPI(MPI_Barrier(world.control()));
     }
     const int previous = holder_;
@@ -77,8 +112,10 @@ void RunReport::handOver(const comm::World& world, int speaker, std::uint64_t st
          fmt::format("diagnostics taken over by start-up rank {} after rank {} {}", speaker, previous,
                      holderLives ? "was retired with its node" : "failed"));
     // The previous holder may have died after a step's commit, before its row.
-    if (lastRow_ && (!file_->lastStep() || *file_->lastStep() < lastRow_->record.step))
+    if (lastRow_ && (!file_->lastStep() || *file_->lastStep() < lastRow_->record.step)) {
         file_->step(lastRow_->record, lastRow_->sourceTokens, lastRow_->router);
+        if (board_) board_->step(lastRow_->record, lastRow_->sourceTokens, lastRow_->router, lastRow_->record.time);
+    }
 }
 
 }  // namespace kiln::train

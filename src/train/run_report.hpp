@@ -1,4 +1,5 @@
-// The run's record: diag.h5, and the lines of the log a user acts on (ADMIT,
+// The run's record: diag.h5, TensorBoard's event files beside it (the same
+// records, io::DiagBoard), and the lines of the log a user acts on (ADMIT,
 // TOLERANCE, REBALANCE, ...: docs/reference/log.md). One member speaks for
 // the job: it holds diag.h5 open (HDF5 allows one writer) and prints the
 // job's lines (log::speakForJob). After a failure or a retirement the lowest
@@ -7,6 +8,7 @@
 // Private to train/.
 #pragma once
 
+#include "kiln/io/diag_board.hpp"
 #include "kiln/io/diag_file.hpp"
 
 #include <cstdint>
@@ -26,8 +28,11 @@ class RunReport {
 public:
     // What diag.h5 is created with: the resolved deck, the data sources' names, the templates' stages.
     // `router`: a mixture of experts' blocks and experts (diag.h5's router tables), none for a dense model.
+    // `boardDir`: where the event files go (empty: none); made here, on every rank, and refused by name
+    // when it cannot be written, before any rank depends on another.
     void describeRun(std::filesystem::path path, std::string deckText, std::vector<std::string> sources,
-                     std::vector<io::TemplateStageRecord> templates, io::RouterShape router = {});
+                     std::vector<io::TemplateStageRecord> templates, io::RouterShape router = {},
+                     std::string boardDir = {});
     // This rank opens diag.h5 (a new file, or appending: `continueRun`) and
     // records event `kind`.
     void open(bool continueRun, std::uint64_t step, const std::string& kind, const std::string& detail);
@@ -50,7 +55,7 @@ public:
     void failureReplayed(double replaySeconds);
     // A committed step's /steps row. Every rank keeps the last one: a holder
     // that dies between the commit and its row leaves it to the next.
-    void step(const io::StepRecord& record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router = {});
+    void step(io::StepRecord record, std::vector<std::uint64_t> sourceTokens, io::RouterRow router = {});
 
     // After a recovery round or a retirement, on every member: `speaker` (a
     // start-up rank) speaks for the job from now on and holds diag.h5; a live
@@ -64,6 +69,8 @@ private:
     std::vector<io::TemplateStageRecord> templates_;
     io::RouterShape router_;
     std::unique_ptr<io::DiagFile> file_;
+    std::string boardDir_;
+    std::unique_ptr<io::DiagBoard> board_;  // beside file_, on the same rank
     int holder_ = 0;
     std::optional<io::FailureRecord> pending_;
     struct StepRow {

@@ -58,8 +58,13 @@ io::InstantiationRecord instantiationRecord(const plan::Layout& layout, const st
 void Trainer::State::describeReport() {
     std::vector<std::string> names;
     for (const auto& src : spec.sources) names.push_back(src.name);
+    std::string boardDir;
+    if (deck.flag("run.tensorboard"))
+        boardDir = deck.text("run.tensorboard_dir").empty() ? (runDir / "tensorboard").string()
+                                                             : deck.text("run.tensorboard_dir");
     report.describeRun(runDir / "diag.h5", deck.resolvedText(), std::move(names), templateRecords(plan.templates),
-                       {modelConfig.experts.any() ? modelConfig.blocks : 0, modelConfig.experts.count});
+                       {modelConfig.experts.any() ? modelConfig.blocks : 0, modelConfig.experts.count},
+                       std::move(boardDir));
 }
 
 plan::Layout Trainer::State::layoutFor(const plan::Instantiation& inst) const {

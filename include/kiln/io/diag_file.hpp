@@ -5,7 +5,7 @@
 //
 //   /config         the resolved deck (string)
 //   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait, forward, backward,
-//                   sync, optimizer, pipeline_wait (one record per step; times in seconds, rank 0's)
+//                   sync, optimizer, pipeline_wait, time (one record per step; times in seconds, rank 0's)
 //   /templates      the pipeline templates of this run, one record per stage: template_nodes,
 //                   stage, node, rank_in_node, first_layer, end_layer, time_s (per microbatch),
 //                   sync_s (per step), memory_bytes
@@ -56,6 +56,7 @@ struct StepRecord {
     double sync = 0.0;       // seconds summing gradients over replicas, and clipping
     double optimizer = 0.0;  // seconds in the optimizer update
     double pipelineWait = 0.0;  // seconds waiting for neighbouring stages (the bubble) and pending sends
+    double time = 0.0;          // seconds since the Unix epoch when the step was recorded (0 in older files)
 };
 
 // A step's routers (a mixture of experts): per block the balance loss and z-loss, and blocks x experts loads.

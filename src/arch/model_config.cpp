@@ -142,12 +142,17 @@ std::string ModelConfig::shapeText() const {
                        ropeTheta, scaled, tied);
 }
 
+double ModelConfig::attentionFlopsPerToken(std::uint32_t layer) const {
+    if (layer == 0 || layer + 1 >= numLayers()) return 0.0;
+    // Scores and weighted sum (causal: half of T on average, counted whole as is customary, as PaLM's MFU).
+    return 2.0 * 2.0 * double(seqLen) * (llama() ? double(queryWidth()) : double(dModel));
+}
+
 double ModelConfig::forwardFlopsPerToken(std::uint32_t layer) const {
-    const double C = dModel, V = vocabSize, T = seqLen, H = mlpWidth();
+    const double C = dModel, V = vocabSize, H = mlpWidth();
     if (layer == 0) return 0.0;
     if (layer == numLayers() - 1) return 2.0 * C * V;
-    // Attention scores and weighted sum (causal: half of T on average, counted whole as is customary).
-    const double attention = 2.0 * 2.0 * T * (llama() ? double(queryWidth()) : C);
+    const double attention = attentionFlopsPerToken(layer);
     if (llama()) {
         const double kv = double(keyValueHeads()) * headDim(), Q = queryWidth();
         // gate, up and down: of the dense MLP, or of the router, the experts a token is routed to and the shared one.

@@ -4,13 +4,14 @@ namespace kiln::log {
 
 const std::vector<LogLine>& logLines() {
     static const std::vector<LogLine> lines = {
-        {"step", "step      1/12  loss 5.5469  lr 6.00e-04  |g| 4.581  9.5k tok/s  wait 0.0%  ETA 0m01s  f 2",
+        {"step", "step      1/12  loss 5.5469  lr 6.00e-04  |g| 4.581  9.5k tok/s  MFU 41.2%  wait 0.0%  ETA 0m01s  f 2",
          "progress, one line per step (or per run.log_every): loss, learning rate, gradient norm, throughput, the "
          "share of time waiting for data (above a few % the loader is the bottleneck: raise data.prefetch or "
          "data.read_threads), time left, and the node failures the layout survives now. A mixture of experts adds "
          "'balance 1.018  z 1.94' after the loss: the routers' load-balancing loss (1: balanced; a climb toward "
          "model.experts is a router collapsing onto few experts: raise model.router_aux_loss) and z-loss, means "
-         "over the blocks (kiln diag --plot draws each expert's load)"},
+         "over the blocks (kiln diag --plot draws each expert's load). MFU (model FLOPs utilization over the run's "
+         "steps so far) appears when a peak is known (the MFU line at start-up)"},
         {"kiln: error", "kiln: error on rank 0 (node-7): deck input/my.ini line 12: ...",
          "a bad input, named with its file, line or key; nothing was lost. Fix it and run again"},
         {"MPI", "  MPI        Open MPI v5.0.10", "the MPI library the job runs with; ULFM needs Open MPI 5"},
@@ -22,6 +23,9 @@ const std::vector<LogLine>& logLines() {
          "ULFM supports; any other is warned about by name: docs/install.md)"},
         {"data", "  data       mix licenses 100.0%; global batch 16 x 65 tokens = 1040 tokens/step",
          "the data mix and the global batch as the loader will deliver them"},
+        {"MFU", "  MFU        against 989 TFLOP/s a rank: NVIDIA H100 80GB HBM3 (H100, dense bf16)",
+         "the peak each rank's MFU is measured against (train.peak_tflops, or the GPU's by its name), or that no MFU "
+         "is reported because none is known; the step lines then show MFU"},
         {"model", "  model      gpt2, 4 blocks, d_model 64, 4 heads, MLP 256, vocabulary 257, 0.24 M parameters; cpu fp32, ...",
          "the model's shape, parameter count and threads per rank"},
         {"start-up", "  start-up   8 ranks, seconds on the slowest rank per phase: load 2.39, deck 0.01, mpi_init 1.56, ...",

@@ -472,6 +472,23 @@ const std::vector<KeySpec>& deckSchema() {
          "the stages the planner finds would not fit in plan.memory_gb without it, none elsewhere; `kiln plan` "
          "marks them). The planner's memory and time model counts it.",
          oneOf({"none", "selective", "full", "auto"})},
+        {"train.peak_tflops", KeyType::Text, "auto",
+         "Each device's dense peak in TFLOP/s, what MFU (model FLOPs utilization) and the hardware FLOPs utilization "
+         "are measured against (the step line, diag.h5, TensorBoard): auto = from the GPU's name (H100, H200, B200, "
+         "A100, MI300X and other common parts: docs/running.md lists them), at bf16 or TF32 as train.precision says; on a "
+         "CPU, or a device not in the table, give a number, or no MFU is reported. The job's peak is this times its "
+         "live ranks, spares and idle nodes included.",
+         [](const Value& v) -> std::string {
+             const auto& s = std::get<std::string>(v);
+             if (s == "auto") return {};
+             try {
+                 std::size_t used = 0;
+                 const double x = std::stod(s, &used);
+                 if (used == s.size() && x > 0 && x < 1e6) return {};
+             } catch (const std::exception&) {
+             }
+             return "must be auto or a peak in TFLOP/s > 0 (an H100 SXM: 989 at bf16)";
+         }},
         {"train.eval_every", KeyType::Integer, "0",
          "Evaluate the held-out loss of data.eval_mix every this many steps and after the last step; 0 = only "
          "after the last step. An evaluation runs forward passes on the current pipelines and takes no training "

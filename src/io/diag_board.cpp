@@ -32,6 +32,9 @@ void DiagBoard::step(const StepRecord& r, const std::vector<std::uint64_t>& sour
     put("train/grad_norm", r.gradNorm);
     put("train/tokens", double(r.tokens));
     if (r.stepTime > 0) put("train/tokens_per_s", double(r.tokens) / r.stepTime);
+    if (r.mfu > 0) put("train/mfu", r.mfu);
+    if (r.hfu > 0) put("train/hfu", r.hfu);
+    if (r.peakMemory > 0) put("memory/peak_gb", r.peakMemory / 1e9);
     put("time/step_s", r.stepTime);
     put("time/data_wait_s", r.dataWait);
     put("time/forward_s", r.forward);

@@ -21,7 +21,10 @@ const h5::Record<StepRecord>& stepRecord() {
                                    .field("sync", &StepRecord::sync)
                                    .field("optimizer", &StepRecord::optimizer)
                                    .field("pipeline_wait", &StepRecord::pipelineWait)
-                                   .field("time", &StepRecord::time);
+                                   .field("time", &StepRecord::time)
+                                   .field("mfu", &StepRecord::mfu)
+                                   .field("hfu", &StepRecord::hfu)
+                                   .field("peak_memory", &StepRecord::peakMemory);
     return record;
 }
 
@@ -113,6 +116,11 @@ const std::map<std::string, std::string>& columnMeanings() {
         {"steps/optimizer", "seconds in the optimizer update"},
         {"steps/pipeline_wait", "seconds waiting for neighbouring stages (the bubble) and pending sends"},
         {"steps/time", "seconds since the Unix epoch when the step was recorded (0 in files written before it)"},
+        {"steps/mfu", "model FLOPs utilization: the model's FLOPs per token (3 x the forward) x tokens/s over every live "
+                      "rank's peak (train.peak_tflops); 0 when no peak is known"},
+        {"steps/hfu", "hardware FLOPs utilization: the same with the forward that recomputation runs again"},
+        {"steps/peak_memory", "bytes, the most of any rank: a GPU's allocator peak since the model was built, on the "
+                              "CPU the process's peak resident set"},
         {"templates/template_nodes", "the node count the template is for"},
         {"templates/stage", "the stage's index in the pipeline"},
         {"templates/node", "the node of the pipeline that runs the stage"},

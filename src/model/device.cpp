@@ -6,6 +6,10 @@
 
 #include <algorithm>
 
+#if KILN_HAVE_CUDA_RUNTIME
+#include <cuda_runtime_api.h>
+#endif
+
 namespace kiln::model {
 
 torch::Device chooseDevice(const std::string& setting, const std::string& origin, int rankOnHost) {
@@ -19,6 +23,14 @@ torch::Device chooseDevice(const std::string& setting, const std::string& origin
         return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local));
     }
     return torch::Device(torch::kCPU);
+}
+
+std::string deviceName(const torch::Device& device) {
+#if KILN_HAVE_CUDA_RUNTIME
+    cudaDeviceProp properties{};
+    if (device.is_cuda() && cudaGetDeviceProperties(&properties, device.index()) == cudaSuccess) return properties.name;
+#endif
+    return device.is_cuda() ? "cuda" : "cpu";
 }
 
 }  // namespace kiln::model

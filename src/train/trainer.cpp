@@ -77,6 +77,7 @@ model::ComputeThreads Trainer::State::prepare(bool joining) {
     }
     modelConfig = arch::modelConfigFromDeck(deck, corpus->tokenizer().vocabSize);
     device = model::chooseDevice(config.device, deck.setting("train.device").origin, world.rankOnHost());
+    choosePeak();
     runDir = std::filesystem::path(deck.text("run.out_dir")) / deck.text("run.name");
     checkpoints = std::make_unique<RunCheckpoints>(
         runDir / "ckpt", config.checkpointKeep, config.checkpointBackground, config.checkpointParallel,

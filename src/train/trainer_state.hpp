@@ -89,6 +89,11 @@ private:
     data::CursorContext context;
     std::filesystem::path runDir;
     torch::Device device{torch::kCPU};
+    // Each rank's peak FLOP/s (train.peak_tflops, or the device's from plan/flops.hpp); 0: none known, no MFU.
+    double peakFlopsPerRank = 0.0;
+    void choosePeak();
+    // The MFU and hardware FLOPs utilization of `tokensPerSecond` on the current layout and live ranks.
+    std::pair<double, double> utilization(double tokensPerSecond) const;
     // Who is in the job, what was retired, what the layout tolerates (membership.hpp).
     Membership membership;
     // On the rank that took an admission request: the new nodes' processes,
@@ -237,6 +242,7 @@ private:
         double seconds = 0.0;        // until it was committed or abandoned
         std::string dataError;       // a rank's batch could not be read: every rank stops with this
         double lossSum = 0.0, gradNorm = 0.0;
+        double peakMemory = 0.0;     // bytes, the most of any rank
         bool stopRequested = false;  // some rank got the stop signal: all stop after this step
         int admitNodes = 0;          // nodes whose processes are ready to be admitted after this step
         int admitGivenUp = 0;        // nodes whose processes failed while they started

@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/base/resident_memory.hpp"
 #include "kiln/base/stop_request.hpp"
 #include "kiln/comm/decision_check.hpp"
 #include "kiln/comm/heartbeat.hpp"
@@ -12,14 +13,30 @@
 #include "kiln/io/fence.hpp"
 #include "kiln/model/compute_clock.hpp"
 #include "kiln/model/cpu_allocations.hpp"
+#include "kiln/model/device.hpp"
+#include "kiln/model/device_memory.hpp"
 #include "kiln/model/router_record.hpp"
+#include "kiln/plan/flops.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace kiln::train {
+
+namespace {
+
+// This rank's peak memory in bytes: its GPU allocator's peak since the model was built, or the process's peak
+// resident set on the CPU.
+double peakMemoryBytes(const torch::Device& device) {
+    if (device.is_cuda()) return double(model::deviceMemoryPeak(device.index()).allocated);
+    return double(base::peakResidentBytes());
+}
+
+}  // namespace
+
 namespace {
 
 // What every rank must hold alike at each step: the step, the loader's cursor
@@ -87,7 +104,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // first kSummed fields in rank order.
         // The step's fingerprint rides along (two doubles): checked before the commit at no extra collective.
         // Then the numbers' check (numeric_guard.hpp): the sums of what this rank sent, and its history's bounds.
-        constexpr int kSummed = 5, kFields = kSummed + 9;
+        constexpr int kSummed = 5, kFields = kSummed + 10;
         const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
         double digestHigh = 0.0, digestLow = 0.0;
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
@@ -96,7 +113,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
                                       checkpoints->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow,
                                       work.stage.forwardDigest, work.stage.backwardDigest, numerics.lossBound(),
-                                      numerics.normBound(), work.stage.sentPeak};
+                                      numerics.normBound(), work.stage.sentPeak, peakMemoryBytes(device)};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
         // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
@@ -126,6 +143,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
                 a.peakRank = static_cast<int>(r);
             }
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
+            a.peakMemory = std::max(a.peakMemory, row[kSummed + 9]);
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
             digests[r] = comm::joinDigest(row[kSummed + 2], row[kSummed + 3]);
@@ -230,11 +248,38 @@ Trainer::State::Recovery Trainer::State::commitStep(std::uint64_t step, double t
     return Recovery::Continue;
 }
 
+void Trainer::State::choosePeak() {
+    const std::string given = deck.text("train.peak_tflops");
+    const bool bf16 = deck.text("train.precision") == "bf16";
+    if (given != "auto") {
+        peakFlopsPerRank = std::stod(given) * 1e12;  // the deck's check took only a number > 0
+        log::info("  MFU        against {} TFLOP/s a rank (train.peak_tflops)", given);
+        return;
+    }
+    const std::string name = model::deviceName(device);
+    if (const auto* peak = plan::devicePeakOf(name)) {
+        peakFlopsPerRank = (bf16 ? peak->bf16 : peak->tf32) * 1e12;
+        log::info("  MFU        against {:g} TFLOP/s a rank: {} ({}, dense {})", peakFlopsPerRank / 1e12, name, peak->name,
+                  bf16 ? "bf16" : "TF32");
+    } else {
+        log::info("  MFU        not reported: no peak known for device \"{}\" (set train.peak_tflops)", name);
+    }
+}
+
+std::pair<double, double> Trainer::State::utilization(double tokensPerSecond) const {
+    if (peakFlopsPerRank <= 0 || !parallel) return {0.0, 0.0};
+    const auto flops = plan::flopsPerToken(modelConfig, parallel->layout().pipelines);
+    const double peak = peakFlopsPerRank * double(world.size());
+    return {tokensPerSecond * flops.model / peak, tokensPerSecond * flops.hardware / peak};
+}
+
 void Trainer::State::recordStep(std::uint64_t step, const Committed& done, double targetsPerStep) {
     const Attempt& a = done.attempt;
-    const io::StepRecord record{step, done.loss, done.lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep),
-                                done.stepSeconds, done.wait, a.work.forward, a.work.backward, a.sync,
-                                done.optimizerSeconds, a.work.waiting};
+    io::StepRecord record{step, done.loss, done.lr, a.gradNorm, static_cast<std::uint64_t>(targetsPerStep),
+                          done.stepSeconds, done.wait, a.work.forward, a.work.backward, a.sync,
+                          done.optimizerSeconds, a.work.waiting};
+    std::tie(record.mfu, record.hfu) = utilization(done.stepSeconds > 0 ? targetsPerStep / done.stepSeconds : 0.0);
+    record.peakMemory = a.peakMemory;
     std::vector<std::uint64_t> sourceTokens;
     const data::Cursor& after = loader->cursor();
     for (std::size_t i = 0; i < spec.sources.size(); ++i)
@@ -255,8 +300,10 @@ void Trainer::State::logProgress(std::uint64_t step, const Committed& done, doub
                   config.steps, duration(eta), membership.tolerance());
         return;
     }
-    log::info("step {:>6}/{}  loss {:.4f}{}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s  wait {:.1f}%  ETA {}  f {}{}", step + 1,
+    const double mfu = utilization(tokensPerSecond).first;
+    log::info("step {:>6}/{}  loss {:.4f}{}  lr {:.2e}  |g| {:.3f}  {:.1f}k tok/s{}  wait {:.1f}%  ETA {}  f {}{}", step + 1,
               config.steps, done.loss, router, done.lr, a.gradNorm, tokensPerSecond / 1e3,
+              mfu > 0 ? fmt::format("  MFU {:.1f}%", 100 * mfu) : std::string(),
               100.0 * done.wait / done.stepSeconds, duration(eta), membership.tolerance(),
               membership.spares() > 0 ? fmt::format(" +{} spare", membership.spares()) : std::string());
 }

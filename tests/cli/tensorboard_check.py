@@ -73,9 +73,16 @@ def live(directory, losses_path, diag_path, first_path):
             fail("%s: TensorBoard at steps %s, diag.h5 %s" % (kind, sorted(shown), [e["step"] for e in events]))
         if step is not None and step not in shown:
             fail("%s not at step %d: %s" % (kind, step, sorted(shown)))
-    for tag in ("kiln/layout/tolerance", "kiln/layout/pipelines", "train/tokens_per_s", "time/step_s", "data/licenses"):
+    for tag in ("kiln/layout/tolerance", "kiln/layout/pipelines", "train/tokens_per_s", "time/step_s", "data/licenses",
+                "train/mfu", "train/hfu", "memory/peak_gb"):
         if tag not in tags["scalars"]:
             fail("no %s among %s" % (tag, sorted(tags["scalars"])))
+    mfu, hfu = scalars(acc, "train/mfu"), scalars(acc, "train/hfu")
+    if sorted(mfu) != list(range(16)) or any(not (0 < mfu[s] <= hfu[s]) for s in mfu):
+        fail("MFU %s, HFU %s" % (mfu, hfu))
+    peak = scalars(acc, "memory/peak_gb")
+    if any(not (0.01 < v < 64) for v in peak.values()):
+        fail("peak memory (GB) %s" % peak)
     print("PASS 1: TensorBoard's reader: train/loss and grad_norm equal diag.h5 at steps 0-15 (steps %s redone, "
           "the second values shown); " % redone +
           "failure at step %d (1 node), admission at step %s, resume at step 8 on the timeline; %d scalar tags, "

@@ -133,6 +133,9 @@ struct ModelConfig {
     std::string shapeText() const;
     // Forward FLOPs of one token through layer i (matmuls, 2 per multiply-add; attention included).
     double forwardFlopsPerToken(std::uint32_t layer) const;
+    // Of those, attention's core (scores and weighted sum; 0 outside the blocks): what selective
+    // recomputation runs again.
+    double attentionFlopsPerToken(std::uint32_t layer) const;
 };
 
 // `tokenizerVocab` is the data's vocabulary (0 when unknown). model.vocab, when

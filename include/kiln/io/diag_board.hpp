@@ -2,7 +2,8 @@
 // beside diag.h5 as it goes (tensorboard.enabled) and what `kiln diag
 // --tensorboard` writes from a diag.h5 afterwards, tag for tag the same.
 //
-//   train/   loss, lr, grad_norm, tokens_per_s, tokens           every step
+//   train/   loss, lr, grad_norm, tokens_per_s, tokens, mfu, hfu  every step
+//   memory/  peak_gb (the most of any rank)
 //   time/    step_s, data_wait_s, forward_s, backward_s, sync_s, optimizer_s, pipeline_wait_s
 //   data/    share of each source in the step's tokens
 //   experts/ balance and z losses (mean over blocks), each expert's share of the routed tokens

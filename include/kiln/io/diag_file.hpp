@@ -5,7 +5,8 @@
 //
 //   /config         the resolved deck (string)
 //   /steps          step, loss, lr, grad_norm, tokens, step_time, data_wait, forward, backward,
-//                   sync, optimizer, pipeline_wait, time (one record per step; times in seconds, rank 0's)
+//                   sync, optimizer, pipeline_wait, time, mfu, hfu, peak_memory (one record per step;
+//                   times in seconds, rank 0's)
 //   /templates      the pipeline templates of this run, one record per stage: template_nodes,
 //                   stage, node, rank_in_node, first_layer, end_layer, time_s (per microbatch),
 //                   sync_s (per step), memory_bytes
@@ -57,6 +58,9 @@ struct StepRecord {
     double optimizer = 0.0;  // seconds in the optimizer update
     double pipelineWait = 0.0;  // seconds waiting for neighbouring stages (the bubble) and pending sends
     double time = 0.0;          // seconds since the Unix epoch when the step was recorded (0 in older files)
+    double mfu = 0.0;           // model FLOPs utilization (0: no peak known; train.peak_tflops)
+    double hfu = 0.0;           // hardware FLOPs utilization: recomputation counted
+    double peakMemory = 0.0;    // bytes, the most of any rank (a GPU's allocator peak, else the resident set's)
 };
 
 // A step's routers (a mixture of experts): per block the balance loss and z-loss, and blocks x experts loads.

@@ -13,6 +13,9 @@ namespace kiln::model {
 // launcher numbered them in. Throws InputError for cuda without a CUDA device.
 torch::Device chooseDevice(const std::string& setting, const std::string& origin, int rankOnHost);
 
+// The device's name as its driver reports it ("NVIDIA H100 80GB HBM3"); "cpu" on the CPU.
+std::string deviceName(const torch::Device& device);
+
 // Returns once everything queued on `device` has run, so that a host clock
 // around it measures the work and not only its launch (CUDA kernels run
 // asynchronously); nothing on the CPU.

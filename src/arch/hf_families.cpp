@@ -7,9 +7,16 @@ namespace kiln::arch {
 const std::vector<HuggingFaceFamily>& huggingFaceFamilies() {
     static const std::vector<HuggingFaceFamily> families = [] {
         std::vector<HuggingFaceFamily> all;
-        const auto llama = [&](const char* type, const char* architecture) -> HuggingFaceFamily& {
-            all.push_back({type, architecture, Family::Llama});
+        const auto entry = [&](const char* type, const char* architecture, Family family) -> HuggingFaceFamily& {
+            HuggingFaceFamily f{};
+            f.modelType = type;
+            f.architecture = architecture;
+            f.family = family;
+            all.push_back(std::move(f));
             return all.back();
+        };
+        const auto llama = [&](const char* type, const char* architecture) -> HuggingFaceFamily& {
+            return entry(type, architecture, Family::Llama);
         };
         llama("llama", "LlamaForCausalLM");
         // Mistral v0.3 and later are the Llama architecture under another name, with an optional window.
@@ -46,7 +53,7 @@ const std::vector<HuggingFaceFamily>& huggingFaceFamilies() {
         olmoe.expertNames = ExpertNames::MlpExperts;
         olmoe.fixed = {{"clip_qkv", "null", "kiln does not clip q, k and v"}};
 
-        all.push_back({"gpt2", "GPT2LMHeadModel", Family::Gpt2});
+        entry("gpt2", "GPT2LMHeadModel", Family::Gpt2);
         return all;
     }();
     return families;

@@ -35,6 +35,16 @@ void DiagBoard::step(const StepRecord& r, const std::vector<std::uint64_t>& sour
     if (r.mfu > 0) put("train/mfu", r.mfu);
     if (r.hfu > 0) put("train/hfu", r.hfu);
     if (r.peakMemory > 0) put("memory/peak_gb", r.peakMemory / 1e9);
+    if (layout_) {
+        // The layout at every step, not only where it changed: TensorBoard draws a line between points, and a
+        // tolerance that held for 300 steps must not read as a slope.
+        put("kiln/layout/pipelines", layout_->pipelines);
+        put("kiln/layout/nodes_used", layout_->nodesUsed);
+        put("kiln/layout/nodes_idle", layout_->nodesIdle);
+        put("kiln/layout/spares", layout_->spares);
+        put("kiln/layout/tolerance", layout_->tolerance);
+        put("kiln/layout/predicted_step_s", layout_->predictedStepTime);
+    }
     put("time/step_s", r.stepTime);
     put("time/data_wait_s", r.dataWait);
     put("time/forward_s", r.forward);
@@ -84,12 +94,7 @@ void DiagBoard::event(std::uint64_t step, const std::string& kind, const std::st
 
 void DiagBoard::instantiation(const InstantiationRecord& r) {
     const auto s = std::int64_t(r.step);
-    file_.scalar("kiln/layout/pipelines", s, r.pipelines, r.time);
-    file_.scalar("kiln/layout/nodes_used", s, r.nodesUsed, r.time);
-    file_.scalar("kiln/layout/nodes_idle", s, r.nodesIdle, r.time);
-    file_.scalar("kiln/layout/spares", s, r.spares, r.time);
-    file_.scalar("kiln/layout/tolerance", s, r.tolerance, r.time);
-    file_.scalar("kiln/layout/predicted_step_s", s, r.predictedStepTime, r.time);
+    layout_ = r;
     file_.text("kiln/layout", s,
                fmt::format("{} pipelines `{}` on {} nodes ({} idle, {} spare), tolerating {} node failures; ranks `{}`",
                            r.pipelines, r.layout, r.nodesUsed, r.nodesIdle, r.spares, r.tolerance, r.ranks),

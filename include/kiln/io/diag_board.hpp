@@ -8,7 +8,8 @@
 //   data/    share of each source in the step's tokens
 //   experts/ balance and z losses (mean over blocks), each expert's share of the routed tokens
 //   eval/    loss, perplexity
-//   kiln/    the layout (pipelines, nodes_used, nodes_idle, spares, tolerance) when it changes; each
+//   kiln/    the layout (pipelines, nodes_used, nodes_idle, spares, tolerance) at every step, and in words
+//            when it changes; each
 //            failure's nodes_lost, detect_s, recovery_s, migrate_s, replay_s, bytes_migrated;
 //            checkpoints' stall_s and MB; and every diag.h5 event as text under kiln/events/<kind>
 #pragma once
@@ -17,6 +18,7 @@
 #include "kiln/io/event_file.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,7 @@ public:
 private:
     EventFile file_;
     std::vector<std::string> sources_;
+    std::optional<InstantiationRecord> layout_;  // the last one: its figures go with every step
 };
 
 // Writes `diagPath`'s records into event files in `dir`; returns the number of steps written.

@@ -128,30 +128,35 @@ std::uint64_t writeBoardFromDiag(const std::string& diagPath, const std::string&
     auto r = readDiagRecords(diagPath);
     DiagBoard board(dir, r.sources);
     // Every record in the order the run made it (by its time), so that a resume drops what its first
-    // attempt wrote after the checkpoint as it did live. Rows of files from before /steps had a time
-    // (0) go after everything else, in their order: TensorBoard then keeps each step's last value.
+    // attempt wrote after the checkpoint as it did live. A file from before /steps had a time (0) is put in
+    // step order instead, each step's rows after the records of that step, the rows in the order written:
+    // TensorBoard then keeps each step's last value, and every step shows the layout it ran.
+    bool timed = true;
+    for (const auto& s : r.steps) timed = timed && s.time > 0;
     struct Item {
-        double time;
+        double key;
         std::function<void()> write;
     };
     std::vector<Item> items;
-    const double last = 1e300;
-    for (const auto& l : r.layouts) items.push_back({l.time, [&board, &l] { board.instantiation(l); }});
-    for (const auto& f : r.failures) items.push_back({f.time, [&board, &f] { board.failure(f); }});
-    for (const auto& e : r.evals) items.push_back({e.time, [&board, &e] { board.evaluation(e); }});
+    const auto at = [timed](double time, std::uint64_t step, bool row) {
+        return timed ? time : double(step) + (row ? 0.5 : 0.0);
+    };
+    for (const auto& l : r.layouts) items.push_back({at(l.time, l.step, false), [&board, &l] { board.instantiation(l); }});
+    for (const auto& f : r.failures) items.push_back({at(f.time, f.step, false), [&board, &f] { board.failure(f); }});
+    for (const auto& e : r.evals) items.push_back({at(e.time, e.step, false), [&board, &e] { board.evaluation(e); }});
     for (const auto& e : r.events)
-        items.push_back({e.time, [&board, &e] {
+        items.push_back({at(e.time, e.step, false), [&board, &e] {
                              if (std::string(e.kind) == "start" || std::string(e.kind) == "resume")
                                  board.start(e.step, e.time);
                              board.event(e.step, e.kind, e.detail, e.time);
                          }});
     for (std::size_t i = 0; i < r.steps.size(); ++i)
-        items.push_back({r.steps[i].time > 0 ? r.steps[i].time : last, [&board, &r, i] {
+        items.push_back({at(r.steps[i].time, r.steps[i].step, true), [&board, &r, i] {
                              board.step(r.steps[i],
                                         i < r.sourceTokens.size() ? r.sourceTokens[i] : std::vector<std::uint64_t>{},
                                         i < r.router.size() ? r.router[i] : RouterRow{}, r.steps[i].time);
                          }});
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.time < b.time; });
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
     for (const auto& item : items) item.write();
     board.flush();
     return r.steps.size();

@@ -33,7 +33,10 @@ void RunCheckpoints::complete(MPI_Comm comm) {
 
 std::string RunCheckpoints::describe(const CheckpointWrite& done, bool background) {
     const std::string writers = done.writers > 1 ? fmt::format(", {} writers", done.writers) : std::string();
-    if (!background) return fmt::format("in {:.2f} s{}", done.stall, writers);
+    if (!background)
+        return fmt::format("in {:.2f} s{}{}", done.stall,
+                           done.bytes > 0 ? fmt::format(", this rank wrote {:.1f} MB", done.bytes / 1e6) : std::string(),
+                           writers);
     return fmt::format("in the background: training stalled {:.3f} s, this rank wrote {:.1f} MB in {:.3f} s{}", done.stall,
                        done.bytes / 1e6, done.write, writers);
 }

@@ -54,7 +54,8 @@ std::vector<std::uint64_t> listOf(const std::string& option, const std::string& 
 struct SimulateOptions {
     std::string trace, traceFrom, fList, sparesList, everyList, costsFrom, plotDir, compareList;
     std::vector<std::string> costOverrides;
-    double days = 54, stopAtSteps = 0, mtbf = 0, groupShare = 0, hangShare = 0.3, repairHours = -1, sdcNodeHours = 0;
+    double days = 54, stopAtSteps = 0, mtbf = 0, groupShare = 0, hangShare = 0.3, hostShare = 0, repairHours = -1,
+           sdcNodeHours = 0;
     std::uint32_t groupNodes = 8, seeds = 1;
     bool sdcGiven = false, mtbfGiven = false, fGiven = false, sparesGiven = false, everyGiven = false, baselines = true, json = false;
 };
@@ -149,6 +150,9 @@ bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions
         ("group-nodes", po::value<std::uint32_t>(&o.groupNodes)->default_value(8), "nodes in such a group")
         ("hang-share", po::value<double>(&o.hangShare)->default_value(0.3),
          "the share of failures that leave processes hung (found after fault.hang_timeout_s)")
+        ("host-share", po::value<double>(&o.hostShare)->default_value(0.0),
+         "the share of failures that take a host whole, its launcher daemon with it: with Open MPI 5.0 each is a "
+         "requeue without the host, not a recovery in place (docs/faults.md; of the hung share, a host gone silent)")
         ("repair-hours", po::value<double>(&o.repairHours),
          "hours until a failed node can be admitted again (0: never; default: the repair_s cost)")
         ("seeds", po::value<std::uint32_t>(&o.seeds)->default_value(1), "independent failure schedules per choice")
@@ -187,8 +191,8 @@ bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions
     o.json = values.count("json") > 0;
     if (o.days <= 0) throw InputError(fmt::format("--days {}: expected a duration > 0", o.days));
     if (o.seeds == 0) throw InputError("--seeds 0: expected at least one schedule");
-    if (o.groupShare < 0 || o.groupShare > 1 || o.hangShare < 0 || o.hangShare > 1)
-        throw InputError("--group-share and --hang-share are shares: expected 0 to 1");
+    if (o.groupShare < 0 || o.groupShare > 1 || o.hangShare < 0 || o.hangShare > 1 || o.hostShare < 0 || o.hostShare > 1)
+        throw InputError("--group-share, --hang-share and --host-share are shares: expected 0 to 1");
     if (int(!o.trace.empty()) + int(!o.traceFrom.empty()) + int(o.mtbfGiven) > 1)
         throw InputError("--trace, --trace-from and --node-mtbf-hours: give one (a trace says when nodes fail)");
     return true;
@@ -210,12 +214,13 @@ std::vector<std::vector<sim::FailureEvent>> failureSchedules(SimulateOptions& o,
     const std::uint32_t ranksPerNode = sim.inputs.cluster.ranksPerNode;
     if (!o.mtbfGiven) o.mtbf = kLlama3GpuMtbfHours / ranksPerNode;
     if (o.mtbf <= 0) throw InputError(fmt::format("--node-mtbf-hours {}: expected hours > 0", o.mtbf));
-    const sim::FailureModel model{sim.nodes, sim.seconds, o.mtbf, o.groupShare, o.groupNodes, o.hangShare};
+    const sim::FailureModel model{sim.nodes, sim.seconds, o.mtbf, o.groupShare, o.groupNodes, o.hangShare, o.hostShare};
     for (std::uint32_t s = 1; s <= o.seeds; ++s) schedules.push_back(sim::drawFailures(model, s));
     summary.failuresFrom = fmt::format(
-        "node MTBF {:.0f} h{} (the job: a failure every {:.2f} h), {} hung, {}{} seed{}", o.mtbf,
+        "node MTBF {:.0f} h{} (the job: a failure every {:.2f} h), {} hung, {}{}{} seed{}", o.mtbf,
         o.mtbfGiven ? "" : fmt::format(" (Llama 3's rate for {} GPUs a node)", ranksPerNode), o.mtbf / sim.nodes,
         fmt::format("{:.0f} %", 100 * o.hangShare),
+        o.hostShare > 0 ? fmt::format("{:.0f} % taking the host whole (each a requeue), ", 100 * o.hostShare) : "",
         o.groupShare > 0 ? fmt::format("{:.0f} % taking {} nodes at once, ", 100 * o.groupShare, o.groupNodes) : "",
         o.seeds, o.seeds == 1 ? "" : "s");
     return schedules;

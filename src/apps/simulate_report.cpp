@@ -131,6 +131,7 @@ void printSimulateJson(const SimulateSummary& s) {
                                     {"failures", r.failures},
                                     {"survived_in_place", r.survivedInPlace},
                                     {"requeues", r.requeues},
+                                    {"host_requeues", r.hostRequeues},
                                     {"admissions", r.admissions},
                                     {"checkpoints", r.checkpoints},
                                     {"bytes_migrated", r.bytesMigrated},

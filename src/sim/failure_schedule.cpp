@@ -31,6 +31,8 @@ std::vector<FailureEvent> drawFailures(const FailureModel& model, std::uint64_t 
             e.nodes.push_back(first);
         }
         e.hang = unit(rng) < model.hangShare;
+        // Drawn only when asked: a schedule without hosts stays the one every earlier seed gave.
+        if (model.hostShare > 0) e.host = unit(rng) < model.hostShare;
         events.push_back(std::move(e));
     }
     return events;
@@ -44,10 +46,10 @@ std::vector<FailureEvent> readFailureTrace(const std::string& path, std::uint32_
     for (int number = 1; std::getline(in, line); ++number) {
         if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
         std::istringstream words(line);
-        std::string time, list, kind, extra;
+        std::string time, list, kind;
         if (!(words >> time)) continue;
         const auto where = fmt::format("{}:{}", path, number);
-        const auto expected = "expected \"SECONDS NODE[,NODE...] [hang]\"";
+        const auto expected = "expected \"SECONDS NODE[,NODE...] [hang] [host]\"";
         if (!(words >> list)) throw InputError(fmt::format("{}: no node ids; {}", where, expected));
         FailureEvent e;
         try {
@@ -71,11 +73,15 @@ std::vector<FailureEvent> readFailureTrace(const std::string& path, std::uint32_
                                              id, nodes, nodes - 1, expected));
             e.nodes.push_back(static_cast<std::uint32_t>(value));
         }
-        if (words >> kind) {
-            if (kind != "hang") throw InputError(fmt::format("{}: \"{}\" after the nodes; {}", where, kind, expected));
-            e.hang = true;
+        while (words >> kind) {
+            if (kind == "hang" && !e.hang) {
+                e.hang = true;
+            } else if (kind == "host" && !e.host) {
+                e.host = true;
+            } else {
+                throw InputError(fmt::format("{}: \"{}\" after the nodes; {}", where, kind, expected));
+            }
         }
-        if (words >> extra) throw InputError(fmt::format("{}: \"{}\" after the line's end; {}", where, extra, expected));
         events.push_back(std::move(e));
     }
     std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
@@ -99,6 +105,11 @@ std::vector<FailureEvent> traceFromDiag(const std::string& path, std::uint32_t n
                                              f.step, id, nodes));
             e.nodes.push_back(static_cast<std::uint32_t>(node));
         }
+        // How the run met it: a launch that ended without kiln (a host lost whole), or the step's deadline
+        // ending the job (a host gone silent); both a requeue.
+        const std::string cause = f.cause;
+        e.host = cause == "launch" || cause == "deadline";
+        e.hang = cause == "deadline";
         if (!e.nodes.empty()) events.push_back(std::move(e));
     }
     return events;

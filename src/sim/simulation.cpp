@@ -377,6 +377,12 @@ private:
         failedSinceStart_ += static_cast<std::uint32_t>(hit.size());
         const double detect = failure.hang ? costs_.detectHungAt(step_) : costs_.detectEnded.value;
         if (setup_.policy == Policy::CheckpointRestart) return requeue(detect, /*layersSurvive=*/false);
+        // A host lost whole ends the launch (Open MPI 5.0): requeued from the last committed checkpoint, nothing
+        // written on the way out.
+        if (failure.host) {
+            ++result_.hostRequeues;
+            return requeue(detect, false);
+        }
         if (!layersSurvive()) return requeue(detect, false);
         if (setup_.policy == Policy::FPerRun && failedSinceStart_ > plan_.f) return requeue(detect, true);
         const plan::Regroup next = regroupNow();

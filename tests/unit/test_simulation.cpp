@@ -93,7 +93,7 @@ TEST(Simulation, CheckpointRestartAgreesWithDalysClosedForm) {
         const auto every = static_cast<std::uint64_t>(std::llround(tau / step));
         auto setup = setupFor(p, sim::Policy::CheckpointRestart, 2e7, every);
         setup.backgroundCheckpoints = false;
-        const sim::FailureModel model{1, setup.seconds, mtbf / 3600, 0, 1, 0};
+        const sim::FailureModel model{1, setup.seconds, mtbf / 3600, 0, 1, 0, 0};
         const auto r = sim::simulate(p, c, sim::drawFailures(model, 7), setup);
         const double expected = sim::dalyEfficiency(double(every) * step, delta, restart, mtbf);
         EXPECT_NEAR(r.effective(), expected, 0.01) << "tau " << tau << " s, " << r.failures << " failures";
@@ -119,7 +119,7 @@ TEST(Simulation, WallTimeIsUsefulWorkPlusTimeLostByCause) {
         for (std::uint32_t spares : {0u, 1u}) {
             const auto p = smallPlan(6, 1, spares);
             auto setup = setupFor(p, policy, 2e6, 500);
-            const sim::FailureModel model{6, setup.seconds, 20, 0.2, 2, 0.3};
+            const sim::FailureModel model{6, setup.seconds, 20, 0.2, 2, 0.3, 0};
             const auto r = sim::simulate(p, costs(), sim::drawFailures(model, 3), setup);
             EXPECT_GT(r.failures, 50u);
             const double accounted = r.usefulTokens / r.referenceTokensPerSecond + r.lost.total();
@@ -160,6 +160,27 @@ TEST(Simulation, KilnRecoversInPlaceWhatTheLayoutToleratesAndRequeuesBeyond) {
     // The last layout is what regroup() chooses for the 3 nodes left.
     const auto last = plan::regroup(p, 3);
     EXPECT_EQ(r.layouts.back().layout, plan::sharesOf(last.instantiation));
+}
+
+TEST(Simulation, AHostLostWholeIsARequeueFromTheLastCheckpoint) {
+    // What the layout survives in place as a process failure ends the launch when the host goes whole
+    // (Open MPI 5.0's runtime): a requeue, the steps since the last checkpoint redone.
+    const auto p = smallPlan(6, 2);
+    auto c = costs();
+    c.repair = {0, "s", "test"};
+    const auto setup = setupFor(p, sim::Policy::Kiln, 1000, 0);
+    auto lost = at(100, {0});
+    EXPECT_EQ(sim::simulate(p, c, {lost}, setup).survivedInPlace, 1u);
+    lost.host = true;
+    auto r = sim::simulate(p, c, {lost}, setup);
+    EXPECT_EQ(r.survivedInPlace, 0u);
+    EXPECT_EQ(r.requeues, 1u);
+    EXPECT_EQ(r.hostRequeues, 1u);
+    EXPECT_NEAR(r.lost.redone, 100.0, 1.0);  // no checkpoint: everything again
+    EXPECT_NEAR(r.lost.detection, c.detectEnded.value, 1e-9);
+    lost.hang = true;  // gone silent: found by the step's deadline (here the deck-free detect_hung_s)
+    r = sim::simulate(p, c, {lost}, setup);
+    EXPECT_NEAR(r.lost.detection, c.detectHung.value, 1e-9);
 }
 
 TEST(Simulation, ASpareTakesTheFailedNodesPlaceAndRepairedNodesComeBack) {
@@ -207,12 +228,18 @@ TEST(Simulation, RunEndsAfterTheStepsAsked) {
 TEST(FailureTrace, ErrorsNameTheFileAndLine) {
     const std::string path = testing::TempDir() + "kiln-trace.txt";
     const auto write = [&](const std::string& text) { std::ofstream(path) << text; };
-    write("# seconds nodes\n10 0\n\n20 1,2 hang\n5 3\n");
+    write("# seconds nodes\n10 0\n\n20 1,2 hang\n5 3 host\n30 0 hang host\n");
     const auto events = sim::readFailureTrace(path, 4);
-    ASSERT_EQ(events.size(), 3u);
+    ASSERT_EQ(events.size(), 4u);
     EXPECT_EQ(events[0].time, 5.0);
+    EXPECT_TRUE(events[0].host);
+    EXPECT_FALSE(events[0].hang);
     EXPECT_EQ(events[2].nodes, (std::vector<std::uint32_t>{1, 2}));
     EXPECT_TRUE(events[2].hang);
+    EXPECT_FALSE(events[2].host);
+    EXPECT_TRUE(events[3].hang && events[3].host);
+    write("10 0 host host\n");
+    EXPECT_NE(errorOf([&] { sim::readFailureTrace(path, 4); }).find(":1: \"host\""), std::string::npos);
     write("10 0\n20 4\n");
     EXPECT_NE(errorOf([&] { sim::readFailureTrace(path, 4); }).find(path + ":2"), std::string::npos);
     write("ten 0\n");
@@ -223,7 +250,7 @@ TEST(FailureTrace, ErrorsNameTheFileAndLine) {
 }
 
 TEST(FailureModel, RateAndGroups) {
-    const sim::FailureModel model{100, 3600.0 * 1000, 100, 0.5, 10, 0};
+    const sim::FailureModel model{100, 3600.0 * 1000, 100, 0.5, 10, 0, 0};
     const auto events = sim::drawFailures(model, 1);
     // 100 nodes failing every 100 h: a failure an hour.
     EXPECT_NEAR(double(events.size()), 1000.0, 100.0);
@@ -238,4 +265,10 @@ TEST(FailureModel, RateAndGroups) {
     }
     EXPECT_NEAR(double(groups) / double(events.size()), 0.5, 0.06);
     EXPECT_EQ(sim::drawFailures(model, 1).size(), events.size());  // the same seed, the same schedule
+    for (const auto& e : events) EXPECT_FALSE(e.host);
+    auto hosts = model;
+    hosts.hostShare = 0.2;
+    std::size_t whole = 0;
+    for (const auto& e : sim::drawFailures(hosts, 1)) whole += e.host ? 1 : 0;
+    EXPECT_NEAR(double(whole) / double(events.size()), 0.2, 0.04);
 }

@@ -18,19 +18,24 @@ struct FailureModel {
     double groupShare = 0.0;     // the share of failure events that take a group of nodes at once
     std::uint32_t groupNodes = 1;  // nodes in such a group (aligned: nodes [k*g, (k+1)*g))
     double hangShare = 0.0;        // the share of failures that leave processes hung, not ended
+    double hostShare = 0.0;        // the share that take the host whole (its launcher daemon too)
 };
 
 struct FailureEvent {
     double time = 0.0;  // seconds since the run started
     std::vector<std::uint32_t> nodes;
     bool hang = false;  // found by heartbeats (fault.hang_timeout_s), not by the process ending
+    // The host is lost whole, its launcher daemon with it: Open MPI 5.0's runtime then ends the job, which kiln
+    // turns into a requeue without the host (kiln-mpirun, exit 75). With `hang`: a host gone silent (power, a
+    // cut link), found by the step's deadline; without: killed, found at once.
+    bool host = false;
 };
 
 // Failure events of `model` over its wall time, in time order (a Poisson
 // process of rate nodes / MTBF).
 std::vector<FailureEvent> drawFailures(const FailureModel& model, std::uint64_t seed);
 
-// A trace: one failure per line, "SECONDS NODE[,NODE...] [hang]"; blank
+// A trace: one failure per line, "SECONDS NODE[,NODE...] [hang] [host]"; blank
 // lines and # comments are skipped. Errors name the file and line; a node id
 // must be below `nodes`. Sorted by time on return.
 std::vector<FailureEvent> readFailureTrace(const std::string& path, std::uint32_t nodes);

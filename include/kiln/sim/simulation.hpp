@@ -70,6 +70,7 @@ struct SimResult {
     LostTime lost;
     std::uint32_t failures = 0;  // failure events that hit the job's live nodes
     std::uint32_t survivedInPlace = 0, requeues = 0, admissions = 0, checkpoints = 0;
+    std::uint32_t hostRequeues = 0;  // of the requeues, those of a host lost whole (FailureEvent::host)
     double bytesMigrated = 0.0;         // by every layout change
     double failureBytesMigrated = 0.0;  // by the regroups after failures alone
     double failedHoldingBytes = 0.0;    // what the failed nodes held (layers' weights and moments) when they failed

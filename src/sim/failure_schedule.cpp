@@ -16,6 +16,9 @@ std::vector<FailureEvent> drawFailures(const FailureModel& model, std::uint64_t 
     std::vector<FailureEvent> events;
     if (model.nodes == 0 || model.nodeMtbfHours <= 0.0) return events;
     std::mt19937_64 rng(seed);
+    // Whether a failure takes its host comes from a stream of its own: every --host-share meets the same
+    // failures at the same times, so that choices compared across it differ only by how failures are handled.
+    std::mt19937_64 hosts(seed ^ 0x686f737473ull);
     std::exponential_distribution<double> gap(double(model.nodes) / (3600.0 * model.nodeMtbfHours));
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::uniform_int_distribution<std::uint32_t> node(0, model.nodes - 1);
@@ -31,8 +34,7 @@ std::vector<FailureEvent> drawFailures(const FailureModel& model, std::uint64_t 
             e.nodes.push_back(first);
         }
         e.hang = unit(rng) < model.hangShare;
-        // Drawn only when asked: a schedule without hosts stays the one every earlier seed gave.
-        if (model.hostShare > 0) e.host = unit(rng) < model.hostShare;
+        e.host = unit(hosts) < model.hostShare;
         events.push_back(std::move(e));
     }
     return events;

@@ -12,7 +12,8 @@
 #     host; the harness leaves nothing behind.
 # VICTIM (2..HOSTS, default the last) is the host that fails, AT_STEP (default 6) the step after which it fails;
 # tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
-# ended_after_s=... resumed=... exit=..." is a figure for perf/RESULTS.md.
+# ended_after_s=... resumed=... exit=..." is a figure for perf/RESULTS.md. REFERENCE (a campaign's): the directory
+# of a failure-free run on the same hosts, used instead of running one.
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 faults=${FAULTS:-kill power cut}
@@ -61,12 +62,18 @@ leftovers() {  # kiln and Open MPI processes still on an emulated host, one line
 }
 
 bash "$here/hosts.sh" up "$hosts" "$count" || fail "the emulated hosts did not start"
-job clean "$everyone" >"$work/clean.log" 2>&1
-status=$?
-[ "$status" = 0 ] || { tail -40 "$work/clean.log"; fail "the failure-free run on $count hosts exited $status"; }
-grep -q "node $((count - 1)) .*host$count" "$work/clean.log" ||
-  { grep -A4 "ranks " "$work/clean.log"; fail "kiln did not see $count hosts as $count nodes"; }
-echo "PASS: the failure-free run spans $count hosts as $count nodes"
+if [ -n "${REFERENCE:-}" ] && [ -f "$REFERENCE/tiny/diag.h5" ]; then
+  # A campaign's runs share one failure-free run of the same hosts.
+  ln -s "$REFERENCE" "$work/clean"
+  echo "PASS: the failure-free run of $REFERENCE is the reference"
+else
+  job clean "$everyone" >"$work/clean.log" 2>&1
+  status=$?
+  [ "$status" = 0 ] || { tail -40 "$work/clean.log"; fail "the failure-free run on $count hosts exited $status"; }
+  grep -q "node $((count - 1)) .*host$count" "$work/clean.log" ||
+    { grep -A4 "ranks " "$work/clean.log"; fail "kiln did not see $count hosts as $count nodes"; }
+  echo "PASS: the failure-free run spans $count hosts as $count nodes"
+fi
 
 for fault in $faults; do
   kind=${fault%%=*} name=${fault%%=*}
@@ -161,6 +168,8 @@ if failed and not any(hosts == side for side in sides):
   echo "HOSTFAULT kind=$name host=${lost// /+} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
   echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done
+switch=$(cat "$hosts/switch.ns")
 bash "$here/hosts.sh" down "$hosts"
-[ -z "$(ip netns list | grep kiln-sw-)" ] || fail "the harness left a switch namespace behind"
+# Its own switch only: other harnesses (a campaign, the other host test) may run beside it.
+! ip netns list | grep -qw "$switch" || fail "the harness left its switch namespace $switch behind"
 echo "PASS: the harness removed everything it made"

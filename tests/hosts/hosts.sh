@@ -64,18 +64,23 @@ case $cmd in
     : >"$dir/hosts"
     echo "127.0.0.1 localhost" >>"$dir/hosts"
     for h in $(seq 1 "$n"); do echo "$subnet.$((10 + h)) host$h" >>"$dir/hosts"; done
+    # HOSTS_OWN_TMP=1: each host a /tmp of its own, as a cluster's nodes have (Slurm's PMIx plugin makes the same
+    # directory names there on every node); the harness's users then keep what hosts share out of /tmp.
+    own_tmp=""
+    [ "${HOSTS_OWN_TMP:-0}" = 0 ] || own_tmp="mount -t tmpfs -o size=1g tmpfs /tmp;"
     for h in $(seq 1 "$n"); do
       # The holder keeps the namespaces alive; its own /dev/shm and /etc/hosts live in its mount namespace.
       unshare --net --uts --ipc --mount --propagation private sh -c \
-        "hostname host$h; mount -t tmpfs -o size=2g tmpfs /dev/shm; mount --bind '$dir/hosts' /etc/hosts; \
+        "hostname host$h; mount -t tmpfs -o size=2g tmpfs /dev/shm; mount --bind '$dir/hosts' /etc/hosts; $own_tmp \
          exec sleep infinity" &
       echo $! >"$dir/host$h.pid"
     done
     sleep 0.3
     for h in $(seq 1 "$n"); do
       pid=$(holder "$h")
-      ip link add "$(link_of "$h")" type veth peer name eth0 netns "/proc/$pid/ns/net"
-      ip link set "$(link_of "$h")" netns "$sw"
+      # Made inside the switch's namespace, never in the root one: harnesses side by side (a campaign beside
+      # the test suite) reuse the same names without meeting.
+      ip -n "$sw" link add "$(link_of "$h")" type veth peer name eth0 netns "/proc/$pid/ns/net"
       ip -n "$sw" link set "$(link_of "$h")" master br0 up
       nsenter -t "$pid" -n ip addr add "$subnet.$((10 + h))/24" dev eth0
       nsenter -t "$pid" -n ip link set eth0 up

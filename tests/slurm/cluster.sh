@@ -5,8 +5,15 @@
 #
 #   tests/slurm/cluster.sh start DIR NODES CPUS_PER_NODE   (prints the env to source)
 #   tests/slurm/cluster.sh stop DIR                        (kills everything it started)
+#   tests/slurm/cluster.sh boot DIR H                      (emulated hosts: host H's slurmd again)
 #
 # Scheduler clients need: export SLURM_CONF=DIR/slurm.conf
+#
+# With KILN_HOSTS_DIR naming a harness of emulated hosts (tests/hosts/hosts.sh, NODES + 1 hosts up), the
+# Slurm spans them as it spans a cluster: slurmctld on host1 (the head node, no jobs), one slurmd on each of
+# host2..host(NODES+1), named after its host, every daemon on the same port of its own network; a host that
+# dies takes its slurmd and its job steps with it. Clients must then run on a host (hosts.sh exec DIR 1 ...).
+# munge stays on this machine: its socket is a file, reached from every host's namespaces.
 # Job accounting (sacct) needs slurmdbd and a database: this test Slurm keeps
 # finished jobs in slurmctld's memory for an hour (scontrol show job) and
 # writes a completion record per job to DIR/jobcomp.log instead.
@@ -52,11 +59,38 @@ stop_cluster() {
 }
 
 if [ "$action" = stop ]; then stop_cluster; exit 0; fi
-[ "$action" = start ] || { echo "cluster.sh: unknown action '$action' (start or stop)" >&2; exit 2; }
+if [ "$action" = boot ]; then
+  # boot DIR H: emulated host H (a harness's) is back after a failure that took its slurmd: started again, as a
+  # rebooted node's slurmd is; ReturnToService=2 then lets the controller use it again.
+  h=${3:?which host}
+  export KILN_TEST_SLURM=$dir
+  bash "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../hosts/hosts.sh" exec "${KILN_HOSTS_DIR:?boot needs KILN_HOSTS_DIR}" "$h" \
+    slurmd -f "$dir/slurm.conf" -N "host$h"
+  exit 0
+fi
+[ "$action" = start ] || { echo "cluster.sh: unknown action '$action' (start, boot or stop)" >&2; exit 2; }
 nodes=${3:?NODES}
 cpus=${4:?CPUS_PER_NODE}
 host=$(hostname -s)
 base_port=$(( 17000 + ($$ % 500) * 10 ))   # several test Slurms may run at once
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+harness=${KILN_HOSTS_DIR:-}
+on_host() {  # on_host H COMMAND...: on emulated host H, or here without a harness
+  local h=$1
+  shift
+  if [ -n "$harness" ]; then bash "$here/../hosts/hosts.sh" exec "$harness" "$h" "$@"; else "$@"; fi
+}
+if [ -n "$harness" ]; then
+  [ "$(cat "$harness/count" 2>/dev/null || echo 0)" -gt "$nodes" ] ||
+    { echo "cluster.sh: $nodes nodes need $((nodes + 1)) emulated hosts in $harness (host1 is the head node)" >&2; exit 1; }
+  host=host1
+  nodelines="NodeName=host[2-$((nodes + 1))] CPUs=$cpus RealMemory=1000"
+  # A host that stops answering is down within seconds, as a lost node of a real cluster within its timeout.
+  slurmd_timeout=10
+else
+  nodelines="NodeName=n[1-$nodes] NodeHostname=$host CPUs=$cpus RealMemory=1000 Port=$((base_port + 2))-$((base_port + 1 + nodes))"
+  slurmd_timeout=30
+fi
 
 mkdir -p "$dir"/{run,log,state,munge}
 chmod 700 "$dir" "$dir/munge"
@@ -100,22 +134,23 @@ MinJobAge=3600
 KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
-SlurmdTimeout=30
+SlurmdTimeout=$slurmd_timeout
 MaxJobCount=1000
 JobRequeue=1
-NodeName=n[1-$nodes] NodeHostname=$host CPUs=$cpus RealMemory=1000 Port=$((base_port + 2))-$((base_port + 1 + nodes))
+$nodelines
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 
-slurmctld -f "$dir/slurm.conf" -i
+on_host 1 slurmctld -f "$dir/slurm.conf" -i
 for n in $(seq 1 "$nodes"); do
-  slurmd -f "$dir/slurm.conf" -N "n$n"
+  if [ -n "$harness" ]; then on_host $((n + 1)) slurmd -f "$dir/slurm.conf" -N "host$((n + 1))"
+  else slurmd -f "$dir/slurm.conf" -N "n$n"; fi
 done
 export SLURM_CONF=$dir/slurm.conf
 for _ in $(seq 1 60); do
-  idle=$(sinfo -h -N -t idle -o "%N" 2>/dev/null | wc -l)
+  idle=$(on_host 1 sinfo -h -N -t idle -o "%N" 2>/dev/null | wc -l)
   [ "$idle" -ge "$nodes" ] && break
   sleep 0.5
 done
-[ "$idle" -ge "$nodes" ] || { echo "cluster.sh: only $idle of $nodes nodes came up; see $dir/log" >&2; sinfo -N >&2 || true; exit 1; }
+[ "$idle" -ge "$nodes" ] || { echo "cluster.sh: only $idle of $nodes nodes came up; see $dir/log" >&2; on_host 1 sinfo -N >&2 || true; exit 1; }
 echo "export SLURM_CONF=$dir/slurm.conf"

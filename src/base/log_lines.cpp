@@ -20,7 +20,8 @@ const std::vector<LogLine>& logLines() {
         {"faults", "  faults     ULFM active; fault.f = 2 (up to 2 simultaneous node failures survived without restart, ...)",
          "whether failures can be survived: ULFM off means the first failure ends the job (launch with mpirun --with-ft "
          "ulfm); also fault.f lowered to what the nodes allow, and the MPI transport (pml ob1 is the one Open MPI's "
-         "ULFM supports; any other is warned about by name: docs/install.md)"},
+         "ULFM supports; any other is warned about by name: docs/install.md), with a warning when fault.hang_timeout_s is under "
+         "30 s on a job across hosts (a lossy link can then make Open MPI's detector declare healthy ranks failed)"},
         {"data", "  data       mix licenses 100.0%; global batch 16 x 65 tokens = 1040 tokens/step",
          "the data mix and the global batch as the loader will deliver them"},
         {"MFU", "  MFU        against 989 TFLOP/s a rank: NVIDIA H100 80GB HBM3 (H100, dense bf16)",

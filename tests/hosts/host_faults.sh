@@ -3,7 +3,9 @@
 # of RANKS_PER_HOST ranks (default 2), nodes grouped by host name (cluster.ranks_per_node = 0), fault.f = 1,
 # launched through kiln-mpirun with KILN_END_RECORD as the jobscript does. Faults (FAULTS, default: kill power
 # cut): kill (VICTIM dies whole), power (its link, then its processes), cut (its link; its processes live),
-# outage (its link down for OUTAGE_S seconds, default 12, then back), split=GROUPS (a partition, e.g.
+# outage (its link down for OUTAGE_S seconds, default 12, then back), lossy (its link LINK_DELAY_MS, default 50,
+# slower each way and losing LINK_LOSS, default 0.05, of its frames for the whole run: nothing may be declared
+# failed, the first launch must end 0 with no /failures row), split=GROUPS (a partition, e.g.
 # split=1,2|3,4; host1's group is the launcher's side; split alone takes SPLIT). Pass criterion for each fault:
 #   - the job never ends silently and never hangs: the first launch exits 0 with every step done, or 75;
 #   - after 75, a relaunch on the hosts left (as the requeue excludes the lost ones) resumes and ends with 0;
@@ -34,7 +36,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps=16
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
       --set cluster.ranks_per_node=0 --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
-      --set checkpoint.every=4 --set fault.hang_timeout_s=5 --set fault.step_timeout_s=15
+      --set checkpoint.every=4 --set fault.hang_timeout_s=${HANG_TIMEOUT_S:-5} --set fault.step_timeout_s=15
       --set fault.inject=$(for r in $(seq 0 $((count * per - 1))); do printf '%s' "${r:+$r:1-100:slow=0.03,}"; done))
 # Every rank alike 30 ms slower a microbatch (no straggler): steps long enough for a host to die inside one.
 # job NAME HOSTLIST [settings...]: kiln-mpirun on host1 over the hosts in HOSTLIST ("host1:2,host2:2,...").
@@ -54,6 +56,11 @@ same_losses() {  # reference candidate
     { n++; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
     END { if (n != steps || bad) { print "losses differ (" n " of " steps " steps)"; exit 1 } }'
 }
+tokps() {  # the median tokens/s of a run's step lines ("5.0k tok/s"), "-" without them
+  grep -a "^step " "$1" 2>/dev/null | awk '{ for (i = 2; i <= NF; i++) if ($i == "tok/s") { v = $(i - 1); m = 1
+    if (v ~ /k$/) m = 1000; if (v ~ /M$/) m = 1e6; sub(/[kM]$/, "", v); print v * m } }' | sort -n |
+    awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'
+}
 leftovers() {  # kiln and Open MPI processes still on an emulated host, one line each ("" when none)
   local h
   for h in $(seq 1 "$count"); do
@@ -61,7 +68,9 @@ leftovers() {  # kiln and Open MPI processes still on an emulated host, one line
   done
 }
 
-bash "$here/hosts.sh" up "$hosts" "$count" || fail "the emulated hosts did not start"
+relay=""
+[[ " $faults " != *" lossy "* ]] || relay=$victim  # its link through a user-space relay (delay and loss)
+HOSTS_RELAY=$relay bash "$here/hosts.sh" up "$hosts" "$count" || fail "the emulated hosts did not start"
 if [ -n "${REFERENCE:-}" ] && [ -f "$REFERENCE/tiny/diag.h5" ]; then
   # A campaign's runs share one failure-free run of the same hosts.
   ln -s "$REFERENCE" "$work/clean"
@@ -79,7 +88,13 @@ for fault in $faults; do
   kind=${fault%%=*} name=${fault%%=*}
   # split=GROUPS names its partition in FAULTS itself: "split=1,2|3,4 split=1,2,3|4".
   if [ "$kind" = split ] && [ "$fault" != split ]; then split=${fault#*=} name=split-$(tr ',|' '-_' <<<"$split"); fi
-  job "$name" "$everyone" >"$work/$name.log" 2>&1 &
+  # lossy: the victim's link slow and lossy from the start (nothing fails: a straggler, not a failure).
+  [ "$kind" != lossy ] || bash "$here/hosts.sh" link "$hosts" "$victim" "${LINK_DELAY_MS:-50}" "${LINK_LOSS:-0.05}"
+  # A lossy link stalls a TCP connection for seconds behind its lost segments, heartbeats with it (measured:
+  # Open MPI's detector then calls healthy ranks dead at 5 s and 15 s): the case runs at the default 60 s.
+  extra=()
+  [ "$kind" != lossy ] || extra=(--set fault.hang_timeout_s="${LOSSY_HANG_TIMEOUT_S:-60}")
+  job "$name" "$everyone" "${extra[@]}" >"$work/$name.log" 2>&1 &
   launched=$!
   for _ in $(seq 600); do
     grep -qE "^step +$at/" "$work/$name.log" 2>/dev/null && break
@@ -95,6 +110,7 @@ for fault in $faults; do
       bash "$here/hosts.sh" partition "$hosts" "$split"
       lost=$(tr '|' '\n' <<<"$split" | grep -v -E '(^|,)1(,|$)' | tr ',' ' ')
       ;;
+    lossy) lost="" ;;
     outage)
       bash "$here/hosts.sh" cut "$hosts" "$victim"
       ( sleep "${OUTAGE_S:-12}"; bash "$here/hosts.sh" heal "$hosts" "$victim" ) &
@@ -110,6 +126,7 @@ for fault in $faults; do
   first=$?
   ended=$(date +%s.%N)
   wait  # an outage's healing
+  [ "$kind" != lossy ] || bash "$here/hosts.sh" link "$hosts" "$victim" 0 0
   # What the cut host still runs is ended, and every host is back for the next case (the same processes'
   # namespaces: a host that was powered off boots again).
   bash "$here/hosts.sh" join "$hosts"
@@ -140,10 +157,14 @@ for fault in $faults; do
   causes=$("$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
 import json, sys
 print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("failures", [])})))')
-  case "$first:$causes" in
-    0:*process* | 75:*launch* | 75:*deadline*) ;;
-    *) fail "$kind: diag.h5 has no failure row for it (exit $first, causes '$causes')" ;;
-  esac
+  if [ "$kind" = lossy ]; then
+    [ "$first:$causes" = "0:" ] || fail "lossy: a slow, lossy link was taken for a failure (exit $first, causes '$causes')"
+  else
+    case "$first:$causes" in
+      0:*process* | 75:*launch* | 75:*deadline*) ;;
+      *) fail "$kind: diag.h5 has no failure row for it (exit $first, causes '$causes')" ;;
+    esac
+  fi
   # No collateral: every rank a row calls failed is on the hosts the fault cut away, or (a partition) every such
   # rank is on one side of it, the side that did not go on. Ranks are placed in host order, RANKS_PER_HOST each.
   sides=${split:-1}
@@ -165,7 +186,10 @@ if failed and not any(hosts == side for side in sides):
   witnesses=$(ls "$work/$name/tiny"/quorum-* 2>/dev/null | wc -l)
   remaining=$(leftovers)
   [ -z "$remaining" ] || fail "$kind: processes left on the hosts after the job: $remaining"
-  echo "HOSTFAULT kind=$name host=${lost// /+} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
+  speed=""
+  [ "$kind" != lossy ] || speed=" link=${LINK_DELAY_MS:-50}ms,${LINK_LOSS:-0.05} tokps=$(tokps "$work/$name.log") clean_tokps=$(tokps "$work/clean.log")"
+  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
+  [ "$kind" != lossy ] || { echo "PASS: lossy: host$victim's link ${LINK_DELAY_MS:-50} ms slower each way, losing ${LINK_LOSS:-0.05} of its frames, the whole run: first launch exit 0, no failure recorded, failure-free losses,$speed"; continue; }
   echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done
 switch=$(cat "$hosts/switch.ns")

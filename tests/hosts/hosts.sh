@@ -15,6 +15,8 @@
 #   hosts.sh power DIR H       host H loses power: its link goes first, then every process
 #   hosts.sh cut DIR H         host H's link goes down; its processes live on
 #   hosts.sh heal DIR H        host H's link comes back
+#   hosts.sh link DIR H MS P   host H's link delays frames MS ms each way, drops each with probability P
+#                              (HOSTS_RELAY=H,... at up: those hosts' links go through tests/hosts/link_relay.py)
 #   hosts.sh partition DIR A|B  only hosts of one group reach each other (e.g. "1,2|3,4")
 #   hosts.sh join DIR          the partition heals
 #   hosts.sh down DIR          remove everything it made
@@ -28,10 +30,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 subnet=10.231.0
 switch_ns() { cat "$dir/switch.ns"; }
 holder() { cat "$dir/host$1.pid"; }
+# The host's temporary directory: Open MPI's and PMIx's session directories and sockets are named after the host
+# name, and every harness has a host1; a directory per harness keeps harnesses side by side apart.
+tmp_of() { echo "/tmp/$(switch_ns).h$1"; }
 enter() {  # host command...: in every namespace of the host
   local h=$1
   shift
-  nsenter -t "$(holder "$h")" -n -u -i -m --wd="$PWD" -- "$@"  # the caller's directory: a cluster's shared file system
+  # The caller's directory: a cluster's shared file system.
+  nsenter -t "$(holder "$h")" -n -u -i -m --wd="$PWD" -- env TMPDIR="$(tmp_of "$h")" "$@"
 }
 # Every process on host H but its namespace holder: those whose UTS namespace is the holder's.
 processes_of() {
@@ -72,15 +78,26 @@ case $cmd in
       # The holder keeps the namespaces alive; its own /dev/shm and /etc/hosts live in its mount namespace.
       unshare --net --uts --ipc --mount --propagation private sh -c \
         "hostname host$h; mount -t tmpfs -o size=2g tmpfs /dev/shm; mount --bind '$dir/hosts' /etc/hosts; $own_tmp \
+         mkdir -p /tmp/$sw.h$h; \
          exec sleep infinity" &
       echo $! >"$dir/host$h.pid"
     done
     sleep 0.3
     for h in $(seq 1 "$n"); do
       pid=$(holder "$h")
-      # Made inside the switch's namespace, never in the root one: harnesses side by side (a campaign beside
-      # the test suite) reuse the same names without meeting.
-      ip -n "$sw" link add "$(link_of "$h")" type veth peer name eth0 netns "/proc/$pid/ns/net"
+      if [[ ",${HOSTS_RELAY:-}," == *,$h,* ]]; then
+        # A link through a user-space relay (delay and loss: hosts.sh link), two tap devices it holds.
+        echo "0 0" >"$dir/host$h.link"
+        setsid python3 "$here/link_relay.py" "$pid" "$sw" "$(link_of "$h")" "$dir/host$h.link" \
+          >"$dir/host$h.relay.log" 2>&1 </dev/null &
+        echo $! >"$dir/host$h.relay"
+        for _ in $(seq 50); do grep -qs ready "$dir/host$h.relay.log" && break; sleep 0.1; done
+        grep -q ready "$dir/host$h.relay.log" || { cat "$dir/host$h.relay.log" >&2; echo "hosts.sh: host$h's relay did not start" >&2; exit 1; }
+      else
+        # Made inside the switch's namespace, never in the root one: harnesses side by side (a campaign beside
+        # the test suite) reuse the same names without meeting.
+        ip -n "$sw" link add "$(link_of "$h")" type veth peer name eth0 netns "/proc/$pid/ns/net"
+      fi
       ip -n "$sw" link set "$(link_of "$h")" master br0 up
       nsenter -t "$pid" -n ip addr add "$subnet.$((10 + h))/24" dev eth0
       nsenter -t "$pid" -n ip link set eth0 up
@@ -114,6 +131,13 @@ case $cmd in
     h=${3:?which host}
     touch "$dir/host$h.dark"
     ip -n "$(switch_ns)" link set "$(link_of "$h")" down
+    ;;
+  link)
+    # link DIR H DELAY_MS LOSS: host H's link (a relay: HOSTS_RELAY at up) delays every frame DELAY_MS
+    # milliseconds each way and drops each with probability LOSS (0.05: 5 %).
+    h=${3:?which host}
+    [ -f "$dir/host$h.relay" ] || { echo "hosts.sh: host$h's link is no relay (start with HOSTS_RELAY=$h)" >&2; exit 1; }
+    echo "${4:?delay in ms} ${5:?loss probability}" >"$dir/host$h.link.new" && mv "$dir/host$h.link.new" "$dir/host$h.link"
     ;;
   heal)
     h=${3:?which host}
@@ -155,9 +179,13 @@ case $cmd in
       h=${h#host}
       kill_all_on "$h"
       kill -KILL "$(cat "$f")" 2>/dev/null || true
-      rm -f "$f"
+      [ ! -f "$dir/host$h.relay" ] || kill -KILL "$(cat "$dir/host$h.relay")" 2>/dev/null || true
+      rm -f "$f" "$dir/host$h.relay" "$dir/host$h.link"
     done
-    [ ! -f "$dir/switch.ns" ] || ip netns del "$(switch_ns)" 2>/dev/null || true
+    if [ -f "$dir/switch.ns" ]; then
+      rm -rf "/tmp/$(switch_ns).h"*
+      ip netns del "$(switch_ns)" 2>/dev/null || true
+    fi
     rm -f "$dir/switch.ns" "$dir/count" "$dir"/host*.dark
     ;;
   *)

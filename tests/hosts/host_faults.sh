@@ -14,7 +14,8 @@
 #     host; the harness leaves nothing behind.
 # VICTIM (2..HOSTS, default the last) is the host that fails, AT_STEP (default 6) the step after which it fails;
 # tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
-# ended_after_s=... resumed=... exit=..." is a figure for perf/RESULTS.md. REFERENCE (a campaign's): the directory
+# ended_after_s=... resumed=... steps_redone=... requeue_s=... exit=..." is a figure for perf/RESULTS.md (steps_redone:
+# steps the first launch had logged that the requeue trained again; requeue_s: the requeued launch's time). REFERENCE (a campaign's): the directory
 # of a failure-free run on the same hosts, used instead of running one.
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
@@ -136,13 +137,19 @@ for fault in $faults; do
       # Counted in diag.h5, not in the log: a side cut off from the launcher that went on (it held the quorum)
       # trained where the launcher could not hear it.
       [ "$(losses "$name" | wc -l)" = "$steps" ] || fail "$kind: exit 0 without $steps steps in diag.h5: a silent end"
-      resumed=no
+      resumed=no redone=0 requeue_s=0
       ;;
     75)
       grep -q "exit 75" "$work/$name.log" || fail "$kind: exit 75 with no word of why"
       # The requeue: the hosts left, the same end record (the lost launch recorded by the new attempt).
+      requeued_at=$(date +%s.%N)
       job "$name" "$left" >"$work/$name-requeue.log" 2>&1
       status=$?
+      requeue_s=$(awk -v a="$requeued_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      # Steps trained before the fault that the requeue trained again: the last logged one past the checkpoint.
+      last=$(grep -aoE "^step +[0-9]+/" "$work/$name.log" | tail -1 | grep -oE "[0-9]+")
+      from=$(grep -aoE "resumed from .* at step [0-9]+" "$work/$name-requeue.log" | grep -oE "[0-9]+$")
+      redone=$(( ${last:-0} - ${from:-0} ))
       [ "$status" = 0 ] || { tail -40 "$work/$name-requeue.log"; fail "$kind: the requeued attempt exited $status"; }
       resumed=yes
       ;;
@@ -188,7 +195,7 @@ if failed and not any(hosts == side for side in sides):
   [ -z "$remaining" ] || fail "$kind: processes left on the hosts after the job: $remaining"
   speed=""
   [ "$kind" != lossy ] || speed=" link=${LINK_DELAY_MS:-50}ms,${LINK_LOSS:-0.05} tokps=$(tokps "$work/$name.log") clean_tokps=$(tokps "$work/clean.log")"
-  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed exit=0"
+  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed steps_redone=$redone requeue_s=$requeue_s exit=0"
   [ "$kind" != lossy ] || { echo "PASS: lossy: host$victim's link ${LINK_DELAY_MS:-50} ms slower each way, losing ${LINK_LOSS:-0.05} of its frames, the whole run: first launch exit 0, no failure recorded, failure-free losses,$speed"; continue; }
   echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done

@@ -3,7 +3,9 @@
 // and backward on one microbatch of fixed random activations, timed like a
 // stage's compute (an injected ':slow=' lag included, as on a stage). The
 // speed monitor compares it with the plan's time for that block, scaled as
-// the working ranks' times are (plan/speed_monitor.hpp). Private to train/.
+// the working ranks' times are (plan/speed_monitor.hpp). On the benched ranks
+// the probe runs beside the steps: a node still slower than a whole step would
+// otherwise hold up every step at the step's collective. Private to train/.
 #pragma once
 
 #include "kiln/fault/fault_injector.hpp"
@@ -27,6 +29,9 @@ public:
 
     // Seconds the probe computed at `step`.
     double run(std::uint64_t step, const fault::FaultInjector& injector);
+    // The seconds of the last probe that finished (0 before the first), a new one started on a helper thread
+    // when none is running: the step goes on meanwhile. `injector` outlives the probe.
+    double runBeside(std::uint64_t step, const fault::FaultInjector& injector);
 
 private:
     static constexpr std::uint32_t kLayer = 1;  // the model layer it runs: the first block

@@ -77,6 +77,7 @@ void Trainer::State::updateProbes() {
     const auto& stragglers = membership.stragglers();
     const bool probes = speeds->policy().returnAt > 0.0 && !stragglers.empty() &&
                         (stragglers.count(world.node()) || world.node() == referenceNode());
+    probesBeside = probes && stragglers.count(world.node()) > 0;
     if (!probes) {
         probe.reset();
     } else if (!probe) {

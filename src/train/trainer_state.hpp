@@ -106,6 +106,7 @@ private:
     // (Membership::referenceNode), so that the speed monitor can take a
     // straggler back once it has recovered.
     std::unique_ptr<StragglerProbe> probe;
+    bool probesBeside = false;  // this rank is a benched straggler's: its probe runs beside the steps
     int referenceNode() const { return membership.referenceNode(parallel->layout().idleNodes); }
     // Who probes, for the current members: called with every new layout.
     void updateProbes();

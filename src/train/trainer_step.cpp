@@ -82,9 +82,11 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         a.dataError = dataError;
         if (!a.dataError.empty()) return a;
         wait += loader->lastWaitSeconds();
-        // A benched straggler's ranks and the reference node's time the same block at the same moment, the
-        // step's start, so that both meet the same contention (on shared cores, a probe after the step ran alone).
-        const double probeSeconds = probe ? probe->run(step, *injector) : 0.0;
+        // The reference node times the block at the step's start; a benched straggler's ranks start theirs there
+        // too, beside the step, and report the last that finished: a node still slower than a whole step held
+        // every step up when they waited for it (a 30 ms step became 60 ms).
+        const double probeSeconds =
+            !probe ? 0.0 : probesBeside ? probe->runBeside(step, *injector) : probe->run(step, *injector);
         const auto& experts = modelConfig.experts;
         auto& router = parallel->routerLog();
         if (experts.any()) router.record.reset(modelConfig.blocks, experts.count);

@@ -104,6 +104,10 @@ for fault in $faults; do
   done
   grep -qE "^step +$at/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step $at"; }
   struck=$(date +%s.%N)
+  # The job's log reaches this script late: a fault meant for a step near the end can find the run already
+  # done (its end record written). Then nothing failed in it, and the case says so instead of judging it.
+  late=no
+  [ ! -f "$work/$name.end" ] || late=yes
   # The hosts the fault takes away from the launcher's side, and so from a requeue.
   case $kind in
     split)
@@ -164,7 +168,9 @@ for fault in $faults; do
   causes=$("$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
 import json, sys
 print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("failures", [])})))')
-  if [ "$kind" = lossy ]; then
+  if [ "$late" = yes ]; then
+    [ "$first:$causes" = "0:" ] || fail "$kind: struck after the run ended, yet exit $first, causes '$causes'"
+  elif [ "$kind" = lossy ]; then
     [ "$first:$causes" = "0:" ] || fail "lossy: a slow, lossy link was taken for a failure (exit $first, causes '$causes')"
   else
     case "$first:$causes" in
@@ -195,7 +201,7 @@ if failed and not any(hosts == side for side in sides):
   [ -z "$remaining" ] || fail "$kind: processes left on the hosts after the job: $remaining"
   speed=""
   [ "$kind" != lossy ] || speed=" link=${LINK_DELAY_MS:-50}ms,${LINK_LOSS:-0.05} tokps=$(tokps "$work/$name.log") clean_tokps=$(tokps "$work/clean.log")"
-  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed steps_redone=$redone requeue_s=$requeue_s exit=0"
+  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed late=$late steps_redone=$redone requeue_s=$requeue_s exit=0"
   [ "$kind" != lossy ] || { echo "PASS: lossy: host$victim's link ${LINK_DELAY_MS:-50} ms slower each way, losing ${LINK_LOSS:-0.05} of its frames, the whole run: first launch exit 0, no failure recorded, failure-free losses,$speed"; continue; }
   echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done

@@ -1,6 +1,7 @@
 #include "kiln/io/launch_record.hpp"
 
 #include "kiln/base/log.hpp"
+#include "kiln/comm/connection_reset.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/fence.hpp"
 #include "kiln/io/quorum_witness.hpp"
@@ -81,6 +82,7 @@ void endJobForRequeue(const std::string& why) {
                   movedOn ? fmt::format("epoch {} against {}", fence().epoch(), fence().published())
                           : std::string("another side holds the quorum witness"));
         std::fflush(stderr);
+        comm::resetConnectionsOnExit();  // as a standing-down side (train/trainer_recovery.cpp)
         std::raise(SIGKILL);
     }
     log::warn("{}; the job ends for a requeue (exit 75), recording no one as failed", why);

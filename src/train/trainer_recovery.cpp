@@ -7,6 +7,7 @@
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/fault/recovery.hpp"
+#include "kiln/comm/connection_reset.hpp"
 #include "kiln/comm/deadline.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/io/fence.hpp"
@@ -104,6 +105,7 @@ public:
         if (s_.world.rank() == 0) log::warn("{}", why);
         std::fflush(stdout);
         std::fflush(stderr);
+        comm::resetConnectionsOnExit();  // what it queued while cut off must not reach the other side on healing
         std::raise(SIGKILL);  // as a failed node ends: the side that goes on sees these ranks fail
         std::abort();
     }

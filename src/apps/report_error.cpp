@@ -3,6 +3,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/comm/deadline.hpp"
+#include "kiln/comm/world.hpp"
 #include "kiln/io/launch_record.hpp"
 
 #include <mpi.h>
@@ -43,9 +44,11 @@ int reportError(const std::exception& e) {
     // A wait past every deadline with no failure reported: the peers are silent (a host without power or cut
     // off, which Open MPI 5.0's detector may never declare failed), not this rank. Ending it alone would make it
     // the failure; the job ends for a requeue instead (issue 64).
-    if (mpiUp && size > 1 && localErrorsAreFailures() && dynamic_cast<const comm::CommunicationTimeout*>(&e))
+    if (const auto* timeout = dynamic_cast<const comm::CommunicationTimeout*>(&e);
+        timeout != nullptr && mpiUp && size > 1 && localErrorsAreFailures())
         io::endJobForRequeue(std::string("requeue: rank ") + std::to_string(log::rank()) + " on " + log::host() +
-                             ": " + e.what());
+                                 ": " + e.what(),
+                             comm::nodeNamesOfStartupRanks(timeout->silentPeers()));
     if (mpiUp && size > 1 && localErrorsAreFailures()) {
         // The survivors recover as from a failed node; an abort would end them too. It ends as a
         // failed node does: Open MPI's runtime takes an exit status other than 0 for the job's

@@ -29,6 +29,20 @@ void pollWithDeadline(const std::function<bool()>& test, const std::function<std
     }
 }
 
+std::vector<int> startupRanksOf(MPI_Comm comm, const std::vector<int>& peers) {
+    // Group calls are local: they work on a communicator that failures left behind.
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    std::vector<int> translated(peers.size(), MPI_UNDEFINED), out;
+    if (peers.empty() || MPI_Comm_group(comm, &group) != MPI_SUCCESS) return out;
+    if (MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS)
+        MPI_Group_translate_ranks(group, static_cast<int>(peers.size()), peers.data(), world, translated.data());
+    for (const int rank : translated)
+        if (rank != MPI_UNDEFINED) out.push_back(rank);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    MPI_Group_free(&group);
+    return out;
+}
+
 int waitWithDeadline(MPI_Request& request, MPI_Status* status, const std::function<std::string()>& what) {
     int rc = MPI_SUCCESS;
     pollWithDeadline(

@@ -79,9 +79,9 @@ public:
                         return done != 0 || rc != MPI_SUCCESS;
                     },
                     [&] { return fmt::format("{}: receiving {} bytes from rank {}", what(), bytes, group_.at(peer)); });
-            } catch (const CommunicationTimeout&) {
+            } catch (const CommunicationTimeout& e) {
                 parkedRequests().push_back(request);  // the process ends: never freed under a live transfer
-                throw;
+                throw CommunicationTimeout(e.what(), startupRanksOf(comm_, {group_.at(peer)}));
             }
             // A receive that ended in an error is complete (freed); one still pending is parked.
             if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
@@ -152,12 +152,13 @@ public:
                     return fmt::format("{}: {} send{} to rank{} {} not taken", what(), count, count == 1 ? "" : "s",
                                        peers.size() == 1 ? "" : "s", fmt::join(peers, ", "));
                 });
-        } catch (const CommunicationTimeout&) {
+        } catch (const CommunicationTimeout& e) {
+            const std::vector<int> silent = startupRanksOf(comm_, peerOf_);
             for (auto r : requests_) parkedRequests().push_back(r);
             requests_.clear();
             tickets_.clear();
             peerOf_.clear();
-            throw;
+            throw CommunicationTimeout(e.what(), silent);
         }
         std::vector<int> indices(requests_.size());
         for (int i = 0; i < count; ++i) indices[static_cast<std::size_t>(i)] = i;

@@ -19,12 +19,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <set>
 #include <thread>
 #include <string>
 #include <vector>
 
 namespace kiln::comm {
 namespace {
+
+// The node (host, or Slurm's node) of each rank the job started with; empty where nodes are emulated on one
+// machine (their names say nothing a launcher could exclude) and in processes admitted later (their
+// MPI_COMM_WORLD is their own).
+std::vector<std::string>& nodeNameOfStartupRank() {
+    static std::vector<std::string> names;
+    return names;
+}
 
 std::string hostName() {
     char name[256] = {};
@@ -155,6 +164,16 @@ World::World(int ranksPerNode) {
     members_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) members_[static_cast<std::size_t>(r)] = r;
     watchHostMates();
+    if (nodeSource_ != NodeSource::Emulated)
+        for (int r = 0; r < size_; ++r) nodeNameOfStartupRank().push_back(nodes_.nodeNames[nodes_.nodeOfRank[r]]);
+}
+
+std::vector<std::string> nodeNamesOfStartupRanks(const std::vector<int>& ranks) {
+    std::set<std::string> names;
+    const auto& known = nodeNameOfStartupRank();
+    for (const int r : ranks)
+        if (r >= 0 && static_cast<std::size_t>(r) < known.size()) names.insert(known[static_cast<std::size_t>(r)]);
+    return {names.begin(), names.end()};
 }
 
 void World::watchHostMates() const {

@@ -7,6 +7,7 @@
 #include "kiln/io/quorum_witness.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -73,7 +74,7 @@ void writeEndRecord(int status, const std::string& what) {
     }
 }
 
-void endJobForRequeue(const std::string& why) {
+void endJobForRequeue(const std::string& why, const std::vector<std::string>& silentNodes) {
     // A process the job has moved on from (cut off while the others recovered and published a newer epoch)
     // writes nothing the job reads, an end record least of all: it ends as a failed node does.
     const bool movedOn = fence().published() > fence().epoch();
@@ -85,13 +86,16 @@ void endJobForRequeue(const std::string& why) {
         comm::resetConnectionsOnExit();  // as a standing-down side (train/trainer_recovery.cpp)
         std::raise(SIGKILL);
     }
-    log::warn("{}; the job ends for a requeue (exit 75), recording no one as failed", why);
+    const std::string silent = fmt::format("{}", fmt::join(silentNodes, ","));
+    log::warn("{}; the job ends for a requeue (exit 75), recording no one as failed{}", why,
+              silent.empty() ? std::string() : fmt::format(" (it waited on node{} {}: the requeue leaves them out)",
+                                                           silentNodes.size() == 1 ? "" : "s", silent));
     log::speakForJob(true);
     writeEndRecord(75, why);
     // For the next attempt's /failures row (cause "deadline"), as kiln-mpirun leaves one for a lost launch.
     if (const auto record = environment("KILN_END_RECORD")) {
         try {
-            writeFileAtomically(*record + ".lost", fmt::format("kind deadline\nhost \ncause {}\n", oneLine(why)));
+            writeFileAtomically(*record + ".lost", fmt::format("kind deadline\nhost {}\ncause {}\n", silent, oneLine(why)));
         } catch (const std::exception&) {
         }
     }

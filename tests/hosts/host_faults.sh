@@ -104,10 +104,6 @@ for fault in $faults; do
   done
   grep -qE "^step +$at/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step $at"; }
   struck=$(date +%s.%N)
-  # The job's log reaches this script late: a fault meant for a step near the end can find the run already
-  # done (its end record written). Then nothing failed in it, and the case says so instead of judging it.
-  late=no
-  [ ! -f "$work/$name.end" ] || late=yes
   # The hosts the fault takes away from the launcher's side, and so from a requeue.
   case $kind in
     split)
@@ -126,6 +122,11 @@ for fault in $faults; do
       lost=$victim
       ;;
   esac
+  # The job's log reaches this script late, and a fault takes a moment to apply (a host's processes are found in
+  # /proc): one meant for a step near the end can find the run done, its end record written by the time the
+  # fault is in place. Then nothing failed in it; the case says so (late=yes) and judges only that it ended well.
+  late=no
+  [ ! -f "$work/$name.end" ] || late=yes
   left=$(hostlist $(seq 1 "$count" | grep -v -x -E "$(tr ' ' '|' <<<"$lost")"))
   wait "$launched"
   first=$?

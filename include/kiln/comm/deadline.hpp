@@ -14,14 +14,25 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::comm {
 
-// A wait that made no progress for the limit: what it waited for, in words.
+// A wait that made no progress for the limit: what it waited for, in words, and the peers it waited for where a
+// transfer knows them (start-up ranks: MPI_COMM_WORLD's, none for processes admitted later).
 class CommunicationTimeout : public Error {
 public:
-    explicit CommunicationTimeout(std::string message) : Error(std::move(message), ErrorScope::ThisRank) {}
+    explicit CommunicationTimeout(std::string message, std::vector<int> silentPeers = {})
+        : Error(std::move(message), ErrorScope::ThisRank), silentPeers_(std::move(silentPeers)) {}
+    const std::vector<int>& silentPeers() const { return silentPeers_; }
+
+private:
+    std::vector<int> silentPeers_;
 };
+
+// The start-up ranks of ranks `peers` of `comm` (those not started with the job left out).
+std::vector<int> startupRanksOf(MPI_Comm comm, const std::vector<int>& peers);
 
 // Polls `test` (true once the wait is over) until it says so; gives signs of
 // life meanwhile. Throws CommunicationTimeout naming `what()` past the limit

@@ -114,4 +114,8 @@ void armExitWatchdog(int exitCode, double seconds);
 // The MPI library's own version string (one line).
 std::string mpiLibraryVersion();
 
+// The names of the nodes of these start-up ranks (MPI_COMM_WORLD's), each once, sorted: what a launcher may
+// exclude. None where nodes are emulated on one machine, or in a process admitted after the start.
+std::vector<std::string> nodeNamesOfStartupRanks(const std::vector<int>& ranks);
+
 }  // namespace kiln::comm

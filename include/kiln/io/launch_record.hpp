@@ -23,6 +23,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::io {
 
@@ -33,7 +34,9 @@ void writeEndRecord(int status, const std::string& what);
 // cut off, whose processes Open MPI never declares failed) leaves every survivor stuck alike, and one that ended
 // alone would leave the others to record healthy ranks as failed. This process says why (`why`), writes the end
 // record with status 75 (whoever is first: every stuck process says the same), and aborts the job.
-[[noreturn]] void endJobForRequeue(const std::string& why);
+// `silentNodes`: the nodes of the peers it waited for, where known; the launcher's record of the loss names them,
+// so that the requeued job is kept off them (the jobscript excludes them) and its /failures row says where.
+[[noreturn]] void endJobForRequeue(const std::string& why, const std::vector<std::string>& silentNodes = {});
 
 // The alive beacon's thread: from now until stopAliveBeacon (or exit), while
 // this process speaks for the job. On every process it also watches the

@@ -16,7 +16,8 @@
 # tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
 # ended_after_s=... resumed=... steps_redone=... requeue_s=... exit=..." is a figure for perf/RESULTS.md (steps_redone:
 # steps the first launch had logged that the requeue trained again; requeue_s: the requeued launch's time). REFERENCE (a campaign's): the directory
-# of a failure-free run on the same hosts, used instead of running one.
+# of a failure-free run on the same hosts, used instead of running one. MPIRUN_EXTRA: more mpirun flags (e.g.
+# "--map-by node": ranks round-robin over the hosts, so that Open MPI's detector ring crosses hosts).
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 faults=${FAULTS:-kill power cut}
@@ -48,7 +49,7 @@ job() {
   KILN_END_RECORD=$work/$name.end KILN_LAUNCHER_GRACE_S=10 \
     timeout 400 bash "$here/hosts.sh" exec "$hosts" 1 env KILN_HOSTS_DIR="$hosts" PATH="$PATH" \
     KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=10 \
-    KILN_MPIRUN_ARGS="--host $list --prtemca plm_ssh_agent $here/hosts-ssh" \
+    KILN_MPIRUN_ARGS="--host $list --prtemca plm_ssh_agent $here/hosts-ssh ${MPIRUN_EXTRA:-}" \
     "$launcher" -n "$ranks" "$kiln" run "${deck[@]}" --set run.out_dir="$work/$name" "$@"
 }
 losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses; }

@@ -58,7 +58,26 @@ public:
         std::size_t off = 0;
         do {  // at least one message, so an empty send still pairs with its recv
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
-            KILN_MPI(MPI_Send(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_));
+            // Started and polled, as a receive is: a blocking MPI_Send gives no sign of life while a slow or lossy
+            // link carries it, and the step's deadline took such a send for a thread hung outside MPI (two healthy
+            // ranks ended themselves behind 50 ms and 5 % loss).
+            MPI_Request request = MPI_REQUEST_NULL;
+            KILN_MPI(MPI_Isend(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
+            int rc = MPI_SUCCESS;
+            try {
+                pollWithDeadline(
+                    [&] {
+                        int done = 0;
+                        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+                        return done != 0 || rc != MPI_SUCCESS;
+                    },
+                    [&] { return fmt::format("{}: sending {} bytes to rank {}", what(), bytes, group_.at(peer)); });
+            } catch (const CommunicationTimeout& e) {
+                parkedRequests().push_back(request);  // the process ends: never freed under a live transfer
+                throw CommunicationTimeout(e.what(), startupRanksOf(comm_, {group_.at(peer)}));
+            }
+            if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
+            KILN_MPI(rc);
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }

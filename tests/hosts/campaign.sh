@@ -11,6 +11,10 @@
 # (hung: a run stopped by the campaign's own limit). Exit 1 when any run failed or hung.
 #
 #   bash tests/hosts/campaign.sh KILN KILN_MPIRUN DATA WORK SEED RUNS [KINDS]     (KINDS: "kill power cut split")
+#
+# To work on beside it, copy kiln, kiln_torch.so and kiln-mpirun out of the build and set KILN_TORCH_MODULE to
+# the copy's module: kiln loads the build directory's by its compiled-in path, and a rebuild breaks the runs.
+# Two campaigns may run side by side (each harness has its own switch namespace and temporary directories).
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4 seed=${5:-1} runs=${6:-10}
 read -ra kinds <<<"${7:-kill power cut split}"

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <functional>
 #include <vector>
 
 namespace kiln::comm {
@@ -64,8 +63,21 @@ public:
             // ranks ended themselves behind 50 ms and 5 % loss).
             MPI_Request request = MPI_REQUEST_NULL;
             KILN_MPI(MPI_Isend(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
-            awaitPiece(request, peer,
-                       [&] { return fmt::format("{}: sending {} bytes to rank {}", what(), bytes, group_.at(peer)); });
+            int rc = MPI_SUCCESS;
+            try {
+                pollWithDeadline(
+                    [&] {
+                        int done = 0;
+                        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+                        return done != 0 || rc != MPI_SUCCESS;
+                    },
+                    [&] { return fmt::format("{}: sending {} bytes to rank {}", what(), bytes, group_.at(peer)); });
+            } catch (const CommunicationTimeout& e) {
+                parkedRequests().push_back(request);  // the process ends: never freed under a live transfer
+                throw CommunicationTimeout(e.what(), startupRanksOf(comm_, {group_.at(peer)}));
+            }
+            if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
+            KILN_MPI(rc);
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }
@@ -77,8 +89,22 @@ public:
             const int n = static_cast<int>(std::min(kPiece, bytes - off));
             MPI_Request request = MPI_REQUEST_NULL;
             KILN_MPI(MPI_Irecv(p + off, n, MPI_BYTE, group_.at(peer), tag_, comm_, &request));
-            awaitPiece(request, peer,
-                       [&] { return fmt::format("{}: receiving {} bytes from rank {}", what(), bytes, group_.at(peer)); });
+            int rc = MPI_SUCCESS;
+            try {
+                pollWithDeadline(
+                    [&] {
+                        int done = 0;
+                        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+                        return done != 0 || rc != MPI_SUCCESS;
+                    },
+                    [&] { return fmt::format("{}: receiving {} bytes from rank {}", what(), bytes, group_.at(peer)); });
+            } catch (const CommunicationTimeout& e) {
+                parkedRequests().push_back(request);  // the process ends: never freed under a live transfer
+                throw CommunicationTimeout(e.what(), startupRanksOf(comm_, {group_.at(peer)}));
+            }
+            // A receive that ended in an error is complete (freed); one still pending is parked.
+            if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
+            KILN_MPI(rc);
             off += static_cast<std::size_t>(n);
         } while (off < bytes);
     }
@@ -218,27 +244,6 @@ public:
     }
 
 private:
-    // Polls one piece's request to its end under the communication deadline (the peer named if it runs out).
-    // A request that ended in an error is complete (freed); one still pending, or cut off by the deadline, is
-    // parked: the process ends, and nothing is freed under a live transfer.
-    void awaitPiece(MPI_Request& request, int peer, const std::function<std::string()>& describe) {
-        int rc = MPI_SUCCESS;
-        try {
-            pollWithDeadline(
-                [&] {
-                    int done = 0;
-                    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-                    return done != 0 || rc != MPI_SUCCESS;
-                },
-                describe);
-        } catch (const CommunicationTimeout& e) {
-            parkedRequests().push_back(request);
-            throw CommunicationTimeout(e.what(), startupRanksOf(comm_, {group_.at(peer)}));
-        }
-        if (rc != MPI_SUCCESS && request != MPI_REQUEST_NULL) parkedRequests().push_back(request);
-        KILN_MPI(rc);
-    }
-
     void join() {
         int rank = 0;
         KILN_MPI(MPI_Comm_rank(comm_, &rank));

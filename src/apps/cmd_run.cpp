@@ -122,9 +122,11 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
         status = 75;  // EX_TEMPFAIL: requeue
     if (summary.stopped == train::TrainSummary::Stop::Numerics)
         status = 3;  // the data or the model: a requeue would meet the same numbers
-    // After failures MPI_Finalize may never return (see armExitWatchdog): the job ends on its own.
-    if (summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF)
-        comm::armExitWatchdog(status, finalizeTimeout);
+    // After failures MPI_Finalize may never return (see armExitWatchdog), and a process whose work is done must
+    // not hang the job in its teardown whatever the cause (a failure-free numerics stop once sat in it until the
+    // test's timeout): the job ends on its own, with the status it earned.
+    const bool afterFailures = summary.nodeFailures > 0 || summary.stopped == train::TrainSummary::Stop::BeyondF;
+    comm::armExitWatchdog(status, finalizeTimeout, afterFailures ? "process failures" : "the run's end");
     io::stopAliveBeacon();
     if (summary.stopped != train::TrainSummary::Stop::Finished) {
         io::writeEndRecord(status, summary.stopped == train::TrainSummary::Stop::BeyondF

@@ -313,12 +313,12 @@ World::~World() {
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);  // in a destructor: nothing to report to
 }
 
-void armExitWatchdog(int exitCode, double seconds) {
-    std::thread([exitCode, seconds] {
+void armExitWatchdog(int exitCode, double seconds, const char* after) {
+    std::thread([exitCode, seconds, after] {
         std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-        std::fprintf(stderr, "kiln: warning [rank %d on %s]: MPI_Finalize did not return within %g s after process "
-                     "failures (fault.finalize_timeout_s); exiting with status %d without it\n",
-                     log::rank(), log::host().c_str(), seconds, exitCode);
+        std::fprintf(stderr, "kiln: warning [rank %d on %s]: MPI_Finalize did not return within %g s after %s "
+                     "(fault.finalize_timeout_s); exiting with status %d without it\n",
+                     log::rank(), log::host().c_str(), seconds, after, exitCode);
         std::fflush(stdout);
         std::fflush(stderr);
         std::_Exit(exitCode);

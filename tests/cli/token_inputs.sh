@@ -34,7 +34,7 @@ grep -q '"id": "ids-v50257-eos50256"' "$work/data/mega/manifest.json" || grep -q
   fail "the manifest does not record the ids' vocabulary and EOS"
 echo "PASS 1: a Megatron-LM dataset and a headerless nanoGPT train.bin (each shared by 2 ranks), a .npy and an llm.c .bin stored with exactly their ids"
 
-timeout 300 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" --set data.dir="$work/data" --set data.mix=mega:1 \
+timeout -k 20 300 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" --set data.dir="$work/data" --set data.mix=mega:1 \
   --set data.tokenizer= --set run.steps=2 --set checkpoint.every=0 --set train.threads=1 --set plan.pipelines= --set fault.f=0 >"$work/run.log" 2>&1 ||
   { cat "$work/run.log"; fail "training on the Megatron source"; }
 grep -q "vocabulary 50257" "$work/run.log" || { cat "$work/run.log"; fail "the run does not take the source's vocabulary"; }

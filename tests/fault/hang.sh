@@ -31,11 +31,11 @@ same_losses() {
       if (d > 1e-5 * $2 || g > 1e-5 * $3 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
     END { if (n != 10 || bad) { print "FAIL: loss curves differ"; exit 1 } }' || exit 1
 }
-timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/clean" \
+timeout -k 20 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/clean" \
   "${settings[@]}" >"$work/clean.log" 2>&1 || { cat "$work/clean.log"; echo "FAIL: the failure-free run"; exit 1; }
 "$kiln" diag "$work/clean/tiny/diag.h5" --losses >"$work/clean.losses" || exit 1
 start=$(date +%s)
-timeout 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" \
+timeout -k 20 60 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/run" \
   "${settings[@]}" --set fault.hang_timeout_s=4 --set fault.step_deadline_floor_s=60 \
   --set fault.inject=3:5:allreduce:stop >"$work/hang.log" 2>&1
 status=$?
@@ -52,7 +52,7 @@ same_losses hang
 python3 "$(dirname "$0")/victims.py" "$kiln" "$work/run/tiny/diag.h5" "$work/hang.log" 6 || { echo "FAIL: victims"; exit 1; }
 echo "PASS: a stopped rank was declared failed, fenced and regrouped around; the job ended on its own in $seconds s"
 
-timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/slow" \
+timeout -k 20 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/slow" \
   "${settings[@]}" --set fault.hang_timeout_s=2 --set fault.step_deadline_floor_s=30 \
   --set fault.inject=3:5:forward:slow >"$work/slow.log" 2>&1
 status=$?
@@ -68,7 +68,7 @@ echo "PASS: a rank computing 10 s without MPI (5 times the hang timeout, below t
 # Issue 51: hangs found from the step's clock, not from heartbeats (T = 60 s: far later than the deadline).
 for kind in stop hang; do
   start=$(date +%s.%N)
-  timeout 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/$kind" \
+  timeout -k 20 90 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work/$kind" \
     "${settings[@]}" --set fault.hang_timeout_s=60 --set fault.inject=3:5:allreduce:$kind >"$work/$kind.log" 2>&1
   status=$?
   seconds=$(python3 -c "import time; print(round(time.time() - $start, 1))")

@@ -20,7 +20,7 @@ deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set 
 launch() {  # name settings...: the job through kiln-mpirun, its output in $work/name.log, its status returned
   local name=$1
   shift
-  KILN_END_RECORD=$work/$name.end timeout 300 "$launcher" -n 4 --oversubscribe "$kiln" run "${deck[@]}" \
+  KILN_END_RECORD=$work/$name.end timeout -k 20 300 "$launcher" -n 4 --oversubscribe "$kiln" run "${deck[@]}" \
     --set run.out_dir="$work/$name" "$@" >"$work/$name.log" 2>&1
 }
 
@@ -76,11 +76,11 @@ echo "PASS 4: a bad deck exits 1 with its end record, not a requeue"
 #    nodes (one of each pipeline, every rank of both) killed at once in step 3, before any checkpoint: beyond f, exit 75, nothing to
 #    resume from. The next attempt starts afresh; its diag.h5 has that failure's row and names the earlier file.
 afresh=(--set plan.pipelines=2+1 --set checkpoint.every=0)
-KILN_END_RECORD=$work/afresh.end timeout 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
+KILN_END_RECORD=$work/afresh.end timeout -k 20 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
   --set run.out_dir="$work/afresh" "${afresh[@]}" --set fault.inject=2:3:forward,3:3:forward,4:3:forward,5:3:forward >"$work/afresh.log" 2>&1
 status=$?
 [ "$status" = 75 ] || { tail -30 "$work/afresh.log"; fail "5: two nodes lost beyond f exited $status, not 75"; }
-KILN_END_RECORD=$work/afresh.end timeout 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
+KILN_END_RECORD=$work/afresh.end timeout -k 20 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" \
   --set run.out_dir="$work/afresh" "${afresh[@]}" >"$work/afresh-again.log" 2>&1
 status=$?
 [ "$status" = 0 ] || { tail -30 "$work/afresh-again.log"; fail "5: the attempt that started afresh exited $status"; }

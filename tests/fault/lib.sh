@@ -11,7 +11,7 @@ run() {  # out_dir ranks settings...: 10 steps, no periodic checkpoint, clipping
   started=$(date +%s.%N)
   # Recoverable: processes admitted while the job runs (a spawned job of their own) may fail too.
   { local s=0
-    PRTE_MCA_state_base_recoverable=1 timeout 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
+    PRTE_MCA_state_base_recoverable=1 timeout -k 20 150 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini --set run.out_dir="$out" \
       --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set checkpoint.every=0 \
       --set train.grad_clip=0 --set run.steps=10 "$@" || s=$?
     echo "$s" >"$out.status"; } 2>&1 | tee "$out.output"
@@ -41,7 +41,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 must() {  # name ranks settings...: the run must exit 0
   local name=$1
   shift
-  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited non-zero"; }
+  run "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name exited $(cat "$work/$name.status")"; }
   # Issue 19 item 3: said when MPI_Finalize did not return and kiln's exit watchdog ended the ranks (Open MPI's
   # hang after failures, about 1 run in 30-100 in the chaos campaigns): counted there, seen here, not a failure.
   if grep -q "MPI_Finalize did not return" "$work/$name.log"; then

@@ -13,7 +13,7 @@ rm -rf "$work" && mkdir -p "$work"
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1
       --set checkpoint.every=0 --set cluster.ranks_per_node=1 --set plan.pipelines= --set fault.f=1
       --set straggler.rebalance_at=0 --set straggler.retire_at=0)
-timeout 300 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run "${deck[@]}" --set checkpoint.resume=false \
+timeout -k 20 300 "$mpirun" -n 6 --oversubscribe --with-ft ulfm "$kiln" run "${deck[@]}" --set checkpoint.resume=false \
   --set run.out_dir="$work/runs" --set run.steps=60 --set run.name=real --set train.log_every=1000000 \
   --set fault.inject=1:20:commit,2:40:allreduce >"$work/run.log" 2>&1
 diag=$work/runs/real/diag.h5

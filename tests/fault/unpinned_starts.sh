@@ -19,7 +19,7 @@ mkdir -p "$work"
 hung=0 failed=0 total=0
 start() {  # NAME RANKS RANKS_PER_NODE
   local name=$1 ranks=$2 perNode=$3 rc=0
-  timeout 60 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini \
+  timeout -k 20 60 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini \
     --set run.out_dir="$work/runs" --set run.name="$name" --set data.dir="$data" --set data.mix=licenses:1 \
     --set data.tokenizer=bytes --set data.seq_len=32 --set data.global_batch=12 --set train.micro_batch=2 \
     --set model.blocks=4 --set model.d_model=32 --set model.heads=4 --set run.steps=3 --set checkpoint.every=0 \

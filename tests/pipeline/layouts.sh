@@ -29,7 +29,7 @@ mkdir -p "$work"
 run() {
   local name=$1 ranks=$2 perNode=$3 pipelines=$4 f=$5
   shift 5
-  timeout 120 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini \
+  timeout -k 20 120 "$mpirun" -n "$ranks" --oversubscribe --with-ft ulfm "$kiln" run input/tiny-cpu.ini \
     --set run.out_dir="$work/runs" --set run.name="$name" --set data.dir="$data" --set data.mix=licenses:1 \
     --set data.tokenizer=bytes --set model.blocks=4 --set run.steps=12 --set train.decay_steps=7 --set checkpoint.every=0 \
     --set checkpoint.resume=false --set cluster.ranks_per_node="$perNode" --set plan.pipelines="$pipelines" \

@@ -108,8 +108,9 @@ private:
 // failed process that the runtime never marked terminated (Open MPI #9434;
 // seen here, intermittently, after a beyond-f stop). A job must end on its
 // own: this arms a watchdog that ends the process with `exitCode` if it is
-// still alive `seconds` from now (finalize included).
-void armExitWatchdog(int exitCode, double seconds);
+// still alive `seconds` from now (finalize included). `after` says what came
+// before, for the warning ("process failures", "the run's end").
+void armExitWatchdog(int exitCode, double seconds, const char* after = "process failures");
 
 // The MPI library's own version string (one line).
 std::string mpiLibraryVersion();

@@ -217,11 +217,12 @@ void printFailures(const io::DiagSummary& s) {
 
 // The numbers' check in one line (issue 66): flagged steps and what their reruns showed, the replicas' comparisons.
 void printNumerics(const io::DiagSummary& s) {
-    std::size_t flagged = 0, skipped = 0, compared = 0, disagreed = 0, corruption = 0;
+    std::size_t flagged = 0, skipped = 0, compared = 0, disagreed = 0, corruption = 0, rollbacks = 0;
     for (const auto& e : s.events) {
         const std::string_view kind(e.kind), detail(e.detail);
         if (kind == "numerics" && detail.find("not applied, the step runs again") != std::string_view::npos) ++flagged;
         if (kind == "numerics" && detail.find("batch is skipped") != std::string_view::npos) ++skipped;
+        if (kind == "numerics" && detail.find("(numerics.rollback)") != std::string_view::npos) ++rollbacks;
         if (kind == "replicas") {
             ++compared;
             if (detail.find("agree") == std::string_view::npos) ++disagreed;
@@ -231,9 +232,11 @@ void printNumerics(const io::DiagSummary& s) {
         if (std::string(f.cause) == "corruption") ++corruption;
     if (flagged + compared == 0) return;
     fmt::print("  numerics: {} step{} flagged and run again, {} batch{} skipped, {} node retirement{} for corruption; "
-               "replicas compared {} time{}, {} disagreed\n",
+               "replicas compared {} time{}, {} disagreed{}\n",
                flagged, flagged == 1 ? "" : "s", skipped, skipped == 1 ? "" : "es", corruption, corruption == 1 ? "" : "s",
-               compared, compared == 1 ? "" : "s", disagreed);
+               compared, compared == 1 ? "" : "s", disagreed,
+               rollbacks == 0 ? std::string()
+                              : fmt::format("; {} rollback{} to the last checkpoint", rollbacks, rollbacks == 1 ? "" : "s"));
 }
 
 }  // namespace

@@ -329,7 +329,9 @@ void priceSilentCorruption(const SimulateOptions& o, const config::Deck& deck, c
     const double bytesPerRank = stateBytes * double(copies) / double(std::max(1u, own.instantiation.nodesUsed * ranksPerNode));
     s.compareSeconds = bytesPerRank / costs.memoryBandwidth.value;
     s.recoverySeconds = costs.recovery.value;
-    s.requeueSeconds = costs.requeueWait.value + costs.startup.value + stateBytes * double(copies) / costs.readBandwidth.value;
+    s.restoreSeconds = stateBytes * double(copies) / costs.readBandwidth.value;
+    s.requeueSeconds = costs.requeueWait.value + costs.startup.value + s.restoreSeconds;
+    s.rollback = deck.flag("numerics.rollback");
     s.noticeSeconds = costs.notice.value;
     out.deckCheck = deck.flag("numerics.check");
     out.deckCompareEvery = std::uint64_t(deck.integer("numerics.compare_every"));

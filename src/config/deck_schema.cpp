@@ -71,12 +71,12 @@ const std::vector<KeySpec>& deckSchema() {
          "RANK:STEP:nan (a NaN in that rank's loss, once: a last stage's), RANK:STEP:corrupt (its first activation or "
          "gradient sent in the step with the exponent's top bit flipped, once), RANK:STEP:poison (a NaN in its loss at "
          "every attempt of the step: a bad batch), RANK:STEP:flip (the exponent's top bit of a value of its parameters "
-         "flipped as the step starts: memory, until repaired). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
+         "flipped as the step starts: memory, until repaired), RANK:STEP:drift (the exponent's second bit of that value flipped: a weight below 2 in magnitude becomes nearly 0, which no step check sees; the replicas' comparison finds it). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
          "'5:12:nan'. Ignored in a requeued Slurm job (SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
              static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval|ready)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
-             static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison|flip))");
+             static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison|flip|drift))");
              std::string text = std::get<std::string>(v);
              for (auto& c : text)
                  if (c == ',') c = ' ';
@@ -86,7 +86,7 @@ const std::vector<KeySpec>& deckSchema() {
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, write, publish, agree, regroup, migrate, received, "
                                          "migrated, rebuild, eval or ready, nor "
-                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison|flip";
+                                         "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison|flip|drift";
              return "";
          }},
 
@@ -203,6 +203,13 @@ const std::vector<KeySpec>& deckSchema() {
          "rerun repeats it is compared at once. 0 = only then and before checkpoints; the cost is in "
          "perf/RESULTS.md.",
          atLeast(0)},
+        {"numerics.rollback", KeyType::Flag, "true",
+         "When a comparison outvotes a copy that steps since the last comparison that agreed may have used (its "
+         "gradients went into every holder's sum): every survivor returns to the last checkpoint, which was compared "
+         "before it was written, and trains those steps again, so the run's losses and weights are the failure-free "
+         "run's. false: the repaired copies go on with those steps kept. Without a checkpoint to return to, they are "
+         "kept and the log says so.",
+         {}},
         {"numerics.activation_limit", KeyType::Real, "1e12",
          "The largest magnitude an activation or gradient a stage sends to its neighbour may have: beyond it (or not "
          "finite) the step is flagged like a spike. A norm layer can hide a flipped exponent bit from the loss (an "

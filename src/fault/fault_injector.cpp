@@ -58,7 +58,8 @@ namespace {
 // else `problem` says what is wrong with it (empty: `out` holds it).
 bool numericFault(Injection::Action action) {
     return action == Injection::Action::NanLoss || action == Injection::Action::Corrupt ||
-           action == Injection::Action::Poison || action == Injection::Action::Flip;
+           action == Injection::Action::Poison || action == Injection::Action::Flip ||
+           action == Injection::Action::Drift;
 }
 
 bool parseLag(const std::string& item, Injection& out, std::string& problem) {
@@ -112,7 +113,7 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         unsigned long long step = 0;
         if (std::sscanf(item.c_str(), "%lld:%llu:%31s", &rank, &step, phase) != 3 || rank < 0)
             return fmt::format("'{}' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] (e.g. 3:5:allreduce) nor "
-                               "RANK:STEP:nan|corrupt|poison|flip",
+                               "RANK:STEP:nan|corrupt|poison|flip|drift",
                                item);
         std::string name = phase;
         // A numeric fault names no phase: it strikes where its numbers are made.
@@ -120,7 +121,8 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         for (const auto& [kind, action] : {std::pair<std::string, Injection::Action>{"nan", Injection::Action::NanLoss},
                                            {"corrupt", Injection::Action::Corrupt},
                                            {"poison", Injection::Action::Poison},
-                                           {"flip", Injection::Action::Flip}})
+                                           {"flip", Injection::Action::Flip},
+                                           {"drift", Injection::Action::Drift}})
             if (name == kind) {
                 injection.action = action;
                 numeric = true;

@@ -38,11 +38,17 @@ SilentCorruptionPrice priceSilentCorruption(const SilentCorruptionSetup& s, bool
         p.compareSeconds = steps / every * s.compareSeconds;
         const double found = every * s.stepSeconds / 2;  // from the corruption to the next comparison
         p.exposedSteps += inCopy * every / 2;
-        // Three copies outvote the bad one: its node retired, the steps trained beside it kept (counted as
-        // lost here: they were computed with one wrong copy). Two copies cannot tell which is right: the
-        // job stops and restores the last checkpoint, compared before it was written.
-        p.comparedSeconds = inCopy * (s.holders >= 3 ? found + s.recoverySeconds
-                                                     : s.requeueSeconds + backToCheckpoint + found);
+        // Three copies outvote the bad one and its node is retired. With numerics.rollback and a checkpoint, the
+        // survivors return to the last one (compared before it was written) and train again from it to where
+        // the comparison found the copy: half a checkpoint interval and half a comparison interval on average
+        // (a comparison due at a checkpoint finds it before that checkpoint is written). Without, the steps
+        // trained beside the bad copy are kept (counted as lost here: they were computed with one wrong copy).
+        // Two copies cannot tell which is right: the job stops and restores the last checkpoint.
+        const bool rollsBack = s.rollback && s.checkpointSeconds > 0;
+        const double outvoted = rollsBack ? s.recoverySeconds + s.restoreSeconds +
+                                                (checkpointSteps + every) / 2 * s.stepSeconds
+                                          : found + s.recoverySeconds;
+        p.comparedSeconds = inCopy * (s.holders >= 3 ? outvoted : s.requeueSeconds + backToCheckpoint + found);
     } else {
         p.missedSeconds += inCopy * missed;
         p.exposedSteps += inCopy * s.noticeSeconds / std::max(s.stepSeconds, 1e-12);

@@ -17,6 +17,7 @@ NumericPolicy numericPolicyFromDeck(const config::Deck& deck) {
     p.skipRepeated = deck.text("numerics.on_repeat") == "skip";
     p.compareEvery = static_cast<std::uint64_t>(deck.integer("numerics.compare_every"));
     p.sentLimit = deck.real("numerics.activation_limit");
+    p.rollback = deck.flag("numerics.rollback");
     return p;
 }
 

@@ -24,6 +24,7 @@ struct NumericPolicy {
     bool skipRepeated = true;      // numerics.on_repeat: skip (true) or stop (false) when the rerun agrees
     std::uint64_t compareEvery = 100;  // numerics.compare_every: steps between replica comparisons (0: checkpoints only)
     double sentLimit = 1e12;       // numerics.activation_limit: the largest magnitude an activation or gradient sent may have
+    bool rollback = true;          // numerics.rollback: an outvoted copy's steps trained again from the last checkpoint
 };
 NumericPolicy numericPolicyFromDeck(const config::Deck& deck);
 

@@ -27,8 +27,9 @@ namespace kiln::train {
 
 // How a recovery (or any work between steps that met a failure) ends on this rank.
 // BeyondF: a stop beyond what the layout tolerates (exit 75); Numerics: a stop on numbers that a rerun repeats
-// (numerics.on_repeat = stop, exit 3).
-enum class Recovery { Continue, BeyondF, Numerics };
+// (numerics.on_repeat = stop, exit 3); RolledBack: the run returned to its last checkpoint (numerics.rollback) and
+// goes on from the loader's step.
+enum class Recovery { Continue, BeyondF, Numerics, RolledBack };
 
 // What a side of a job split by failures holds of the nodes that started the recovery: more than half,
 // exactly half, or less. A side that holds less may be all that is left (the others crashed) or cut off

@@ -186,6 +186,9 @@ void Trainer::State::startJob() {
     base::startupPhase("loader");
     startupToReport = true;
     if (resumed) restoreNumericHistory(cursor.step);
+    // Copies made alike (seeded, or read from one checkpoint compared before it was written) agree.
+    lastAgreed = cursor.step;
+    if (resumed) rememberHistoryAt(cursor.step);
     describeReport();
     if (world.rank() == 0)
         report.open(resumed, cursor.step, resumed ? "resume" : "start",
@@ -255,13 +258,18 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
         return summary;
     };
     using Recovery::Continue;
-    // Every outcome but Continue is a stop beyond f (checkpointed where possible).
+    // Every outcome but Continue (and RolledBack, below) is a stop beyond f (checkpointed where possible).
     const auto beyondF = [&] { return finish(TrainSummary::Stop::BeyondF); };
 
-    for (std::uint64_t step = loader->cursor().step; step < end; ++step) {
+    // A rollback (numerics.rollback) sets the next step back to its checkpoint's.
+    for (std::uint64_t step = loader->cursor().step, next = step + 1; step < end; step = next, next = step + 1) {
         Committed done;
-        if (const auto outcome = commitStep(step, targetsPerStep, done); outcome != Continue)
+        if (const auto outcome = commitStep(step, targetsPerStep, done); outcome == Recovery::RolledBack) {
+            next = loader->cursor().step;
+            continue;
+        } else if (outcome != Continue) {
             return outcome == Recovery::Numerics ? finish(TrainSummary::Stop::Numerics) : beyondF();
+        }
         if (done.skipped) {
             // Its batch consumed without an update (a 'numerics' event says why): no /steps row, no loss.
         } else if (stepsDone++ == 0) {
@@ -291,9 +299,14 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
         // is then only ever written of copies that agreed).
         const auto compareEvery = numerics.policy().compareEvery;
         bool compared = false;
-        if (numerics.policy().check && ((compareEvery > 0 && (step + 1) % compareEvery == 0) || due || last) &&
-            compareReplicas(step + 1, step, compared) != Continue)
-            return beyondF();
+        if (numerics.policy().check && ((compareEvery > 0 && (step + 1) % compareEvery == 0) || due || last)) {
+            if (const auto outcome = compareReplicas(step + 1, step, compared); outcome == Recovery::RolledBack) {
+                next = loader->cursor().step;
+                continue;
+            } else if (outcome != Continue) {
+                return beyondF();
+            }
+        }
         if (!last && (due || a.stopRequested) && checkpointSafely(step + 1, step, !a.stopRequested) != Continue)
             return beyondF();
         if (!last && a.stopRequested) {

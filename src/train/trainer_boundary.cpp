@@ -30,11 +30,7 @@ Trainer::State::Recovery Trainer::State::publishFinishedCheckpoint(std::uint64_t
 }
 
 Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std::uint64_t step, bool background) {
-    comm::setTrainingThreadLimit(0);  // a write may take long on a slow file system
-    struct LimitAgain {
-        const State& s;
-        ~LimitAgain() { comm::setTrainingThreadLimit(s.clock.boundaryLimit()); }
-    } limitAgain{*this};
+    const NoStepDeadline whileWriting(clock);
     for (;;) {
         const auto begun = Clock::now();
         try {
@@ -46,6 +42,7 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
                 model::releaseCpuCache();  // the write's staging is not a step's sizes
             }
             report.failureReplayed(since(begun));  // what was replayed is the checkpoint
+            rememberHistoryAt(at);
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());

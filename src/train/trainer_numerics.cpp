@@ -5,34 +5,41 @@
 #include "replica_check.hpp"
 
 #include "kiln/base/log.hpp"
+#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
+#include "kiln/data/batch_planner.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 
 namespace kiln::train {
 namespace {
 
-// fault.inject RANK:STEP:flip: the exponent's top bit of the first value of the last parameter of this rank's first
-// layer (one every step uses: GPT-2's position 0, a block's last bias or weight), as a flipped bit in memory leaves
-// it until something repairs it.
-void flipFirstParameter(model::Gpt& model, std::uint64_t step) {
+// fault.inject RANK:STEP:flip (`bit` 30) and drift (29): that bit of the first value of the last parameter of this
+// rank's first layer (one every step uses: GPT-2's position 0, a block's last bias or weight), as a flipped bit in
+// memory leaves it until something repairs it.
+void flipFirstParameter(model::Gpt& model, std::uint64_t step, int bit) {
     if (model.numLayers() == 0) return;
     torch::NoGradGuard noGrad;
     const auto params = model.layer(0).parameters();
     if (params.empty() || params.back().numel() == 0) return;
-    const float value = flipFirstValue(params.back());
-    log::warn("fault injection: a bit of this rank's parameters flipped as step {} starts (now {:g})", step, value);
+    const float value = flipFirstValue(params.back(), bit);
+    log::warn("fault injection: bit {} of a value of this rank's parameters flipped as step {} starts (now {:g})", bit,
+              step, value);
 }
 
 }  // namespace
 
 void Trainer::State::injectMemoryFault(std::uint64_t step) {
-    if (injector->strikes(step, fault::Injection::Action::Flip)) flipFirstParameter(parallel->model(), step);
+    if (injector->strikes(step, fault::Injection::Action::Flip))
+        flipFirstParameter(parallel->model(), step, kExponentTopBit);
+    if (injector->strikes(step, fault::Injection::Action::Drift))
+        flipFirstParameter(parallel->model(), step, kExponentSecondBit);
 }
 
 Trainer::State::Recovery Trainer::State::retireForCorruption(std::uint64_t step, const std::vector<int>& ranks,
@@ -67,7 +74,8 @@ Trainer::State::Recovery Trainer::State::retireForCorruption(std::uint64_t step,
 
 Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::uint64_t step, bool& compared) {
     compared = false;
-    return atBoundary(step, "the replicas were compared", [&] {
+    bool outvoted = false;
+    const auto outcome = atBoundary(step, "the replicas were compared", [&] {
         const auto t0 = Clock::now();
         const auto mine = layerFingerprints(parallel->model(), parallel->optimizer());
         const int n = static_cast<int>(mine.size());
@@ -78,16 +86,112 @@ Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::
         const ReplicaVerdict verdict = train::compareReplicas(parallel->layout(), byRank);
         compared = true;
         report.event(at, "replicas", fmt::format("{} ({:.1f} ms)", verdict.describe(), 1e3 * since(t0)));
-        if (verdict.agree()) return Recovery::Continue;
-        if (verdict.undecided.empty() && world.faultTolerant() && membership.tolerance() > 0)
+        if (verdict.agree()) {
+            lastAgreed = at;
+            return Recovery::Continue;
+        }
+        if (verdict.undecided.empty() && world.faultTolerant() && membership.tolerance() > 0) {
+            outvoted = true;
             return retireForCorruption(at, verdict.odd,
                                        fmt::format("before step {}: the replicas disagree: {}", at, verdict.describe()));
+        }
         // Two copies and no majority (or nobody to take the node's place): never go on with copies that disagree.
         report.notice(at, "numerics", fmt::format("before step {}: the replicas disagree: {}; stopping for a requeue "
                                                   "(exit 75) from the last checkpoint, compared before it was written",
                                                   at, verdict.describe()));
         return Recovery::BeyondF;
     });
+    if (outcome != Recovery::Continue || !outvoted) return outcome;
+    return rollBack(at, step);
+}
+
+namespace {
+
+// Rank 0's text on every rank of `comm`.
+std::string broadcastText(MPI_Comm comm, std::string text) {
+    std::uint64_t length = text.size();
+    KILN_MPI(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, comm));
+    text.resize(length);
+    KILN_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, comm));
+    return text;
+}
+
+}  // namespace
+
+void Trainer::State::rememberHistoryAt(std::uint64_t step) {
+    historyAtCheckpoint[step] = {numerics.losses(), numerics.norms()};
+    // The checkpoints a rollback may return to are the store's newest few: older histories are not needed.
+    while (historyAtCheckpoint.size() > std::max<std::uint64_t>(checkpoints->store().keep(), 1) + 2)
+        historyAtCheckpoint.erase(historyAtCheckpoint.begin());
+}
+
+Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_t step) {
+    const NoStepDeadline whileReading(clock);
+    for (;;) {
+        const auto begun = Clock::now();
+        try {
+            // A background write started at an earlier boundary holds copies compared before it began.
+            if (checkpoints->pending()) checkpoints->complete(world.control());
+            // Rank 0 decides for every rank (a process admitted later does not know when the copies last agreed).
+            std::string path, why;
+            if (world.rank() == 0) {
+                if (!numerics.policy().rollback) {
+                    why = "numerics.rollback = false";
+                } else if (lastAgreed >= at) {
+                    why = "no step was applied since the copies last agreed";
+                } else if (const auto latest = checkpoints->store().latest()) {
+                    path = latest->string();
+                } else {
+                    why = "no checkpoint to return to";
+                }
+            }
+            path = broadcastText(world.control(), path);
+            if (path.empty()) {
+                why = broadcastText(world.control(), why);
+                if (lastAgreed < at)
+                    report.notice(at, "numerics", fmt::format("before step {}: steps {} to {}, which the outvoted "
+                                                              "copy may have entered, are kept ({})",
+                                                              at, lastAgreed, at - 1, why));
+                lastAgreed = at;  // the copies now come from the majority
+                return Recovery::Continue;
+            }
+            data::Cursor saved;
+            std::uint64_t horizon = 0;
+            std::string unreadable;
+            try {
+                CheckpointStore::load(path, parallel->model(), parallel->optimizer(), context, saved, horizon);
+            } catch (const CheckpointUnreadable& e) {
+                unreadable = e.what();
+            }
+            if (const auto problem = comm::firstError(world.control(), unreadable); !problem.empty()) {
+                // Some ranks hold the checkpoint's state and others the outvoted steps': never go on with that.
+                report.notice(at, "numerics", fmt::format("before step {}: the rollback to {} failed ({}); stopping for "
+                                                          "a requeue (exit 75)",
+                                                          at, path, problem));
+                return Recovery::BeyondF;
+            }
+            const data::Cursor cursor = data::BatchPlanner(spec, *corpus).resume(saved);
+            loader = openLoader(spec, corpus, cursor);
+            if (const auto it = historyAtCheckpoint.find(cursor.step); it != historyAtCheckpoint.end())
+                numerics.restore(it->second.first, it->second.second);
+            else
+                numerics.restore({}, {});  // judged once numerics.min_history steps are remembered again
+            report.notice(at, "numerics", fmt::format("before step {}: the copies last agreed before step {}, so the "
+                                                      "steps since may have used the outvoted one: every survivor "
+                                                      "returned to {} (compared before it was written) in {:.2f} s, "
+                                                      "and steps {} to {} are trained again (numerics.rollback)",
+                                                      at, lastAgreed, std::filesystem::path(path).filename().string(),
+                                                      since(begun), cursor.step, at - 1));
+            lastAgreed = cursor.step;
+            return Recovery::RolledBack;
+        } catch (const ProcFailedError& e) {
+            // A failure in the middle of the loads: recover, then load again on the new layout.
+            log::detail("step {}: a rank failed during the rollback: {}", step, e.what());
+            abandonStep();
+            const auto outcome = recoverFromFailure(step, since(begun));
+            if (outcome != Recovery::Continue) return outcome;
+        }
+    }
 }
 
 NumericVerdict Trainer::State::judge(const Attempt& a, double targetsPerStep) const {

@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <functional>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -50,6 +51,19 @@ namespace kiln::train {
 using Clock = std::chrono::steady_clock;
 
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// While it lives, the training thread has no step deadline (a checkpoint written or read may take long on a slow
+// file system); then the boundary's limit again.
+class NoStepDeadline {
+public:
+    explicit NoStepDeadline(const StepClock& clock) : clock_(clock) { comm::setTrainingThreadLimit(0); }
+    ~NoStepDeadline() { comm::setTrainingThreadLimit(clock_.boundaryLimit()); }
+    NoStepDeadline(const NoStepDeadline&) = delete;
+    NoStepDeadline& operator=(const NoStepDeadline&) = delete;
+
+private:
+    const StepClock& clock_;
+};
 
 class Trainer::State {
 public:
@@ -285,8 +299,19 @@ private:
     // Collective: every holder of a layer shard fingerprints its copy and the holders compare (replica_check.hpp);
     // an outvoted copy's node is retired, two copies that differ stop the job for a requeue (BeyondF). `compared`:
     // whether the comparison ran (a failure during it is recovered from instead). `at`: the step it comes before;
-    // `step`: the one a failure during it is recorded at (as a boundary's work: the step just committed).
+    // `step`: the one a failure during it is recorded at (as a boundary's work: the step just committed). An
+    // outvoted copy that steps since the last agreement may have used ends in rollBack (RolledBack).
     Recovery compareReplicas(std::uint64_t at, std::uint64_t step, bool& compared);
+    // Collective, after an outvoted copy's node was retired before step `at`: when numerics.rollback holds and
+    // steps were applied since the copies last agreed, every survivor loads the last checkpoint (compared before
+    // it was written) on the current layout and the loader returns to its step (RolledBack: the loop goes on from
+    // loader->cursor().step); else those steps are kept and the log says so (Continue).
+    Recovery rollBack(std::uint64_t at, std::uint64_t step);
+    // The step boundary at which every layer's copies last agreed (a comparison, the start, a rollback's checkpoint).
+    std::uint64_t lastAgreed = 0;
+    // The spike history at each checkpoint this process wrote or started from (losses, norms), for a rollback.
+    std::map<std::uint64_t, std::pair<std::vector<double>, std::vector<double>>> historyAtCheckpoint;
+    void rememberHistoryAt(std::uint64_t step);
     // The nodes of `ranks` (current ranks) end their processes and the others recover, cause 'corruption'.
     Recovery retireForCorruption(std::uint64_t step, const std::vector<int>& ranks, const std::string& what);
     // fault.inject RANK:STEP:flip, as the step starts.

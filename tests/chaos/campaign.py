@@ -27,9 +27,14 @@ reached once an earlier failure moved the run on does not fire.
              issue 66): the step's rerun parts from the first at that rank and its node is retired; maybe a rank of
              another node killed in that recovery
   nan        a NaN in a rank's loss, once (strikes only where the rank is a last stage: else a failure-free run)
-(A flipped bit in a parameter, fault.inject flip, is not drawn: where no check flags the steps that use it, they
-are applied before the replicas' next comparison names the copy, and the losses part from the failure-free run's,
-as this campaign's seed 67 showed; tests/fault/numerics.sh tests flip where the step is flagged.)
+  flip       the exponent's top bit of a value of a rank's parameters flipped as a step after the first checkpoint
+             starts (memory): flagged in its step, or found by the replicas' next comparison; either way the
+             outvoted copy's node is retired and the survivors return to the last checkpoint (numerics.rollback),
+             or with two holders the job stops for a requeue
+  drift      as flip, its exponent's second bit: a weight made nearly 0, which no step check sees; only the
+             comparison before the next checkpoint finds it
+(flip and drift strike after the first checkpoint, which a rollback needs: before it the steps the copy entered are
+kept, and the losses part from the failure-free run's, as this campaign's seed 67 showed before the rollback.)
 With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
   jobs       8 ranks as 4 nodes of 2 with 2+1+1 pinned (the above); 8 ranks as 4 nodes of 2, 6 ranks as 6 nodes,
              12 and 16 ranks as 6 and 8 nodes of 2, each with nothing pinned: a profile measured at start-up, the
@@ -126,7 +131,7 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     ("kill", rank, delay) after the first injected kill, ("admitkill", rank, delay) after rank 0 took an admission
     request, or ("duty", rank, stopped share, seconds)."""
     kinds = ["one", "pair", "recovery", "second", "migration", "third", "replay", "timed", "stop", "rank0", "checkpoint", "write",
-             "throw", "corrupt", "nan"]
+             "throw", "corrupt", "nan", "flip", "drift"]
     if wide:
         kinds += ["admit", "admitkill", "duty", "straggle"]
     kind = rng.choice([k for k in kinds if not only or k in only])
@@ -173,6 +178,8 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
             killed.add(b)
     elif kind == "nan":
         items, killed = [f"{a}:{step}:{kind}"], {a}
+    elif kind in ("flip", "drift"):  # after the first checkpoint (step 4), which a rollback returns to
+        items, killed = [f"{a}:{rng.randrange(5, STEPS - 1)}:{kind}"], {a}
     elif kind == "stop":
         items, killed = [f"{a}:{step}:{phase}:stop"], {a}
     elif kind == "rank0":

@@ -23,8 +23,14 @@
 #  8. A resumed run restores the spike history of the committed steps before its checkpoint from diag.h5.
 #  9. One pipeline (fault tolerance 0): a NaN that the rerun does not repeat names rank 3, which nothing can replace:
 #     the rerun's sound numbers go on, no rank ends, the failure-free losses.
+# 10. A quiet flip (drift: a weight of rank 0 made nearly 0 as step 4 starts, which no step check sees) on kiln's
+#     layout (three holders), checkpoints every 3 steps: the comparison before the checkpoint of step 6 outvotes
+#     it, node 0 is retired, every survivor returns to the checkpoint of step 3 and trains steps 3-5 again, so the
+#     final weights equal the failure-free run's (1e-5) with its losses. With numerics.rollback = false the steps
+#     are kept and the weights differ (the outvoted copy's gradients went into every holder's sums): the
+#     comparison can tell.
 set -euo pipefail
-kiln=$1 mpirun=$2 data=$3 work=$4
+kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
 mkdir -p "$work"
 . "$(dirname "$0")/lib.sh"
@@ -143,3 +149,22 @@ grep -q "the job cannot retire it (fault tolerance 0); the rerun's numbers (heal
 losses lone-nan
 same_curve "$work/lone-clean.losses" "$work/lone-nan.losses" 10
 echo "PASS 9: one pipeline: the node cannot be retired, the sound rerun goes on, the failure-free losses"
+
+ckpt=(--set checkpoint.every=3 --set numerics.compare_every=0)
+must drift 6 "${unpinned[@]}" "${ckpt[@]}" --set fault.inject=0:4:drift
+grep -q "NUMERICS before step 6: the replicas disagree: layers 0 differ between their holders; outvoted: rank 0" "$work/drift.log" &&
+  grep -q "every survivor returned to step-00000003.h5 (compared before it was written) in .* s, and steps 3 to 5 are trained again" \
+    "$work/drift.log" || { cat "$work/drift.log"; fail "the quiet flip was not outvoted and rolled back"; }
+[ "$(failures drift)" = "corruption 0,1" ] || fail "the /failures row is '$(failures drift)', expected 'corruption 0,1'"
+losses drift
+same_curve "$work/free-clean.losses" "$work/drift.losses" 10
+"$checkpoint_diff" "$work/free-clean/tiny/ckpt/step-00000010.h5" "$work/drift/tiny/ckpt/step-00000010.h5" params 1e-5 ||
+  fail "after the rollback the final weights are not the failure-free run's"
+"$kiln" diag "$work/drift/tiny/diag.h5" | grep -q "1 disagreed; 1 rollback to the last checkpoint" ||
+  fail "kiln diag does not report the rollback"
+must drift-kept 6 "${unpinned[@]}" "${ckpt[@]}" --set fault.inject=0:4:drift --set numerics.rollback=false
+grep -q "NUMERICS before step 6: steps 3 to 5, which the outvoted copy may have entered, are kept (numerics.rollback = false)" \
+  "$work/drift-kept.log" || { cat "$work/drift-kept.log"; fail "without the rollback the kept steps are not said"; }
+! "$checkpoint_diff" "$work/free-clean/tiny/ckpt/step-00000010.h5" "$work/drift-kept/tiny/ckpt/step-00000010.h5" params 1e-5 ||
+  fail "the kept steps left the failure-free weights: this check cannot tell a rollback from none"
+echo "PASS 10: a quiet flip found by the comparison: node 0 retired, the survivors back at step 3's checkpoint, the failure-free weights and losses (kept steps differ)"

@@ -59,11 +59,12 @@ TEST(FaultInjection, LagFollowsTheStepsAndPhases) {
 
 TEST(FaultInjection, NumericFaultsStrikeOnceOrAtEveryAttempt) {
     std::vector<Injection> items;
-    ASSERT_EQ(parseInjections("1:5:nan, 1:6:corrupt 1:7:poison 2:5:nan", items), "");
-    ASSERT_EQ(items.size(), 4u);
+    ASSERT_EQ(parseInjections("1:5:nan, 1:6:corrupt 1:7:poison 2:5:nan 1:8:drift", items), "");
+    ASSERT_EQ(items.size(), 5u);
     EXPECT_EQ(items[0].action, Injection::Action::NanLoss);
     EXPECT_EQ(items[1].action, Injection::Action::Corrupt);
     EXPECT_EQ(items[2].action, Injection::Action::Poison);
+    EXPECT_EQ(items[4].action, Injection::Action::Drift);
     FaultInjector injector(items, 1);
     EXPECT_FALSE(injector.strikes(4, Injection::Action::NanLoss));
     EXPECT_TRUE(injector.strikes(5, Injection::Action::NanLoss));
@@ -73,9 +74,11 @@ TEST(FaultInjection, NumericFaultsStrikeOnceOrAtEveryAttempt) {
     EXPECT_FALSE(injector.strikes(6, Injection::Action::Corrupt));
     EXPECT_TRUE(injector.strikes(7, Injection::Action::Poison));
     EXPECT_TRUE(injector.strikes(7, Injection::Action::Poison)) << "the batch is bad at every attempt";
+    EXPECT_TRUE(injector.strikes(8, Injection::Action::Drift));
+    EXPECT_FALSE(injector.strikes(8, Injection::Action::Drift)) << "a rollback's replay of the step does not meet it";
     injector.at(5, Phase::Forward);  // a numeric item never kills
     // The deck accepts the same items.
-    const auto deck = kiln::config::Deck::fromText("[fault]\ninject = 1:5:nan, 1:6:corrupt 1:7:poison\n", "test.ini");
-    EXPECT_EQ(deck.text("fault.inject"), "1:5:nan, 1:6:corrupt 1:7:poison");
+    const auto deck = kiln::config::Deck::fromText("[fault]\ninject = 1:5:nan, 1:6:corrupt 1:7:poison 1:8:drift\n", "test.ini");
+    EXPECT_EQ(deck.text("fault.inject"), "1:5:nan, 1:6:corrupt 1:7:poison 1:8:drift");
     EXPECT_THROW(kiln::config::Deck::fromText("[fault]\ninject = 1:5:nans\n", "test.ini"), std::exception);
 }

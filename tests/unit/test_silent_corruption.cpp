@@ -1,7 +1,7 @@
 // kiln simulate's price of silent corruption: the expected count from the
 // rate; with no checks every corruption is trained on until noticed; the step
 // check finds its share in the step; comparisons find the rest after half an
-// interval, outvoted by three copies, a requeue with two, impossible with one;
+// interval, outvoted by three copies (and rolled back to the last checkpoint where there is one), a requeue with two, impossible with one;
 // comparing costs what it reads, so the cheapest interval lies between.
 #include "kiln/sim/silent_corruption.hpp"
 
@@ -73,6 +73,16 @@ TEST(SilentCorruption, ComparisonsOutvoteWithThreeCopiesRequeueWithTwoAndCannotW
     const auto one = sim::priceSilentCorruption(setup(1), true, 100);
     EXPECT_EQ(one.compareSeconds, 0.0);
     EXPECT_NEAR(one.missedSeconds, 5 * (86400 + 5e5 + 900), 1e-6);
+}
+
+TEST(SilentCorruption, AnOutvotedCopyRollsBackToTheLastCheckpoint) {
+    auto s = setup(3);
+    s.checkpointSeconds = 5000;  // every 500 steps
+    s.restoreSeconds = 40;
+    // Found at a comparison every 100 steps: on average (500 + 100) / 2 steps after the last checkpoint.
+    EXPECT_NEAR(sim::priceSilentCorruption(s, true, 100).comparedSeconds, 5 * (30 + 40 + 300 * 10), 1e-6);
+    s.rollback = false;  // the steps beside the bad copy kept: half a comparison interval
+    EXPECT_NEAR(sim::priceSilentCorruption(s, true, 100).comparedSeconds, 5 * (100 * 10 / 2 + 30), 1e-6);
 }
 
 TEST(SilentCorruption, ACheckpointIsAlwaysPrecededByAComparison) {

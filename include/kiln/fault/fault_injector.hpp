@@ -57,7 +57,7 @@ struct Injection {
     int rank = 0;
     std::uint64_t step = 0;
     Phase phase = Phase::Forward;
-    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag, NanLoss, Corrupt, Poison, Flip } action = Action::Kill;
+    enum class Action { Kill, Stop, Slow, Throw, Hang, Lag, NanLoss, Corrupt, Poison, Flip, Drift } action = Action::Kill;
     // Lag only: steps [step, endStep], and seconds per microbatch or a factor (> 1) of compute.
     std::uint64_t endStep = 0;
     double lagSeconds = 0.0, lagFactor = 0.0;
@@ -84,7 +84,7 @@ public:
     bool slows(std::uint64_t step) const;
     // Sleeps that long (nothing when no item applies).
     void straggle(std::uint64_t step, Phase phase, double computed) const;
-    // Whether a numeric fault of `kind` (NanLoss, Corrupt, Poison, Flip) strikes now, at `step`: all but Poison
+    // Whether a numeric fault of `kind` (NanLoss, Corrupt, Poison, Flip, Drift) strikes now, at `step`: all but Poison
     // once (a rerun of the step does not meet them again), Poison at every attempt of the step.
     bool strikes(std::uint64_t step, Injection::Action kind);
 

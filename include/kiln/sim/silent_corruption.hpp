@@ -25,6 +25,8 @@ struct SilentCorruptionSetup {
     double recoverySeconds = 0.0;    // a node retired in place
     double requeueSeconds = 0.0;     // a stop and a start again: the queue, the start-up, the restore
     double noticeSeconds = 0.0;      // until a person notices a run trained on corrupt numbers
+    bool rollback = true;            // numerics.rollback: an outvoted copy's steps trained again from the last checkpoint
+    double restoreSeconds = 0.0;     // every rank reading its layers of a checkpoint (a rollback's load)
 };
 
 // Expected seconds over the run, for one setting of the checks.

@@ -41,6 +41,8 @@ pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
+# ctest's slots: every core (each test says how many it takes), at least 2 (two tests side by side, as CI does here).
+test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? $(nproc) : 2 ))}
 
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv
@@ -214,7 +216,7 @@ configure_and_build_cuda() {
 cuda_tests() {
   say "CPU tests with the CUDA build (labels unit and mpi but data and reference): libtorch $torch_version, NCCL transport compiled in"
   "$cuda_build/kiln" version
-  (cd "$cuda_build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -L "unit|mpi" -LE "data|reference")
+  (cd "$cuda_build" && ctest --output-on-failure --timeout 600 -j "$test_jobs" -L "unit|mpi" -LE "data|reference")
 }
 
 test_cuda_build() {
@@ -241,7 +243,7 @@ test_all() {
     cuda_pid=$!
   fi
   # Label campaign: long repetitions of what CI already proves once (ctest -L campaign runs them).
-  (cd "$build" && ctest --output-on-failure --timeout 600 -j "${KILN_TEST_JOBS:-2}" -LE campaign) || rc=$?
+  (cd "$build" && ctest --output-on-failure --timeout 600 -j "$test_jobs" -LE campaign) || rc=$?
   [ -n "$cuda_pid" ] || return "$rc"
   if ((rc != 0)); then kill_tree "$cuda_pid"; wait "$cuda_pid" 2>/dev/null || true; return "$rc"; fi
   say "waiting for the CUDA build"

@@ -61,7 +61,7 @@ const std::vector<KeySpec>& deckSchema() {
          "`latest` moves), the phases of a recovery in order: agree (a round's start), regroup (after the shrink), "
          "migrate (before the layers move), received (after this rank's first migrated atom arrived), migrated "
          "(before the new layout is committed), rebuild (after it, before its communicators); eval (in the held-out evaluation after STEP); ready (STEP 0: on a process started to join the running job, "
-         "RANK the start-up rank it is to have, before it says it is ready)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
+         "RANK the start-up rank it is to have, before it says it is ready); rollback (a numerics.rollback's return to the checkpoint, STEP the step whose comparison found the copy, before the loads)); that start-up rank kills itself with SIGKILL there, or with ':stop' "
          "stops itself (SIGSTOP, a hung process), or with ':slow' computes for 10 s without MPI (a long step, which "
          "must not pass for a hang), or with ':throw' throws an exception from outside kiln (a local error: "
          "that process ends alone), or with ':hang' sleeps forever outside MPI while its other threads live "
@@ -74,7 +74,7 @@ const std::vector<KeySpec>& deckSchema() {
          "flipped as the step starts: memory, until repaired), RANK:STEP:drift (the exponent's second bit of that value flipped: a weight below 2 in magnitude becomes nearly 0, which no step check sees; the replicas' comparison finds it). E.g. '3:5:allreduce', '2:7:forward:stop', '2:3:slow=2x', "
          "'5:12:nan'. Ignored in a requeued Slurm job (SLURM_RESTART_COUNT > 0).",
          [](const Value& v) -> std::string {
-             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval|ready)(:stop|:slow|:throw|:hang)?)");
+             static const std::regex item(R"(\d+:\d+:(forward|backward|send|allreduce|sums|commit|optimizer|checkpoint|write|publish|regroup|migrate|agree|received|migrated|rebuild|eval|ready|rollback)(:stop|:slow|:throw|:hang)?)");
              static const std::regex lag(R"(\d+:\d+(-\d+)?:slow=(\d+(\.\d*)?|\.\d+)(s|x)?)");
              static const std::regex numeric(R"(\d+:\d+:(nan|corrupt|poison|flip|drift))");
              std::string text = std::get<std::string>(v);
@@ -85,7 +85,7 @@ const std::vector<KeySpec>& deckSchema() {
                  if (!std::regex_match(word, item) && !std::regex_match(word, lag) && !std::regex_match(word, numeric))
                      return "'" + word + "' is not RANK:STEP:PHASE[:stop|:slow|:throw|:hang] with phase forward, backward, send, allreduce, "
                                          "sums, commit, optimizer, checkpoint, write, publish, agree, regroup, migrate, received, "
-                                         "migrated, rebuild, eval or ready, nor "
+                                         "migrated, rebuild, eval, ready or rollback, nor "
                                          "RANK:STEP[-END]:slow=SECONDS or slow=FACTORx, nor RANK:STEP:nan|corrupt|poison|flip|drift";
              return "";
          }},

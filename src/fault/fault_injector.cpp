@@ -48,6 +48,7 @@ const char* phaseName(Phase phase) {
         case Phase::Rebuild: return "rebuild";
         case Phase::Eval: return "eval";
         case Phase::Ready: return "ready";
+        case Phase::Rollback: return "rollback";
     }
     return "?";
 }
@@ -144,7 +145,7 @@ std::string parseInjections(const std::string& text, std::vector<Injection>& out
         }
         bool known = false;
         std::vector<std::string> names;
-        for (int k = 0; k <= static_cast<int>(Phase::Ready); ++k) {
+        for (int k = 0; k <= static_cast<int>(Phase::Rollback); ++k) {
             const auto p = static_cast<Phase>(k);
             names.emplace_back(phaseName(p));
             if (name == phaseName(p)) {

@@ -6,6 +6,7 @@
 
 #include "kiln/base/log.hpp"
 #include "kiln/comm/error_agreement.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 #include "kiln/data/batch_planner.hpp"
@@ -107,8 +108,9 @@ Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::
 
 namespace {
 
-// Rank 0's text on every rank of `comm`.
+// Rank 0's text on every rank of `comm`. Blocking: the wait for the others is not this rank's hang (PeerWait).
 std::string broadcastText(MPI_Comm comm, std::string text) {
+    const comm::PeerWait peers;
     std::uint64_t length = text.size();
     KILN_MPI(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, comm));
     text.resize(length);
@@ -126,7 +128,6 @@ void Trainer::State::rememberHistoryAt(std::uint64_t step) {
 }
 
 Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_t step) {
-    const NoStepDeadline whileReading(clock);
     for (;;) {
         const auto begun = Clock::now();
         try {
@@ -155,10 +156,12 @@ Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_
                 lastAgreed = at;  // the copies now come from the majority
                 return Recovery::Continue;
             }
+            injector->at(at, fault::Phase::Rollback);
             data::Cursor saved;
             std::uint64_t horizon = 0;
             std::string unreadable;
             try {
+                const NoStepDeadline whileReading(clock);  // a read may take long on a slow file system
                 CheckpointStore::load(path, parallel->model(), parallel->optimizer(), context, saved, horizon);
             } catch (const CheckpointUnreadable& e) {
                 unreadable = e.what();

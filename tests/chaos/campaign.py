@@ -32,7 +32,7 @@ reached once an earlier failure moved the run on does not fire.
              outvoted copy's node is retired and the survivors return to the last checkpoint (numerics.rollback),
              or with two holders the job stops for a requeue
   drift      as flip, its exponent's second bit: a weight made nearly 0, which no step check sees; only the
-             comparison before the next checkpoint finds it
+             comparison before the next checkpoint finds it; maybe a rank of another node killed in the rollback
 (flip and drift strike after the first checkpoint, which a rollback needs: before it the steps the copy entered are
 kept, and the losses part from the failure-free run's, as this campaign's seed 67 showed before the rollback.)
 With --wide (issue 37, item 4) each run also draws its job, and four more kinds:
@@ -179,7 +179,11 @@ def draw(rng, wide=False, ranks=RANKS, per_node=PER_NODE, only=None):
     elif kind == "nan":
         items, killed = [f"{a}:{step}:{kind}"], {a}
     elif kind in ("flip", "drift"):  # after the first checkpoint (step 4), which a rollback returns to
-        items, killed = [f"{a}:{rng.randrange(5, STEPS - 1)}:{kind}"], {a}
+        at = rng.randrange(5, STEPS - 1)
+        items, killed = [f"{a}:{at}:{kind}"], {a}
+        if kind == "drift" and rng.random() < 0.3:  # a second failure in the rollback, found before step 8 or the end
+            items.append(f"{b}:{8 if at < 8 else STEPS}:rollback")
+            killed.add(b)
     elif kind == "stop":
         items, killed = [f"{a}:{step}:{phase}:stop"], {a}
     elif kind == "rank0":

@@ -28,7 +28,8 @@
 #     it, node 0 is retired, every survivor returns to the checkpoint of step 3 and trains steps 3-5 again, so the
 #     final weights equal the failure-free run's (1e-5) with its losses. With numerics.rollback = false the steps
 #     are kept and the weights differ (the outvoted copy's gradients went into every holder's sums): the
-#     comparison can tell.
+#     comparison can tell. A second failure in the rollback (rank 2 killed before the loads) is recovered from and
+#     the rollback done again on the one node left: the failure-free losses.
 set -euo pipefail
 kiln=$1 mpirun=$2 data=$3 work=$4 checkpoint_diff=$5
 rm -rf "$work"
@@ -167,4 +168,11 @@ grep -q "NUMERICS before step 6: steps 3 to 5, which the outvoted copy may have 
   "$work/drift-kept.log" || { cat "$work/drift-kept.log"; fail "without the rollback the kept steps are not said"; }
 ! "$checkpoint_diff" "$work/free-clean/tiny/ckpt/step-00000010.h5" "$work/drift-kept/tiny/ckpt/step-00000010.h5" params 1e-5 ||
   fail "the kept steps left the failure-free weights: this check cannot tell a rollback from none"
-echo "PASS 10: a quiet flip found by the comparison: node 0 retired, the survivors back at step 3's checkpoint, the failure-free weights and losses (kept steps differ)"
+must drift-second 6 "${unpinned[@]}" "${ckpt[@]}" --set fault.inject=0:4:drift,2:6:rollback
+[ "$(failures drift-second | tr '\n' ' ')" = "corruption 0,1 process 2 " ] ||
+  { cat "$work/drift-second.log"; fail "the /failures rows are '$(failures drift-second | tr '\n' ' ')', expected corruption 0,1 then process 2"; }
+grep -q "every survivor returned to step-00000003.h5" "$work/drift-second.log" ||
+  { cat "$work/drift-second.log"; fail "the rollback was not done again after a failure in it"; }
+losses drift-second
+same_curve "$work/free-clean.losses" "$work/drift-second.losses" 10
+echo "PASS 10: a quiet flip found by the comparison: node 0 retired, the survivors back at step 3's checkpoint, the failure-free weights and losses (kept steps differ; a failure in the rollback recovered from)"

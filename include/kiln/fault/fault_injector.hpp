@@ -48,7 +48,7 @@ namespace kiln::fault {
 // rank it is to have, STEP 0). Ready stays last: tests walk every phase up to it.
 enum class Phase {
     Forward, Backward, Send, AllReduce, Sums, Commit, Optimizer, Checkpoint, Write, Publish,
-    Regroup, Migrate, Agree, Received, Migrated, Rebuild, Eval, Ready
+    Regroup, Migrate, Agree, Received, Migrated, Rebuild, Eval, Ready, Rollback
 };
 
 const char* phaseName(Phase phase);

@@ -254,12 +254,38 @@ def run(args, out, inject, outside, log_path, landed=None, job=PINNED):
         try:
             status = proc.wait(timeout=LIMIT_S)
         except subprocess.TimeoutExpired:
+            describe_hang(out, log_path + ".hang")
             os.killpg(proc.pid, signal.SIGKILL)
             for pid in leftover_processes(out):
                 os.kill(int(pid), signal.SIGKILL)
             proc.wait()
             status = None
     return status, time.time() - t0
+
+
+def describe_hang(out, path):
+    """What a hung run's processes were doing, into `path`: each kiln rank still alive with its state and, where
+    gdb is installed, its threads' stacks; none alive means the launcher itself hung after the ranks ended."""
+    pids = leftover_processes(out)
+    with open(path, "w") as f:
+        f.write(f"{len(pids)} kiln process(es) of {out} alive at the time limit\n")
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as e:
+                    env = dict(x.split(b"=", 1) for x in e.read().split(b"\0") if b"=" in x)
+                with open(f"/proc/{pid}/stat") as st:
+                    state = st.read().split(") ", 1)[1].split()[0]
+            except OSError:
+                continue
+            rank = env.get(b"OMPI_COMM_WORLD_RANK", b"?").decode()
+            f.write(f"\n=== rank {rank} pid {pid} state {state}\n")
+            if shutil.which("gdb"):
+                f.flush()
+                try:
+                    subprocess.run(["gdb", "-p", pid, "-batch", "-ex", "thread apply all bt 15"], stdout=f,
+                                   stderr=subprocess.DEVNULL, timeout=60, check=False)
+                except subprocess.TimeoutExpired:
+                    f.write("(gdb gave no stacks within 60 s)\n")
 
 
 def kill_after_first_death(log_path, out, proc, landed, rank, delay):
@@ -459,7 +485,7 @@ def main():
         tally[0] += 1
         if status is None:
             counts["hung"] += 1
-            print(f"run {i:3d} HUNG     {what} ({seconds:.0f} s; {out}.log)", flush=True)
+            print(f"run {i:3d} HUNG     {what} ({seconds:.0f} s; {out}.log, its processes in {out}.log.hang)", flush=True)
             continue
         problems, cause = [], None
         if status == 75:

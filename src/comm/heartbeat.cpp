@@ -28,6 +28,7 @@ std::atomic<Clock::rep> lastSign{0};
 std::atomic<double> signLimit{0.0};
 std::atomic<double> lastLimit{0.0};     // the last limit > 0: how long a neighbour may stay stopped
 std::atomic<int> peerWaits{0};          // blocking MPI calls under way on the training thread
+std::atomic<int> backgroundWrites{0};   // checkpoint writes under way on other threads
 std::mutex neighboursMutex;
 std::vector<std::pair<long, int>> neighbours;  // watchHost()
 int ownRank = -1;
@@ -36,7 +37,7 @@ std::atomic<double> detectorTimeout{0.0};  // fault.hang_timeout_s, 0 when the d
 // Whether the training thread is overdue (and the pump should let the process fall silent).
 bool trainingThreadOverdue() {
     const double limit = signLimit.load();
-    if (limit <= 0 || peerWaits.load() > 0) return false;
+    if (limit <= 0 || peerWaits.load() > 0 || backgroundWrites.load() > 0) return false;
     const auto last = Clock::time_point(Clock::duration(lastSign.load()));
     return std::chrono::duration<double>(Clock::now() - last).count() > limit;
 }
@@ -58,6 +59,12 @@ void setTrainingThreadLimit(double seconds) {
     trainingThreadAlive();
     signLimit = seconds;
     if (seconds > 0) lastLimit = seconds;
+}
+
+BackgroundWrite::BackgroundWrite() { ++backgroundWrites; }
+BackgroundWrite::~BackgroundWrite() {
+    trainingThreadAlive();  // the training thread's wait on it was not its absence
+    --backgroundWrites;
 }
 
 PeerWait::PeerWait() { ++peerWaits; }

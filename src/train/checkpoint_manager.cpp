@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
 
@@ -103,6 +104,7 @@ void CheckpointManager::start(MPI_Comm comm, std::uint64_t step, const Source& s
     failure_ = nullptr;
     ended_ = false;
     writer_ = std::thread([this] {
+        const comm::BackgroundWrite exempt;  // the training thread may wait on this write: not its hang
         const auto w0 = Clock::now();
         try {
             writePart(*pending_, hooks_.duringWrite);

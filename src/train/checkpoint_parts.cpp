@@ -163,10 +163,9 @@ void writePart(const CheckpointSnapshot& s, const std::function<void()>& afterFi
                 h5::writeAttribute(file, "step", s.step);
             }
             for (std::size_t k = 0; k < s.layers.size(); ++k) {
-                {
-                    h5::LibraryLock lock(h5::libraryMutex());
-                    format::writeLayer(file, s.model, s.layers[k], s.states[k], ctx, /*checksum=*/true);
-                }
+                h5::LibraryLock lock(h5::libraryMutex());
+                format::writeLayer(file, s.model, s.layers[k], s.states[k], ctx, /*checksum=*/true);
+                // Inside the lock, as a write the file system stalls holds it (fault.inject ...:write:slow).
                 if (k == 0 && afterFirstLayer) afterFirstLayer();
             }
             h5::LibraryLock lock(h5::libraryMutex());

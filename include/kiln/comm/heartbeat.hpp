@@ -51,6 +51,18 @@ public:
     PeerWait(const PeerWait&) = delete;
     PeerWait& operator=(const PeerWait&) = delete;
 };
+// A checkpoint written on another thread of this process (the background
+// writer), for as long as it lives: checkpoint writes are exempt from the
+// step's deadline, and the training thread may wait on one without a sign of
+// life (for the HDF5 library lock the writer holds while a busy file system
+// stalls its write, or for the writer itself), so it is not overdue meanwhile.
+class BackgroundWrite {
+public:
+    BackgroundWrite();
+    ~BackgroundWrite();
+    BackgroundWrite(const BackgroundWrite&) = delete;
+    BackgroundWrite& operator=(const BackgroundWrite&) = delete;
+};
 // This job's other processes on this host (process id, start-up rank). A
 // process among them that stays stopped (SIGSTOP, a hung process) for longer
 // than the training thread limit in force (the step's deadline) is ended by

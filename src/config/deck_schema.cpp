@@ -122,7 +122,7 @@ const std::vector<KeySpec>& deckSchema() {
          "evaluations, admissions, recoveries) and in the first steps of a start or after a layout change, before its "
          "process ends itself (a hung file read, a device call that never returns) so that the others recover. 0 = "
          "automatic: 10 times the slowest step so far, at least 300 s. A value > 0 also replaces the step deadline "
-         "(fault.step_deadline) inside steps. Checkpoint writes are exempt. Needs fault.hang_timeout_s > 0.",
+         "(fault.step_deadline) inside steps. Checkpoint writes are exempt (a background one too, while it lasts). Needs fault.hang_timeout_s > 0.",
          realInRange(0.0, 86400.0)},
         {"fault.nccl_timeout_s", KeyType::Real, "120",
          "Seconds a GPU transfer or NCCL communicator creation may take before its peer counts as failed (NCCL "

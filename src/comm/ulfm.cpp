@@ -4,6 +4,8 @@
 #include "kiln/comm/deadline.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -140,7 +142,21 @@ int agree(MPI_Comm comm, int flag, bool* failureSeen) {
     return flag;
 }
 
-#else
+#endif
+
+int agreeOrThrow(MPI_Comm comm, bool ok, const char* what, int bits) {
+    int flag = (ok ? 1 : 0) | (bits << 1);
+    if (ulfmActive()) {
+        if (!ok) revoke(comm);
+        flag = agree(comm, flag);
+    } else {
+        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_BAND, comm));
+    }
+    if ((flag & 1) == 0) throw ProcFailedError(fmt::format("a rank failed while {}", what), 0);
+    return flag >> 1;
+}
+
+#if !KILN_HAVE_ULFM
 
 void revoke(MPI_Comm) { noUlfm("revoke"); }
 MPI_Comm shrink(MPI_Comm) { noUlfm("shrink"); }

@@ -18,21 +18,6 @@ namespace {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Every rank of `comm` leaves a checkpoint phase with the same outcome: under
-// ULFM an agreement (a collective can succeed on some ranks and fail on
-// others: non-root ranks leave a gather before the root has heard from a dead
-// one), so that either all go on or all recover at the same point.
-void agreeOrThrow(MPI_Comm comm, bool ok, const char* what) {
-    int flag = ok ? 1 : 0;
-    if (comm::ulfmActive()) {
-        if (!ok) comm::revoke(comm);
-        flag = comm::agree(comm, flag);
-    } else {
-        KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MIN, comm));
-    }
-    if (flag != 1) throw ProcFailedError(fmt::format("a rank failed while {}", what), 0);
-}
-
 }  // namespace
 
 CheckpointManager::CheckpointManager(CheckpointStore& store, bool parallel) : store_(store), parallel_(parallel) {}
@@ -67,7 +52,7 @@ CheckpointWrite CheckpointManager::write(MPI_Comm comm, std::uint64_t step, cons
         } catch (const ProcFailedError&) {
             ok = false;
         }
-        agreeOrThrow(comm, ok, "a checkpoint was written");
+        comm::agreeOrThrow(comm, ok, "a checkpoint was written");
         done.step = step;
         done.stall = done.write = since(t0);
         done.writers = 1;
@@ -93,7 +78,7 @@ void CheckpointManager::start(MPI_Comm comm, std::uint64_t step, const Source& s
         ok = false;
     }
     if (!ok) pending_.reset();
-    agreeOrThrow(comm, ok, "a checkpoint's state was copied");
+    comm::agreeOrThrow(comm, ok, "a checkpoint's state was copied");
     hooks_ = hooks;
     progress_ = CheckpointWrite{};
     progress_.step = step;
@@ -145,7 +130,7 @@ std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
     CheckpointSnapshot snapshot = std::move(*pending_);
     pending_.reset();
     if (ok && bad == 0 && rank == 0) publish(snapshot, store_.keep(), hooks_.beforeCommit);
-    agreeOrThrow(comm, ok, "a checkpoint was published");
+    comm::agreeOrThrow(comm, ok, "a checkpoint was published");
     if (bad > 0) {
         if (!problem.empty()) log::warn("checkpoint of step {} dropped: this rank could not write its part: {}", snapshot.step, problem);
         if (rank == 0)

@@ -5,7 +5,6 @@
 #include "replica_check.hpp"
 
 #include "kiln/base/log.hpp"
-#include "kiln/comm/error_agreement.hpp"
 #include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/ulfm.hpp"
@@ -81,7 +80,14 @@ Trainer::State::Recovery Trainer::State::compareReplicas(std::uint64_t at, std::
         const auto mine = layerFingerprints(parallel->model(), parallel->optimizer());
         const int n = static_cast<int>(mine.size());
         std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(world.size()));
-        KILN_MPI(MPI_Allgather(mine.data(), n, MPI_UINT64_T, all.data(), n, MPI_UINT64_T, world.control()));
+        const int rc = MPI_Allgather(mine.data(), n, MPI_UINT64_T, all.data(), n, MPI_UINT64_T, world.control());
+        int errorClass = MPI_SUCCESS;
+        MPI_Error_class(rc, &errorClass);
+        if (rc != MPI_SUCCESS && !comm::isProcessFailure(errorClass)) KILN_MPI(rc);
+        // Every rank holds the fingerprints before an outvoted node's processes end: one that ended as soon as
+        // its own all-gather was done left a node-mate without its part (seen: a retired node's second rank
+        // recovering alone while the others waited for it to end).
+        comm::agreeOrThrow(world.control(), rc == MPI_SUCCESS, "the replicas' fingerprints were gathered");
         std::vector<std::vector<std::uint64_t>> byRank;
         for (int r = 0; r < world.size(); ++r) byRank.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
         const ReplicaVerdict verdict = train::compareReplicas(parallel->layout(), byRank);
@@ -146,9 +152,16 @@ Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_
                     why = "no checkpoint to return to";
                 }
             }
-            path = broadcastText(world.control(), path);
+            bool ok = true;
+            try {
+                const std::string decision = broadcastText(world.control(), path + '\n' + why);
+                path = decision.substr(0, decision.find('\n'));
+                why = decision.substr(path.size() + 1);
+            } catch (const ProcFailedError&) {
+                ok = false;  // every rank learns it from the agreement, and all recover together
+            }
+            comm::agreeOrThrow(world.control(), ok, "the rollback's checkpoint was named");
             if (path.empty()) {
-                why = broadcastText(world.control(), why);
                 if (lastAgreed < at)
                     report.notice(at, "numerics", fmt::format("before step {}: steps {} to {}, which the outvoted "
                                                               "copy may have entered, are kept ({})",
@@ -156,6 +169,13 @@ Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_
                 lastAgreed = at;  // the copies now come from the majority
                 return Recovery::Continue;
             }
+            // Said before the loads, by the member that speaks for the job: it may be the one a failure in
+            // them takes, and the survivors then finish the rollback without it.
+            report.notice(at, "numerics", fmt::format("before step {}: the copies last agreed before step {}, so the "
+                                                      "steps since may have used the outvoted one: every survivor "
+                                                      "returns to {} (compared before it was written) and trains "
+                                                      "them again (numerics.rollback)",
+                                                      at, lastAgreed, std::filesystem::path(path).filename().string()));
             injector->at(at, fault::Phase::Rollback);
             data::Cursor saved;
             std::uint64_t horizon = 0;
@@ -165,12 +185,18 @@ Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_
                 CheckpointStore::load(path, parallel->model(), parallel->optimizer(), context, saved, horizon);
             } catch (const CheckpointUnreadable& e) {
                 unreadable = e.what();
+            } catch (const ProcFailedError&) {
+                ok = false;
             }
-            if (const auto problem = comm::firstError(world.control(), unreadable); !problem.empty()) {
+            // One outcome for every rank: all loaded (go on), a rank failed meanwhile (recover, then load
+            // again), or some rank could not read its layers (stop).
+            if (comm::agreeOrThrow(world.control(), ok, "the rollback's checkpoint was read",
+                                   unreadable.empty() ? 1 : 0) == 0) {
                 // Some ranks hold the checkpoint's state and others the outvoted steps': never go on with that.
-                report.notice(at, "numerics", fmt::format("before step {}: the rollback to {} failed ({}); stopping for "
-                                                          "a requeue (exit 75)",
-                                                          at, path, problem));
+                if (!unreadable.empty()) log::warn("the rollback could not read {}: {}", path, unreadable);
+                report.notice(at, "numerics", fmt::format("before step {}: the rollback to {} failed (a rank could not "
+                                                          "read its layers); stopping for a requeue (exit 75)",
+                                                          at, path));
                 return Recovery::BeyondF;
             }
             const data::Cursor cursor = data::BatchPlanner(spec, *corpus).resume(saved);
@@ -179,12 +205,8 @@ Trainer::State::Recovery Trainer::State::rollBack(std::uint64_t at, std::uint64_
                 numerics.restore(it->second.first, it->second.second);
             else
                 numerics.restore({}, {});  // judged once numerics.min_history steps are remembered again
-            report.notice(at, "numerics", fmt::format("before step {}: the copies last agreed before step {}, so the "
-                                                      "steps since may have used the outvoted one: every survivor "
-                                                      "returned to {} (compared before it was written) in {:.2f} s, "
-                                                      "and steps {} to {} are trained again (numerics.rollback)",
-                                                      at, lastAgreed, std::filesystem::path(path).filename().string(),
-                                                      since(begun), cursor.step, at - 1));
+            log::info("  ROLLBACK before step {}: every survivor holds {} ({:.2f} s); steps {} to {} are trained again",
+                      at, std::filesystem::path(path).filename().string(), since(begun), cursor.step, at - 1);
             lastAgreed = cursor.step;
             return Recovery::RolledBack;
         } catch (const ProcFailedError& e) {

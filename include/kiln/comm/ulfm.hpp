@@ -25,6 +25,13 @@ MPI_Comm shrink(MPI_Comm comm);
 // `failureSeen`, when given, says whether the agreement reported a failed
 // participant to this rank (not necessarily to every rank: agree on it).
 int agree(MPI_Comm comm, int flag, bool* failureSeen = nullptr);
+// Every rank of `comm` leaves a phase with the same outcome: a collective can succeed on some ranks and fail on
+// others (a rank leaves an all-gather once it holds every part, before a dead peer's neighbour does), so that
+// either all go on or all recover at the same point. `ok`: this rank's calls of the phase succeeded; `bits`
+// (below 2^30): what else the ranks decide together. Under ULFM an agreement (a rank that saw a failure revokes
+// `comm` first), else an all-reduce. Throws ProcFailedError ("a rank failed while `what`") unless every rank
+// was ok; returns the bitwise AND of `bits`.
+int agreeOrThrow(MPI_Comm comm, bool ok, const char* what, int bits = 1);
 // The ranks of `before` (ascending) that are not in `after`: after a shrink,
 // the failed set every survivor agrees on.
 std::vector<int> ranksMissingFrom(MPI_Comm before, MPI_Comm after);

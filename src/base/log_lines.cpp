@@ -45,6 +45,14 @@ const std::vector<LogLine>& logLines() {
          "a step's loss or gradient norm was not finite or spiked (numerics.*): it was not applied; the next NUMERICS "
          "line says what its rerun showed: a node retired for silent corruption (check its hardware), a batch skipped "
          "or a stop (exit 3: look at the batch with kiln data, or at the model), or a fault in the gradient sums"},
+        {"ROLLBACK", "  ROLLBACK before step 300: every survivor holds step-00000200.h5 (0.84 s); steps 200 to 299 are trained again",
+         "a comparison outvoted a copy that the steps since the copies last agreed may have used (the NUMERICS line "
+         "before says which): every survivor went back to the last checkpoint, compared before it was written, and "
+         "trains those steps again, so the run ends with the failure-free weights (numerics.rollback)"},
+        {"TEARDOWN", "  TEARDOWN the lost attempt recorded rank 5 as failed after host node-3 was lost; ...",
+         "the attempt the launcher lost recorded deaths on hosts that lived: Open MPI's runtime ends the whole job once "
+         "it loses a host's daemon, so those /failures rows now say cause 'teardown'. Only the host LAUNCH_LOST names "
+         "needs looking at"},
         {"RETURN", "  RETURN before step 12: node 1 recovered: ...", "a retired straggler's node is in the pipelines again"},
         {"TOLERANCE", "  TOLERANCE fault tolerance now 1 simultaneous node failure (fault.f = 2): ...",
          "how many simultaneous node failures the layout now survives, when it changes; below fault.f, another failure "

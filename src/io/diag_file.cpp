@@ -252,6 +252,19 @@ void DiagFile::failure(const FailureRecord& record) {
     append(failures_, failureType_, &r);
 }
 
+void DiagFile::setFailureCause(std::size_t row, const std::string& cause) {
+    auto rows = readFailures(file_);
+    if (row >= rows.size()) return;
+    h5::LibraryLock lock(h5::libraryMutex());
+    fitText(rows[row].cause, cause);
+    h5::Handle space(KILN_H5(H5Dget_space(failures_), path_));
+    const hsize_t start[1] = {row}, count[1] = {1};
+    KILN_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), path_);
+    h5::Handle memSpace(KILN_H5(H5Screate_simple(1, count, nullptr), path_));
+    KILN_H5(H5Dwrite(failures_, failureType_, memSpace, space, H5P_DEFAULT, &rows[row]), path_);
+    KILN_H5(H5Dflush(failures_), path_);
+}
+
 void DiagFile::evaluation(const EvalRecord& record) {
     h5::LibraryLock lock(h5::libraryMutex());
     EvalRecord r = record;

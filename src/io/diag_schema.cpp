@@ -159,7 +159,9 @@ const std::map<std::string, std::string>& columnMeanings() {
         {"failures/cause", "process (ranks ended and the survivors recovered); launch (the launcher ended the job: a host "
                            "lost whole) or deadline (kiln ended the job: peers silent past every deadline, a host "
                            "without power or cut off), both recorded by the requeued run; corruption (the survivors "
-                           "retired a node whose numbers a rerun of the step did not repeat: silent corruption)"},
+                           "retired a node whose numbers a rerun of the step did not repeat: silent corruption); "
+                           "teardown (ranks on a host that lived, ended by Open MPI's runtime after it lost another "
+                           "host's daemon: marked so by the requeued run, from the lost host the launcher named)"},
         {"eval/step", "steps trained before the evaluation"},
         {"eval/loss", "mean cross-entropy per held-out token"},
         {"eval/perplexity", "exp(loss)"},
@@ -229,6 +231,10 @@ const std::vector<DiagEventKind>& diagEventKinds() {
         {"failure", "nodes lost and the layout the survivors regrouped into"},
         {"launch_lost", "the previous attempt ended without kiln's end record (the launcher lost a host whole) or "
                         "was ended by kiln at a deadline: the host and the words; the requeued run records it"},
+        {"hosts", "each node's host at the start of an attempt (node 0 first), for telling a lost host's teardown from "
+                  "failures later"},
+        {"teardown", "rows of the lost attempt that the requeued run marked as Open MPI's teardown after a host was "
+                     "lost, not failures"},
         {"straggler", "a slow node retired from the pipelines, and the new layout"},
         {"replicas", "the holders of every layer shard compared fingerprints of their copies (numerics.compare_every, "
                      "before checkpoints): whether they agree, and which ranks were outvoted"},

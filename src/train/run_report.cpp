@@ -4,8 +4,10 @@
 #include "kiln/base/log.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/world.hpp"
+#include "kiln/io/teardown_rows.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 namespace kiln::train {
 namespace {
@@ -76,6 +79,37 @@ void RunReport::evaluation(const io::EvalRecord& record) {
 void RunReport::failure(const io::FailureRecord& record) {
     if (file_) file_->failure(record);
     if (board_) board_->failure(record);
+}
+
+std::size_t RunReport::markTeardownCasualties(std::uint64_t step, const std::string& lostHost) {
+    if (!file_ || lostHost.empty()) return 0;
+    const auto events = file_->events();
+    std::vector<double> starts;  // every attempt's start; this attempt's is the last
+    for (const auto& e : events)
+        if (std::string(e.kind) == "start" || std::string(e.kind) == "resume") starts.push_back(e.time);
+    if (starts.size() < 2) return 0;
+    const double since = starts[starts.size() - 2], until = starts.back();
+    std::vector<std::string> nodeHosts;  // the lost attempt's host of each node, as its "hosts" event says
+    for (const auto& e : events) {
+        if (std::string(e.kind) != "hosts" || e.time < since || e.time >= until) continue;
+        nodeHosts.clear();
+        std::istringstream in(e.detail);
+        for (std::string name; in >> name && name.find("...[+") == std::string::npos;) nodeHosts.push_back(name);
+    }
+    const auto rows = file_->failures();
+    const auto casualties = io::teardownCasualties(rows, since, nodeHosts, lostHost);
+    std::vector<std::string> ranks;
+    for (const auto i : casualties) {
+        file_->setFailureCause(i, "teardown");
+        ranks.emplace_back(rows[i].failedRanks);
+    }
+    if (!casualties.empty())
+        notice(step, "teardown", fmt::format("the lost attempt recorded rank{} {} as failed after host {} was lost; Open "
+                                             "MPI's runtime ends the whole job once it loses a host's daemon, so those "
+                                             "rows now say cause 'teardown', not 'process'",
+                                             ranks.size() == 1 && ranks[0].find(',') == std::string::npos ? "" : "s",
+                                             fmt::join(ranks, ", "), lostHost));
+    return casualties.size();
 }
 
 void RunReport::failureReplayed(double replaySeconds) {

@@ -118,6 +118,7 @@ void recordLaunchLoss(RunReport& report, std::uint64_t step) {
     io::fitText(row.cause, lost->kind);
     io::fitText(row.layout, lost->host.empty() ? std::string("requeued") : "requeued without host " + lost->host);
     report.failure(row);
+    report.markTeardownCasualties(step, lost->host);
     const std::string detail =
         fmt::format("the previous attempt {}{}: {}; this attempt resumes at step {}",
                     lost->kind == "deadline" ? "was ended by kiln for a requeue" : "ended without kiln's end record",
@@ -199,7 +200,11 @@ void Trainer::State::startJob() {
     KILN_MPI(MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, world.control()));
     io::fence().arm(runDir / "epoch", epoch + 1);
     if (world.rank() == 0) io::fence().publish();
-    if (world.rank() == 0) recordLaunchLoss(report, cursor.step);
+    if (world.rank() == 0) {
+        // Each node's host, for a later attempt that must tell a lost host's teardown from failures (run_report.hpp).
+        report.event(cursor.step, "hosts", fmt::format("{}", fmt::join(world.nodes().nodeNames, " ")));
+        recordLaunchLoss(report, cursor.step);
+    }
     if (!plan.sparesNote.empty()) report.event(cursor.step, "spares", plan.sparesNote);
     if (!plan.faultNote.empty()) report.event(cursor.step, "fault_f", plan.faultNote);
     announceLayout(cursor.step, plan.pinned, plan.pinned ? "pinned by plan.pipelines" : "the planner's choice");

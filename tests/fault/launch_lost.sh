@@ -10,6 +10,10 @@
 #     LAUNCH_LOST line; its losses are the failure-free run's, step for step.
 #  4. A bad deck is an error every rank meets: exit 1, recorded as such, not a requeue that would meet it again.
 #  5. A requeue that starts afresh (beyond f before any checkpoint) keeps the failure that caused it (issue 65).
+#  6. Open MPI's teardown after a lost host: 6 ranks as 3 nodes; node 2 dies in step 6 (recovered from), node 1 in
+#     step 8, then the launch ends (node 0 in step 9) and the launcher names node 2's host as the one it lost. The
+#     requeued attempt keeps node 2's row as cause "process", marks node 1's, recorded after node 2 was lost, as
+#     the teardown's ("teardown"), says so in a TEARDOWN line, and finishes with the failure-free losses.
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 rm -rf "$work"
@@ -92,3 +96,30 @@ events = [e for e in d.get("events", []) if e.get("kind") == "earlier_attempt"]
 sys.exit(0 if rows and events and "diag.h5." in events[0].get("detail", "") else 1)' ||
   fail "5: the fresh diag.h5 lost the failure that caused the requeue, or does not name the earlier file"
 echo "PASS 5: a requeue that starts afresh keeps its failure row (step 3) and names the earlier diag.h5"
+
+# 6.
+teardown=(--set checkpoint.every=4 --set run.out_dir="$work/teardown")
+KILN_END_RECORD=$work/teardown.end timeout -k 20 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" "${teardown[@]}" \
+  --set fault.inject=4:6:forward,5:6:forward,2:8:forward,3:8:forward,0:9:forward,1:9:forward >"$work/teardown-first.log" 2>&1
+status=$?
+[ "$status" = 75 ] || { tail -30 "$work/teardown-first.log"; fail "6: the torn-down launch exited $status, not 75"; }
+[ -f "$work/teardown.end.lost" ] || fail "6: no lost launch recorded"
+# The launcher's account, naming the host it lost (an emulated node's name here, a host's on a cluster).
+printf 'kind launch\nhost node2\ncause PRTE has lost communication with a remote daemon.\n' >"$work/teardown.end.lost"
+KILN_END_RECORD=$work/teardown.end timeout -k 20 300 "$launcher" -n 6 --oversubscribe "$kiln" run "${deck[@]}" "${teardown[@]}" \
+  >"$work/teardown.log" 2>&1
+status=$?
+[ "$status" = 0 ] || { tail -30 "$work/teardown.log"; fail "6: the requeued attempt exited $status"; }
+rows=$("$kiln" diag "$work/teardown/tiny/diag.h5" --json | python3 -c "$(cat <<'PY'
+import json, sys
+print(" ".join(f"{r.get('failed_ranks')}:{r.get('cause')}" for r in json.load(sys.stdin).get("failures", [])))
+PY
+)")
+[ "$rows" = "4,5:process 2,3:teardown :launch" ] || { cat "$work/teardown.log"; fail "6: the /failures rows are '$rows'"; }
+grep -q "TEARDOWN the lost attempt recorded ranks 2,3 as failed after host node2 was lost" "$work/teardown.log" ||
+  { cat "$work/teardown.log"; fail "6: no TEARDOWN line"; }
+"$kiln" diag "$work/teardown/tiny/diag.h5" --losses >"$work/teardown.losses"
+paste "$work/clean.losses" "$work/teardown.losses" | awk '
+  { n++; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-5 * $2 || $1 != $4) { bad++; print "step " $1 ": " $2 " vs " $5 } }
+  END { if (n != 12 || bad) { print "FAIL: 6: the losses differ (" n " steps)"; exit 1 } }' || exit 1
+echo "PASS 6: after a lost host, the rows of the deaths Open MPI's teardown caused on live hosts say 'teardown'"

@@ -148,7 +148,12 @@ public:
     void event(std::uint64_t step, const std::string& kind, const std::string& detail);
     void instantiation(const InstantiationRecord& record);
     void failure(const FailureRecord& record);
+    // Row `row` of /failures says `cause` instead (a requeued attempt's finding about the lost one's rows).
+    void setFailureCause(std::size_t row, const std::string& cause);
     void evaluation(const EvalRecord& record);
+    // What this file holds so far (of this run and those it continues).
+    std::vector<FailureRecord> failures() const { return readFailures(file_); }
+    std::vector<EventRecord> events() const { return readEvents(file_); }
 
     static std::vector<StepRecord> readSteps(hid_t file);
     static std::vector<EventRecord> readEvents(hid_t file);

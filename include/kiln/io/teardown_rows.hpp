@@ -1,0 +1,25 @@
+// Open MPI's runtime ends the whole job when it loses a host's daemon: it kills the processes on the other hosts
+// too, and a survivor that notices one of those deaths before its own records it as a failure of a healthy
+// host (issue 64's teardown race). The requeued attempt, told by the launcher which host was lost, says which of
+// the lost attempt's /failures rows were that teardown's doing.
+#pragma once
+
+#include "kiln/io/diag_file.hpp"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kiln::io {
+
+// The rows (indices into `rows`) of the attempt that started at `since` (seconds since the epoch) that come after
+// its first row retiring a node of `lostHost`, have cause "process", and retire only nodes of other hosts, all of
+// them named: those deaths followed the host's loss on hosts that lived. `nodeHosts`: that attempt's host of each
+// start-up node id. Rows before the host's first, rows naming an unknown node, and other causes stay as they are.
+std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& rows, double since,
+                                            const std::vector<std::string>& nodeHosts, const std::string& lostHost);
+
+// The node ids of a row's retired_nodes ("0,2"); empty when the text is not such a list.
+std::vector<std::size_t> retiredNodeIds(const std::string& text);
+
+}  // namespace kiln::io

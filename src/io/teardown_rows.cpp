@@ -1,0 +1,42 @@
+#include "kiln/io/teardown_rows.hpp"
+
+#include <sstream>
+
+namespace kiln::io {
+
+std::vector<std::size_t> retiredNodeIds(const std::string& text) {
+    std::vector<std::size_t> ids;
+    std::istringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+        if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) return {};
+        ids.push_back(static_cast<std::size_t>(std::stoull(item)));
+    }
+    return ids;
+}
+
+std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& rows, double since,
+                                            const std::vector<std::string>& nodeHosts, const std::string& lostHost) {
+    std::vector<std::size_t> casualties;
+    if (lostHost.empty()) return casualties;
+    bool hostLost = false;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].time < since) continue;
+        const auto nodes = retiredNodeIds(rows[i].retiredNodes);
+        bool onLost = false, allKnown = !nodes.empty();
+        for (auto n : nodes) {
+            if (n >= nodeHosts.size()) {
+                allKnown = false;
+                continue;
+            }
+            if (nodeHosts[n] == lostHost) onLost = true;
+        }
+        if (onLost) {
+            hostLost = true;
+            continue;
+        }
+        if (hostLost && allKnown && std::string(rows[i].cause) == "process") casualties.push_back(i);
+    }
+    return casualties;
+}
+
+}  // namespace kiln::io

@@ -6,7 +6,8 @@
 # line says so.
 set -euo pipefail
 kiln=$1 work=$2 data=$3
-rm -rf "$work"
+# The log too: the run below truncates it only once it starts, and the wait would read an old run's steps.
+rm -rf "$work" "$work.log"
 "$kiln" run input/tiny-cpu.ini --set run.out_dir="$work" --set run.steps=100000 --set checkpoint.every=5 --set fault.f=0 \
   --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes --set train.threads=1 --set plan.pipelines= >"$work.log" 2>&1 &
 pid=$!

@@ -130,10 +130,10 @@ const std::vector<KeySpec>& deckSchema() {
          "links.",
          realInRange(1.0, 86400.0)},
         {"fault.finalize_timeout_s", KeyType::Real, "20",
-         "Seconds a process of a run that saw failures (or stopped beyond f) may take to end once training is over "
-         "(closing its files and communicators, MPI_Finalize) before it exits without finishing: Open MPI's shutdown "
-         "can wait forever for a failed peer (about 1 run in 20 to 100 here), and a job must end on its own. Raise "
-         "it for very large jobs, whose shutdown takes longer.",
+         "Seconds a process may take to end once training is over (closing its files and communicators, "
+         "MPI_Finalize) before it exits without finishing, with the status it earned: Open MPI's shutdown can wait "
+         "forever for a failed peer (about 1 run in 20 to 100 here), and a job must end on its own, after failures "
+         "or not (a failure-free stop once hung there). Raise it for very large jobs, whose shutdown takes longer.",
          realInRange(5.0, 3600.0)},
         {"fault.hang_timeout_s", KeyType::Real, "60",
          "Seconds of silence after which a rank counts as failed, for hangs (a stopped process, a hung device), "

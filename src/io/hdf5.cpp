@@ -29,6 +29,9 @@ std::string hdf5Message() {
 
 void Handle::reset() {
     if (id_ < 0) return;
+    // A close is an HDF5 call like any other: a file closed by a handle that outlived its reader's lock raced the
+    // loader's prefetch thread (a resumed run crashed in the close of diag.h5 after its spike history was read).
+    LibraryLock lock(libraryMutex());
     switch (H5Iget_type(id_)) {
         case H5I_FILE: H5Fclose(id_); break;
         case H5I_GROUP: H5Gclose(id_); break;

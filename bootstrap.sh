@@ -231,6 +231,11 @@ kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child";
 # run as they would alone and the build costs little wall time of its own (perf/RESULTS.md).
 test_all() {
   local cuda_pid="" cuda_log=$deps/cuda-build.log rc=0
+  # The suite's launches keep Open MPI's session directories apart from earlier runs': a killed mpirun leaves its
+  # own in $TMPDIR under its PID, which stops a later mpirun that draws that PID (kiln-mpirun does the same per launch).
+  PRTE_MCA_prte_tmpdir_base=$(mktemp -d "${TMPDIR:-/tmp}/kiln-tests.XXXXXX")
+  export PRTE_MCA_prte_tmpdir_base
+  trap 'rm -rf "$PRTE_MCA_prte_tmpdir_base"' EXIT
   if [ "${KILN_SKIP_CUDA_BUILD:-0}" = 1 ]; then
     say "CUDA build: skipped (KILN_SKIP_CUDA_BUILD=1)"
   elif ! have_nvcc; then

@@ -65,12 +65,21 @@ void plot(const fs::path& dir, const io::DiagSummary& summary) {
                                ++marker, f.step + 1, f.failedRanks, corruption ? "dark-orange" : "red",
                                corruption ? "corruption" : "failure");
     }
-    for (const auto& e : summary.events)
-        if (std::string_view(e.kind) == "numerics" &&
-            std::string_view(e.detail).find("batch is skipped") != std::string_view::npos)
+    // A teal one where the survivors returned to a checkpoint after an outvoted copy: the steps after it are trained
+    // again, and their curve (the last record of each step) is the failure-free one.
+    for (const auto& e : summary.events) {
+        if (std::string_view(e.kind) != "numerics") continue;
+        const std::string_view detail(e.detail);
+        if (detail.find("batch is skipped") != std::string_view::npos)
             markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 3 lc rgb 'purple'\n"
                                    "set label {0} 'batch skipped' at {1},graph 0.88 left offset 0.5,0 tc rgb 'purple'\n",
                                    ++marker, e.step + 1);
+        if (detail.find("(numerics.rollback)") != std::string_view::npos)
+            markers += fmt::format("set arrow {0} from {1},graph 0 to {1},graph 1 nohead dt 4 lc rgb 'dark-cyan'\n"
+                                   "set label {0} 'rolled back to the last checkpoint' at {1},graph 0.81 left offset 0.5,0 "
+                                   "tc rgb 'dark-cyan'\n",
+                                   ++marker, e.step + 1);
+    }
     std::string script = fmt::format(
         "set terminal pngcairo size 900,500\nset grid\nset key top right\nset xlabel 'step'\n{2}"
         "set output '{0}/loss.png'\nset title 'loss: training and held-out'\nset ylabel 'loss (nats/token)'\n"
@@ -85,11 +94,14 @@ void plot(const fs::path& dir, const io::DiagSummary& summary) {
     script += "\n";
     const std::string router = routerPlotScript(dir, summary);
     script += router;
+    // Kept beside the plots, so that a user can restyle or re-render them (gnuplot plots.gp).
+    std::ofstream(dir / "plots.gp") << script;
     FILE* gnuplot = popen("gnuplot", "w");
     if (!gnuplot) throw Error("cannot start gnuplot (install gnuplot-nox)", ErrorScope::AllRanks);
     std::fputs(script.c_str(), gnuplot);
     if (pclose(gnuplot) != 0) throw Error("gnuplot failed; plots not written", ErrorScope::AllRanks);
-    fmt::print("plots: {0}/loss.png {0}/throughput.png {0}/mix.png{2} (data: {1})\n", dir.string(), data.string(),
+    fmt::print("plots: {0}/loss.png {0}/throughput.png {0}/mix.png{2} (data: {1}; script: {0}/plots.gp)\n", dir.string(),
+               data.string(),
                router.empty() ? "" : fmt::format(" {0}/router.png {0}/experts.png", dir.string()));
 }
 

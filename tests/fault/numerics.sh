@@ -26,7 +26,8 @@
 # 10. A quiet flip (drift: a weight of rank 0 made nearly 0 as step 4 starts, which no step check sees) on kiln's
 #     layout (three holders), checkpoints every 3 steps: the comparison before the checkpoint of step 6 outvotes
 #     it, node 0 is retired, every survivor returns to the checkpoint of step 3 and trains steps 3-5 again, so the
-#     final weights equal the failure-free run's (1e-5) with its losses. With numerics.rollback = false the steps
+#     final weights equal the failure-free run's (1e-5) with its losses; `kiln diag` counts the rollback and its
+#     loss plot marks it. With numerics.rollback = false the steps
 #     are kept and the weights differ (the outvoted copy's gradients went into every holder's sums): the
 #     comparison can tell. A second failure in the rollback (rank 2, which speaks for the job by then, killed
 #     before the loads): the survivors finish the rollback, recover from it in the replayed step, and end with
@@ -165,6 +166,9 @@ same_curve "$work/free-clean.losses" "$work/drift.losses" 10
   fail "after the rollback the final weights are not the failure-free run's"
 "$kiln" diag "$work/drift/tiny/diag.h5" | grep -q "1 disagreed; 1 rollback to the last checkpoint" ||
   fail "kiln diag does not report the rollback"
+"$kiln" diag "$work/drift/tiny/diag.h5" --plot "$work/drift-plots" >/dev/null &&
+  grep -q "rolled back to the last checkpoint' at 7," "$work/drift-plots/plots.gp" && [ -s "$work/drift-plots/loss.png" ] ||
+  fail "kiln diag --plot does not mark the rollback (before step index 6, drawn at 7 as the steps are) on the loss plot"
 must drift-kept 6 "${unpinned[@]}" "${ckpt[@]}" --set fault.inject=0:4:drift --set numerics.rollback=false
 grep -q "NUMERICS before step 6: steps 3 to 5, which the outvoted copy may have entered, are kept (numerics.rollback = false)" \
   "$work/drift-kept.log" || { cat "$work/drift-kept.log"; fail "without the rollback the kept steps are not said"; }

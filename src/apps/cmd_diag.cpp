@@ -65,7 +65,7 @@ void plot(const fs::path& dir, const io::DiagSummary& summary) {
                                ++marker, f.step + 1, f.failedRanks, corruption ? "dark-orange" : "red",
                                corruption ? "corruption" : "failure");
     }
-    // A teal one where the survivors returned to a checkpoint after an outvoted copy: the steps after it are trained
+    // A cyan one where the survivors returned to a checkpoint after an outvoted copy: the steps after it are trained
     // again, and their curve (the last record of each step) is the failure-free one.
     for (const auto& e : summary.events) {
         if (std::string_view(e.kind) != "numerics") continue;

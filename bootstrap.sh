@@ -58,6 +58,7 @@ apt_packages=(
   slurm-wlm munge        # a private Slurm for the jobscript tests (tests/slurm)
   patchelf               # relative run paths in an installed prefix (tools/bundle_runtime.sh)
   iproute2 procps        # the emulated hosts of tests/hosts (ip netns, bridges) and the tests' process checks
+  gdb                    # the threads of a run a test or campaign found stalled (tests/hosts, tests/chaos)
 )
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }

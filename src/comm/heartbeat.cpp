@@ -1,6 +1,7 @@
 #include "kiln/comm/heartbeat.hpp"
 
 #include "kiln/base/log.hpp"
+#include "kiln/base/thread_stack.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <fmt/format.h>
@@ -58,7 +59,10 @@ double communicationDeadline() {
 void setTrainingThreadLimit(double seconds) {
     trainingThreadAlive();
     signLimit = seconds;
-    if (seconds > 0) lastLimit = seconds;
+    if (seconds > 0) {
+        lastLimit = seconds;
+        base::markStackTarget();  // set on the training thread: the pump can say where it hung
+    }
 }
 
 BackgroundWrite::BackgroundWrite() { ++backgroundWrites; }
@@ -119,11 +123,15 @@ void HeartbeatPump::run(double intervalSeconds) {
     const auto interval = std::chrono::duration<double>(std::min(intervalSeconds, 0.25));
     while (!stop_) {
         if (trainingThreadOverdue()) {
+            const auto stack = base::stackOfTarget(/*waitSeconds=*/2.0);
             std::fprintf(stderr, "kiln: error [rank %d on %s]: the training thread gave no sign of life for over %.1f s "
                          "(the step's deadline: fault.step_deadline times the median step, at least "
                          "fault.step_deadline_floor_s; or fault.step_timeout_s), outside MPI: a hung file or device call. "
-                         "This process ends (SIGKILL) so that the job recovers without it\n",
-                         log::rank(), log::host().c_str(), signLimit.load());
+                         "This process ends (SIGKILL) so that the job recovers without it. The thread was in:%s\n",
+                         log::rank(), log::host().c_str(), signLimit.load(),
+                         stack.empty() ? " (no answer within 2 s: an uninterruptible system call)" : "");
+            for (std::size_t i = 0; i < stack.size(); ++i)
+                std::fprintf(stderr, "kiln:   [rank %d] #%zu %s\n", log::rank(), i, stack[i].c_str());
             std::fflush(stderr);
             ::kill(::getpid(), SIGKILL);
         }

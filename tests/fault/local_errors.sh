@@ -6,7 +6,8 @@
 #     ends alone (no MPI_Abort), the job recovers (one /failures row at step 4), exits 0, same losses.
 #  2. Rank 3's training thread sleeps forever outside MPI in step 4 (':hang': a hung file read or device
 #     call) while its heartbeat thread lives: with fault.step_timeout_s = 3 (the step's deadline, fixed) the
-#     process ends itself, the job recovers, exits 0, same losses.
+#     process ends itself, printing the thread's stack (the injection's sleep inside the stage's step), the job
+#     recovers, exits 0, same losses.
 #  3. A process declared failed that nobody kills (KILN_FENCING=0: as a hung node with no survivor on its host)
 #     wakes after the job moved on: rank 0 stopped with the step-4 checkpoint complete but not yet named
 #     `latest` ('publish'); the survivors recover, write checkpoints 4, 8 and 10; rank 0, woken then, sees the
@@ -37,10 +38,14 @@ echo "PASS 1: an exception on one rank ends that rank alone; the job recovers wi
 must hung 6 --set fault.inject=3:4:backward:hang --set fault.step_timeout_s=3 --set fault.hang_timeout_s=4
 grep -q "rank 3 .*the training thread gave no sign of life for over 3.0 s .*This process ends" "$work/hung.log" ||
   { cat "$work/hung.log"; fail "2: rank 3 did not end itself"; }
+# It says where the thread was: the injection's sleep, called from the stage's step.
+grep -q "kiln:   \[rank 3\] #[0-9]* kiln::fault::FaultInjector::at" "$work/hung.log" &&
+  grep -q "kiln:   \[rank 3\] #[0-9]* kiln::train::PipelineStage::run" "$work/hung.log" ||
+  { grep -A14 "gave no sign" "$work/hung.log"; fail "2: rank 3 did not say where its training thread was"; }
 [ "$(failures hung)" = "4:3" ] || fail "2: /failures is '$(failures hung)', expected 4:3"
 losses hung
 same_curve "$work/clean.losses" "$work/hung.losses" 10
-echo "PASS 2: a training thread stuck outside MPI (fault.step_timeout_s = 3) ends its process; recovered, same losses"
+echo "PASS 2: a training thread stuck outside MPI (fault.step_timeout_s = 3) ends its process, saying where it was; recovered, same losses"
 
 rank0_of() {  # the process of start-up rank 0 of the run writing to $1
   for p in $(pgrep -f "run.out_dir=$1"); do

@@ -72,6 +72,23 @@ leftovers() {  # kiln and Open MPI processes still on an emulated host, one line
   done
 }
 
+describe_stall() {  # what a run that stopped progressing was doing, into $1: each host's processes and TCP
+  # sockets (queues, retransmissions), and with gdb each kiln rank's threads (a stall is diagnosed from its run)
+  local out=$1 h pid
+  {
+    for h in $(seq 1 "$count"); do
+      echo "=== host$h"
+      bash "$here/hosts.sh" exec "$hosts" "$h" ss -tino 2>&1 | head -60
+      bash "$here/hosts.sh" ps "$hosts" "$h" | while read -r pid name; do
+        echo "--- $name pid $pid state $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)"
+        if [ "$name" = kiln ] && command -v gdb >/dev/null; then
+          timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E '^(Thread|#)'
+        fi
+      done
+    done
+  } >"$out" 2>&1
+}
+
 relay=""
 [[ " $faults " != *" lossy "* ]] || relay=$victim  # its link through a user-space relay (delay and loss)
 HOSTS_RELAY=$relay bash "$here/hosts.sh" up "$hosts" "$count" || fail "the emulated hosts did not start"
@@ -110,7 +127,12 @@ for fault in $faults; do
     kill -0 "$launched" 2>/dev/null || break
     sleep 0.2
   done
-  grep -qE "^step +$at/" "$work/$name.log" || { tail -30 "$work/$name.log"; fail "$kind: the run never reached step $at"; }
+  if ! grep -qE "^step +$at/" "$work/$name.log"; then
+    tail -30 "$work/$name.log"
+    describe_stall "$work/$name.stall"
+    grep -E "^(===|---)|retrans|Thread .* in |#[0-9]+ +.* in (kiln::|mca_|ompi_|poll|epoll|select)" "$work/$name.stall" | head -120
+    fail "$kind: the run never reached step $at (its processes and sockets: $work/$name.stall)"
+  fi
   struck=$(date +%s.%N)
   # The hosts the fault takes away from the launcher's side, and so from a requeue.
   case $kind in

@@ -4,6 +4,7 @@
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/stop_request.hpp"
+#include "kiln/comm/deadline.hpp"
 #include "kiln/comm/ft_transport.hpp"
 #include "kiln/comm/mpi_check.hpp"
 #include "kiln/comm/spawn.hpp"
@@ -189,6 +190,7 @@ int runMain(int argc, char** argv) {
     base::startupPhase("deck");
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
     base::startupPhase("mpi_init");
+    comm::setWaitMode(comm::waitModeNamed(deck.text("cluster.waits")));
     if (comm::spawnedIntoJob()) return joinRunningJob(deck);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
     // The launcher's sign that a speaker lives: silent longer than any recovery may take, the job is hung.

@@ -2,6 +2,7 @@
 
 #include "kiln/comm/host_fence.hpp"
 #include "kiln/comm/broadcast.hpp"
+#include "kiln/comm/deadline.hpp"
 
 #include "kiln/comm/revoke_guard.h"
 
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -181,6 +183,7 @@ void World::watchHostMates() const {
     for (int m : members_)
         if (m != originalRank() && hosts_[static_cast<std::size_t>(m)] == host_) mates.emplace_back(pidOf(m), m);
     holdHostMates(mates);  // while they live: a fence later reaches them, never a reused process id
+    setRanksShareCores(mates.size() + 1 > std::max(1U, std::thread::hardware_concurrency()));
     watchHost(originalRank(), std::move(mates));
 }
 

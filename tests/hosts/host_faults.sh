@@ -36,10 +36,11 @@ fail() { echo "FAIL: $*"; bash "$here/hosts.sh" down "$hosts"; exit 1; }
 trap 'bash "$here/hosts.sh" down "$hosts" >/dev/null 2>&1' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps=16
+# cluster.waits=sleep: every emulated host counts the machine's cores as its own, but they share them.
 # Open MPI's heartbeats at 10 s, not 5: with two emulated-host tests and a build beside it on 2 cores, a rank of a
 # 4-host failure-free run was declared failed at step 1 at 5 s (a false detection; the partition never came).
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
-      --set cluster.ranks_per_node=0 --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
+      --set cluster.ranks_per_node=0 --set cluster.waits=sleep --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
       --set checkpoint.every=4 --set fault.hang_timeout_s=${HANG_TIMEOUT_S:-10} --set fault.step_timeout_s=15
       --set fault.inject=$(for r in $(seq 0 $((count * per - 1))); do printf '%s' "${r:+$r:1-100:slow=0.03,}"; done))
 # Every rank alike 30 ms slower a microbatch (no straggler): steps long enough for a host to die inside one.

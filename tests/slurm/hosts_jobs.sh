@@ -64,11 +64,13 @@ KILN_HOSTS_DIR=$hosts bash "$here/cluster.sh" start "$cluster" 4 1 >/dev/null ||
 echo "PASS 0: a Slurm across 5 emulated hosts: slurmctld on host1, slurmd on host2-5"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# cluster.waits=sleep, as tests/hosts: the emulated hosts share this machine's cores.
+# Open MPI's heartbeats at 10 s, as tests/hosts: 5 s declared a healthy rank failed on a busy machine there.
 # Every rank alike 80 ms slower a microbatch (no straggler): 24 steps of about half a second, so that the fault,
 # struck once the checkpoint of step 4 exists, lands inside the run.
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
-      --set cluster.ranks_per_node=0 --set train.threads=1 --set train.grad_clip=0 --set run.steps=$steps --set checkpoint.every=4
-      --set checkpoint.resume=true --set fault.hang_timeout_s=5 --set fault.step_timeout_s=15
+      --set cluster.ranks_per_node=0 --set cluster.waits=sleep --set train.threads=1 --set train.grad_clip=0 --set run.steps=$steps --set checkpoint.every=4
+      --set checkpoint.resume=true --set fault.hang_timeout_s=10 --set fault.step_timeout_s=15
       --set "fault.inject=0:1-100:slow=0.08,1:1-100:slow=0.08,2:1-100:slow=0.08,3:1-100:slow=0.08")
 "$build/kiln-mpirun" -n 2 "$build/kiln" run "${deck[@]}" --set run.out_dir="$work/clean" --set checkpoint.resume=false \
   --set fault.f=0 --set plan.pipelines=1 >"$work/clean.log" 2>&1 || { tail -20 "$work/clean.log"; fail "the failure-free run"; }

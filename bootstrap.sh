@@ -41,8 +41,8 @@ pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
-# ctest's slots: every core (each test says how many it takes), at least 2 (two tests side by side, as CI does here).
-test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? $(nproc) : 2 ))}
+# ctest's slots: two per core, at least 4 (tests wait far more than they compute; tests/CMakeLists.txt says why).
+test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? 2 * $(nproc) : 4 ))}
 
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv

@@ -75,3 +75,16 @@ function(kiln_add_cli_test name)
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABEL}" TIMEOUT ${T_TIMEOUT}
                        ENVIRONMENT "${KILN_TEST_ENV}" PROCESSORS ${T_PROCESSORS})
 endfunction()
+
+# kiln_set_per_test(PROPERTY name:value ...): PROPERTY set to each value on its test, where that test exists
+# (the Slurm tests are registered only where Slurm is installed).
+function(kiln_set_per_test property)
+  foreach(pair IN LISTS ARGN)
+    string(REPLACE ":" ";" pair "${pair}")
+    list(GET pair 0 name)
+    list(GET pair 1 value)
+    if(TEST ${name})
+      set_tests_properties(${name} PROPERTIES ${property} ${value})
+    endif()
+  endforeach()
+endfunction()

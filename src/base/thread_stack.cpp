@@ -20,7 +20,7 @@ constexpr int kCapacity = 64;
 void* frames[kCapacity];
 std::atomic<int> depth{-1};  // -1 while a capture is awaited
 std::atomic<bool> targetKnown{false};
-pthread_t target;
+std::atomic<pthread_t> target{};  // written at every step by the training thread, read by the pump
 std::once_flag handlerInstalled;
 
 // Only backtrace() here: it is safe in a handler once its library is loaded (markStackTarget loads it).
@@ -59,7 +59,7 @@ void markStackTarget() {
         action.sa_flags = SA_RESTART;
         sigaction(SIGURG, &action, nullptr);
     });
-    target = pthread_self();
+    target.store(pthread_self());
     targetKnown = true;
 }
 
@@ -69,7 +69,7 @@ std::vector<std::string> stackOfTarget(double waitSeconds, int maxFrames) {
     std::vector<std::string> lines;
     if (!targetKnown.load()) return lines;
     depth = -1;
-    if (pthread_kill(target, SIGURG) != 0) return lines;
+    if (pthread_kill(target.load(), SIGURG) != 0) return lines;
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(waitSeconds);
     while (depth.load() < 0 && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));

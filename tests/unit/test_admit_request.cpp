@@ -2,6 +2,8 @@
 // with the file's name; taken once.
 #include "kiln/fault/admit_request.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -12,7 +14,7 @@
 namespace {
 
 std::filesystem::path requestFile(const std::string& text) {
-    const auto dir = std::filesystem::temp_directory_path() / ("kiln-admit-" + std::to_string(::getpid()));
+    const auto dir = kiln::test::processScratch("kiln-admit");
     std::filesystem::create_directories(dir);
     const auto path = dir / "admit";
     std::ofstream(path) << text;

@@ -3,6 +3,8 @@
 // unwritable directory is an error that names the path.
 #include "kiln/io/atomic_file.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -23,7 +25,7 @@ std::string slurp(const fs::path& p) {
 }  // namespace
 
 TEST(AtomicFile, ReplacesContentAndLeavesNoTemporary) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-atomic-" + std::to_string(::getpid()));
+    const fs::path dir = kiln::test::processScratch("kiln-atomic");
     fs::remove_all(dir);
     const fs::path file = dir / "sub" / "x.txt";
     kiln::io::writeFileAtomically(file, "first");

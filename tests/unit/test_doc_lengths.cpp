@@ -11,6 +11,8 @@
 
 #include "../support/error_text.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
@@ -50,7 +52,7 @@ std::vector<std::uint64_t> writeSource(const fs::path& dir, std::size_t docs, st
 }
 
 fs::path testDir(const std::string& name) {
-    return fs::temp_directory_path() / ("kiln-lengths-" + std::to_string(::getpid())) / name;
+    return kiln::test::processScratch("kiln-lengths") / name;
 }
 
 // Where /doc_lengths (or its checksums) start in the file.

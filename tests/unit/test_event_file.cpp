@@ -7,6 +7,8 @@
 #include "kiln/io/event_file.hpp"
 #include "../support/error_text.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -24,7 +26,7 @@ TEST(EventFile, MaskedCrc32cOfTheCheckString) {
 }
 
 TEST(EventFile, EveryRecordIsFramedAndChecksummed) {
-    const auto dir = std::filesystem::temp_directory_path() / ("kiln-events-" + std::to_string(::getpid()));
+    const auto dir = kiln::test::processScratch("kiln-events");
     std::string path;
     {
         io::EventFile f(dir.string());

@@ -13,6 +13,8 @@
 #include "kiln/data/shard_writer.hpp"
 #include "kiln/data/source_manifest.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +32,7 @@ using namespace kiln::data;
 namespace {
 
 const fs::path& dataDir() {
-    static const fs::path dir = fs::temp_directory_path() / ("kiln-loader-" + std::to_string(::getpid()));
+    static const fs::path dir = kiln::test::processScratch("kiln-loader");
     return dir;
 }
 

@@ -13,6 +13,8 @@
 #include "../support/stored_bit.hpp"
 
 #include <fcntl.h>
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,7 +29,7 @@ using kiln::test::errorOf;
 namespace {
 
 fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-chunks-" + std::to_string(::getpid())) / name;
+    const fs::path dir = kiln::test::processScratch("kiln-chunks") / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;

@@ -13,6 +13,8 @@
 #include "../support/error_text.hpp"
 #include "../support/stored_bit.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,7 +43,7 @@ struct Corpus {
 Corpus writeCorpus(const std::string& name, std::uint32_t vocab, std::size_t numDocs, std::uint64_t shardTokens,
                    bool legacyNames = false) {
     Corpus c;
-    c.dir = fs::temp_directory_path() / ("kiln-shards-" + std::to_string(::getpid())) / name;
+    c.dir = kiln::test::processScratch("kiln-shards") / name;
     fs::remove_all(c.dir);
     fs::create_directories(c.dir);
     std::mt19937_64 rng(42);
@@ -210,7 +212,7 @@ TEST(Shards, BitFlippedOnDiskIsCaughtOnEveryRead) {
 // Pass criterion: a token id outside the vocabulary (checksums intact: it was
 // written so) never leaves the reader; the error names source, shard, document.
 TEST(Shards, IdOutsideTheVocabularyIsRefused) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-shards-" + std::to_string(::getpid())) / "badid";
+    const fs::path dir = kiln::test::processScratch("kiln-shards") / "badid";
     fs::remove_all(dir);
     fs::create_directories(dir);
     // The writer refuses such ids, so this shard is written for a larger vocabulary
@@ -283,7 +285,7 @@ TEST(Shards, TokenizerMismatchNamesBoth) {
 }
 
 TEST(ShardWriter, UnfinishedShardLeavesNothing) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-partial-" + std::to_string(::getpid()));
+    const fs::path dir = kiln::test::processScratch("kiln-partial");
     fs::create_directories(dir);
     {
         ShardWriter writer(dir / "shard-0.h5", ShardHeader{"s", {"t", 100, 99}, 16});
@@ -296,7 +298,7 @@ TEST(ShardWriter, UnfinishedShardLeavesNothing) {
 }
 
 TEST(ShardWriter, RejectsIdsOutsideTheVocabulary) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-badid-" + std::to_string(::getpid()));
+    const fs::path dir = kiln::test::processScratch("kiln-badid");
     fs::create_directories(dir);
     ShardWriter writer(dir / "shard-0.h5", ShardHeader{"s", {"t", 100, 99}, 16});
     const std::vector<std::uint32_t> doc{1, 2, 100};
@@ -378,7 +380,7 @@ TEST(SourceIndex, TruncatedIndexIsNamed) {
 // offsets in chunks sized to their count, and a corrupt chunk is still named
 // by its index and token range.
 TEST(ShardWriter, SmallShardsGetSmallChunks) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-chunks-" + std::to_string(::getpid()));
+    const fs::path dir = kiln::test::processScratch("kiln-chunks");
     fs::create_directories(dir);
     const ShardHeader header{"s", {"t", 1000, 999}, 16};
     std::vector<std::uint32_t> doc(2000);

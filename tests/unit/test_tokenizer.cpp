@@ -3,6 +3,8 @@
 #include "kiln/base/error.hpp"
 #include "kiln/data/tokenizer.hpp"
 
+#include "../support/scratch_dir.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,7 +19,7 @@ using kiln::data::openTokenizer;
 namespace {
 
 fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("kiln-tok-" + std::to_string(::getpid()));
+    const fs::path dir = kiln::test::processScratch("kiln-tok");
     fs::create_directories(dir);
     return dir / name;
 }

@@ -50,6 +50,11 @@ std::recursive_mutex& libraryMutex() {
     return mutex;
 }
 
+void closeLibrary() {
+    const LibraryLock lock(libraryMutex());
+    H5close();
+}
+
 void quietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line) {

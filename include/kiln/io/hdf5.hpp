@@ -48,6 +48,10 @@ using LibraryLock = std::lock_guard<std::recursive_mutex>;
 // Silences HDF5's own error printing (kiln reports errors itself). Idempotent.
 void quietErrors();
 
+// Closes every HDF5 object still open and the library, flushing what they hold (what HDF5's own exit handler
+// does), for a process that ends without running exit handlers.
+void closeLibrary();
+
 // Throws LibraryError (this rank) unless `rc >= 0`. `context` names the file or object.
 std::int64_t check(std::int64_t rc, const char* call, const std::string& context, const char* file, int line);
 

@@ -53,6 +53,14 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
     return dir_ / name;
 }
 
+std::optional<std::uint64_t> CheckpointStore::latestStep() const {
+    const auto path = latest();
+    std::smatch m;
+    const std::string name = path ? path->filename().string() : std::string();
+    if (!std::regex_match(name, m, std::regex(R"(step-(\d{8})\.h5)"))) return std::nullopt;
+    return std::stoull(m[1].str());
+}
+
 namespace {
 // Checkpoint files in `dir`, oldest first (complete: only a committed one has its final name).
 std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::path& dir) {

@@ -299,7 +299,13 @@ TrainSummary Trainer::State::run(std::uint64_t untilStep) {
         if (publishFinishedCheckpoint(step + 1, a) != Continue) return beyondF();
         if (!last && followSpeeds(step + 1, a) != Continue) return beyondF();
         if (evaluation.due(step + 1, config.steps) && evaluateSafely(step + 1, step) != Continue) return beyondF();
-        const bool due = config.checkpointEvery > 0 && (step + 1) % config.checkpointEvery == 0;
+        const bool periodic = config.checkpointEvery > 0 && (step + 1) % config.checkpointEvery == 0;
+        // A checkpoint that a failure interrupted is taken again of the step just committed (its replicas compared
+        // first, as for every checkpoint).
+        const bool due = periodic || a.checkpointLost > 0;
+        if (due && !periodic && !last && !a.stopRequested)
+            log::info("  checkpoint of step {} was lost to a failure while written: taking one of step {} now", a.checkpointLost,
+                      step + 1);
         // The replicas compared every numerics.compare_every steps and before every checkpoint (a checkpoint
         // is then only ever written of copies that agreed).
         const auto compareEvery = numerics.policy().compareEvery;

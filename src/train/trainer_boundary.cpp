@@ -43,6 +43,8 @@ Trainer::State::Recovery Trainer::State::checkpointSafely(std::uint64_t at, std:
             }
             report.failureReplayed(since(begun));  // what was replayed is the checkpoint
             rememberHistoryAt(at);
+            checkpointStarted = at;
+            checkpointLost = 0;
             return Recovery::Continue;
         } catch (const ProcFailedError& e) {
             log::detail("step {}: a rank failed during the checkpoint of step {}: {}", step, at, e.what());

@@ -121,8 +121,9 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
     // Agreements and shrinks wait for failure detection: the boundary's limit, not the step's.
     comm::setTrainingThreadLimit(clock.boundaryLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
-    // first); `latest` stays the previous one, and its parts go below.
-    checkpoints->abandon();
+    // first); `latest` stays the previous one, and its parts go below. The loop
+    // takes one again at the first boundary after the recovery.
+    if (const auto lost = checkpoints->abandon()) checkpointLost = std::max(checkpointLost, *lost);
     Survivors survivors(*this, step, detectSeconds);
     // A recovery's deadline (issue 64). Open MPI 5.0's agreement and shrink can wait forever when a host lost
     // power or was cut off, and every survivor is then stuck alike: before the pump's limit ends one of them
@@ -136,10 +137,18 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
                                          step, limit));
     });
     try {
-        return RecoveryCoordinator(plan, step, detectSeconds, cause).run(survivors);
+        const auto outcome = RecoveryCoordinator(plan, step, detectSeconds, cause).run(survivors);
+        if (outcome == Recovery::Continue) noticeLostCheckpoint();
+        return outcome;
     } catch (const comm::CommunicationTimeout& e) {
         io::endJobForRequeue(fmt::format("requeue: the recovery from the failure in step {} met its deadline: {}", step, e.what()));
     }
+}
+
+void Trainer::State::noticeLostCheckpoint() {
+    if (world.rank() != 0 || checkpointStarted == 0) return;
+    if (checkpoints->store().latestStep().value_or(0) < checkpointStarted)
+        checkpointLost = std::max(checkpointLost, checkpointStarted);
 }
 
 Regrouped Trainer::State::regroupSurvivors(std::uint64_t step, const plan::Regroup& next) {

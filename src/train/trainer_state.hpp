@@ -262,6 +262,7 @@ private:
         int admitNodes = 0;          // nodes whose processes are ready to be admitted after this step
         int admitGivenUp = 0;        // nodes whose processes failed while they started
         int checkpointWriting = 0;   // ranks still writing their part of a background checkpoint
+        std::uint64_t checkpointLost = 0;  // a checkpoint a failure kept from being published, as some rank knows
         StageWork work;
         double sync = 0.0;
         std::vector<double> compute;  // every rank's seconds computing, by rank
@@ -307,6 +308,15 @@ private:
     // it was written) on the current layout and the loader returns to its step (RolledBack: the loop goes on from
     // loader->cursor().step); else those steps are kept and the log says so (Continue).
     Recovery rollBack(std::uint64_t at, std::uint64_t step);
+    // The newest checkpoint this job started (written, or begun in the background), and this rank's view of one
+    // that a failure kept from being published (0: none). A rank that abandoned a write in flight knows it; the
+    // new rank 0 after a recovery also compares the started one with `latest` on disk (rank 0 may have died
+    // publishing after every survivor agreed). The views ride the step's collective, and the first boundary
+    // after it takes a checkpoint of its own step, so that a failure does not cost a requeue a whole interval.
+    std::uint64_t checkpointStarted = 0;
+    std::uint64_t checkpointLost = 0;
+    // After a recovery: this rank's view of a checkpoint lost to it (above).
+    void noticeLostCheckpoint();
     // The step boundary at which every layer's copies last agreed (a comparison, the start, a rollback's checkpoint).
     std::uint64_t lastAgreed = 0;
     // The spike history at each checkpoint this process wrote or started from (losses, norms), for a rollback.

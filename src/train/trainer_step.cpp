@@ -106,7 +106,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
         // first kSummed fields in rank order.
         // The step's fingerprint rides along (two doubles): checked before the commit at no extra collective.
         // Then the numbers' check (numeric_guard.hpp): the sums of what this rank sent, and its history's bounds.
-        constexpr int kSummed = 5, kFields = kSummed + 10;
+        constexpr int kSummed = 5, kFields = kSummed + 11;
         const comm::Fingerprint agreed = stepFingerprint(step, loader->cursor(), parallel->layoutDigest());
         double digestHigh = 0.0, digestLow = 0.0;
         comm::splitDigest(agreed.digest(), digestHigh, digestLow);
@@ -115,7 +115,8 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
                                       checkpoints->writeEnded() ? 0.0 : 1.0,
                                       work.stage.forward + work.stage.backward, probeSeconds, digestHigh, digestLow,
                                       work.stage.forwardDigest, work.stage.backwardDigest, numerics.lossBound(),
-                                      numerics.normBound(), work.stage.sentPeak, peakMemoryBytes(device)};
+                                      numerics.normBound(), work.stage.sentPeak, peakMemoryBytes(device),
+                                      static_cast<double>(checkpointLost)};
         std::vector<double> all(static_cast<std::size_t>(kFields * world.size()));
         // Blocking, not polled against the deadline: Open MPI's non-blocking collectives (libnbc) report a
         // failed peer as MPI_ERR_OTHER, not as a process failure, and the survivors could not recover.
@@ -146,6 +147,7 @@ Trainer::State::Attempt Trainer::State::attempt(std::uint64_t step, double targe
             }
             for (int k = 0; k < kSummed; ++k) sums[k] += row[k];
             a.peakMemory = std::max(a.peakMemory, row[kSummed + 9]);
+            a.checkpointLost = std::max(a.checkpointLost, static_cast<std::uint64_t>(row[kSummed + 10]));
             a.compute[r] = row[kSummed];
             a.probe[r] = row[kSummed + 1];
             digests[r] = comm::joinDigest(row[kSummed + 2], row[kSummed + 3]);

@@ -5,9 +5,10 @@
 #     written in the background (the log and diag.h5 say so), and the final checkpoint's weights and both
 #     moments equal, bit for bit, those of the same run writing one file from rank 0 (checkpoint.parallel =
 #     false). A 1-rank run resumed from the step-6 checkpoint continues with the 6-rank run's losses.
-#  2. A writer SIGKILLed in the middle of writing its part of the step-6 checkpoint (in the background): the
-#     run recovers and finishes with the failure-free losses, `latest` names step 10, and no temporary file
-#     or parts directory without its index is left.
+#  2. A writer SIGKILLed in the middle of writing its part of the step-6 checkpoint (in the background,
+#     checkpoint.every = 6 here): the run recovers and finishes with the failure-free losses, the lost
+#     checkpoint is taken again of the first step committed after the recovery (7, 8 or 9, said and written),
+#     `latest` names step 10, and no temporary file or parts directory without its index is left.
 #  3. Rank 0 SIGKILLed while it publishes the step-6 checkpoint (its index written, not yet renamed): the
 #     same, and the dead writer's temporaries are gone.
 #  4. A flipped bit in a stored tensor of the newest checkpoint: `kiln checkpoint` names the layer it cannot
@@ -27,6 +28,12 @@ clean_directory() {  # NAME: no temporary and no parts directory without its ind
     grep -q "tmp" <<<"$(ls -a "$parts")" && fail "$1: a temporary is left in $(basename "$parts")"
   done
   grep -qx "step-00000010.h5" "$dir/latest" || fail "$1: latest is not step 10"
+}
+retaken() {  # NAME: the step-6 checkpoint lost to the failure is taken again after the recovery, and written (sets at)
+  at=$(sed -n 's/.*checkpoint of step 6 was lost to a failure while written: taking one of step \([789]\) now.*/\1/p' \
+    "$work/$1.log" | sed -n 1p)
+  [ -n "$at" ] || { cat "$work/$1.log"; fail "$1: the lost step-6 checkpoint was not taken again at step 7, 8 or 9"; }
+  grep -q "checkpoint .*step-0000000$at.h5 written" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: step $at's checkpoint was not written"; }
 }
 
 must clean 6 --set checkpoint.every=3
@@ -58,19 +65,21 @@ echo "PASS 1: $writers writers, in the background, equal to the single-file chec
 # A writer other than rank 0 (part numbers are ranks), killed after the first layer of its part of step 6.
 writer=$(ls "$(ckpt clean)/step-00000006.parts" | sed -n 's/^part-0*\([1-9][0-9]*\)\.h5$/\1/p' | sed -n 1p)
 [ -n "$writer" ] || fail "no writer besides rank 0"
-must write_killed 6 --set checkpoint.every=3 --set fault.inject="$writer:5:write"
+must write_killed 6 --set checkpoint.every=6 --set fault.inject="$writer:5:write"
 grep -q "FAILURE step .*failed rank $writer " "$work/write_killed.log" || { cat "$work/write_killed.log"; fail "no recovery (write)"; }
 losses write_killed
 same_curve "$work/clean.losses" "$work/write_killed.losses" 10
 clean_directory write_killed
-echo "PASS 2: a writer killed in its background write (rank $writer): recovered, same losses, nothing half-written left"
+retaken write_killed
+echo "PASS 2: a writer killed in its background write (rank $writer): recovered, same losses, the lost checkpoint taken again at step $at, nothing half-written left"
 
-must publish_killed 6 --set checkpoint.every=3 --set fault.inject=0:5:publish
+must publish_killed 6 --set checkpoint.every=6 --set fault.inject=0:5:publish
 grep -q "FAILURE step .*failed rank 0 " "$work/publish_killed.log" || { cat "$work/publish_killed.log"; fail "no recovery (publish)"; }
 losses publish_killed
 same_curve "$work/clean.losses" "$work/publish_killed.losses" 10
 clean_directory publish_killed
-echo "PASS 3: rank 0 killed while publishing: recovered, same losses, its temporaries removed"
+retaken publish_killed
+echo "PASS 3: rank 0 killed while publishing: recovered, same losses, the lost checkpoint taken again at step $at, its temporaries removed"
 
 cp -r "$work/clean" "$work/corrupt"
 part=$(ls "$(ckpt corrupt)/step-00000010.parts"/part-*.h5 | sed -n 1p)

@@ -49,6 +49,8 @@ public:
     const std::filesystem::path& directory() const { return dir_; }
     // The checkpoint `latest` names, if there is one.
     std::optional<std::filesystem::path> latest() const;
+    // The step of the checkpoint `latest` names, if there is one.
+    std::optional<std::uint64_t> latestStep() const;
     // The complete checkpoints present, oldest first, as "step-NNNNNNNN.h5, ..." (or "none").
     std::string listing() const;
     // Their paths, oldest first.

@@ -41,8 +41,9 @@ pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
-# ctest's slots: two per core, at least 4 (tests wait far more than they compute; tests/CMakeLists.txt says why).
-test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? 2 * $(nproc) : 4 ))}
+# ctest's slots: four per core, at least 8; a test takes two per process, at most half of them (tests wait far more
+# than they compute; tests/CMakeLists.txt says why).
+test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? 4 * $(nproc) : 8 ))}
 
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv

@@ -16,6 +16,11 @@ expert e's mean probability) averaged over the sequences, and the squared log-su
 averaged over the tokens; both summed over the blocks.
 
     python train_parity.py HF_DIR BATCHES.npy DECK_RESOLVED.ini TOLERANCE KILN_LOSSES [KILN_LOSSES ...]
+    python train_parity.py --jobs FILE
+
+With --jobs, one process makes every check of FILE (a line each: LOG and then the arguments above), each
+check's output in its LOG and its exit status in LOG.status, since importing torch and transformers costs
+5-6 CPU-s a process; it exits 0 when every check did.
 
 Prints one line per step, then a JSON summary; exit 0 when every run's every step's loss is within TOLERANCE
 (relative) of PyTorch's, and its gradient norm within TOLERANCE or, where PyTorch's own norm is ill-conditioned,
@@ -23,9 +28,11 @@ Prints one line per step, then a JSON summary; exit 0 when every run's every ste
 made only when some norm is off by more than TOLERANCE).
 """
 import configparser
+import contextlib
 import json
 import math
 import sys
+import traceback
 
 import numpy
 import torch
@@ -48,9 +55,27 @@ def kiln_curve(path):
     return {int(r[0]): (float(r[1]), float(r[2])) for r in rows}
 
 
-def main():
-    directory, batches_path, deck_path, tolerance = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    curves = {path: kiln_curve(path) for path in sys.argv[5:]}
+def run_jobs(path):
+    worst = 0
+    for line in open(path):
+        if not line.strip():
+            continue
+        log, *args = line.split()
+        with open(log, "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                status = main(args)
+            except Exception:
+                traceback.print_exc()
+                status = 1
+        with open(log + ".status", "w") as out:
+            out.write(f"{status}\n")
+        worst = max(worst, status)
+    return worst
+
+
+def main(args):
+    directory, batches_path, deck_path, tolerance = args[0], args[1], args[2], float(args[3])
+    curves = {path: kiln_curve(path) for path in args[4:]}
     deck = configparser.ConfigParser(inline_comment_prefixes=("#",))
     deck.read(deck_path)
     train = deck["train"]
@@ -169,4 +194,4 @@ def pytorch_curve(directory, batches, train, run_steps, perturbation=0.0, model_
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_jobs(sys.argv[2]) if sys.argv[1] == "--jobs" else main(sys.argv[1:]))

@@ -31,6 +31,17 @@ mkdir -p "$work"
 steps=30
 trained=(--set model.init_from="$work/hf/llama" --set run.steps=$steps --set train.grad_clip=1)
 data_settings=(--set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes)
+# The PyTorch side of every check runs in one Python at the end (train_parity.py --jobs): a process costs 5-6 CPU-s
+# of imports. parity NAME HF_DIR DECK LOSSES...: a check, its output in $work/NAME.log; parity_passed NAME WHAT.
+: >"$work/parity.jobs"
+parity() {
+  local name=$1 hf=$2 deck=$3
+  shift 3
+  echo "$work/$name.log $hf $work/batches.npy $deck 1e-4 $*" >>"$work/parity.jobs"
+}
+parity_passed() {
+  [ "$(cat "$work/$1.log.status" 2>/dev/null)" = 0 ] || { cat "$work/$1.log" "$work/parity-jobs.log" 2>/dev/null || true; fail "$2"; }
+}
 
 "$kiln" data input/tiny-cpu.ini "${data_settings[@]}" --steps $steps --show 0 --dump "$work/batches.npy" >"$work/data.log" 2>&1 ||
   { cat "$work/data.log"; fail "kiln data --dump"; }
@@ -48,9 +59,7 @@ must wide 6 $(model_settings "$work/hf/llama") "${trained[@]}" \
   --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 losses one
 losses wide
-"$python" "$here/train_parity.py" "$work/hf/llama" "$work/batches.npy" "$work/one/tiny/deck.resolved.ini" 1e-4 \
-  "$work/one.losses" "$work/wide.losses" >"$work/parity.log" 2>&1 || { cat "$work/parity.log"; fail "training parity"; }
-echo "PASS 2: 30 steps of kiln (1 rank; 2+1 pipelines of 2-wide stages) and PyTorch agree: $(tail -1 "$work/parity.log")"
+parity parity "$work/hf/llama" "$work/one/tiny/deck.resolved.ini" "$work/one.losses" "$work/wide.losses"
 
 tied_trained=(--set model.init_from="$work/hf/llama-tied" --set run.steps=$steps --set train.grad_clip=1)
 "$kiln" import "$work/hf/llama-tied" | grep -q "^tie_embeddings = true" || fail "kiln import does not keep the tie"
@@ -62,8 +71,7 @@ must tied-wide 6 $(model_settings "$work/hf/llama-tied") "${tied_trained[@]}" \
 grep -q "tied embeddings" "$work/tied-wide.log" || { cat "$work/tied-wide.log"; fail "the tied run does not say it is tied"; }
 losses tied-one
 losses tied-wide
-"$python" "$here/train_parity.py" "$work/hf/llama-tied" "$work/batches.npy" "$work/tied-one/tiny/deck.resolved.ini" 1e-4 \
-  "$work/tied-one.losses" "$work/tied-wide.losses" >"$work/tied.log" 2>&1 || { cat "$work/tied.log"; fail "tied training parity"; }
+parity tied "$work/hf/llama-tied" "$work/tied-one/tiny/deck.resolved.ini" "$work/tied-one.losses" "$work/tied-wide.losses"
 "$kiln" export "$work/tied-wide/tiny/ckpt/step-$(printf %08d $steps).h5" "$work/kiln-tied" >"$work/export-tied.log" 2>&1 ||
   { cat "$work/export-tied.log"; fail "kiln export of the tied run"; }
 grep -q "the last stage's copy equals it bit for bit" "$work/export-tied.log" ||
@@ -78,24 +86,19 @@ assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names, s
 PY
 "$python" "$here/hf_logits.py" "$work/kiln-tied" LlamaForCausalLM 1e-4 >"$work/tied.parity" 2>"$work/tied.stderr" ||
   { cat "$work/tied.parity" "$work/tied.stderr"; fail "transformers does not give the tied export's logits"; }
-echo "PASS 3: the tied llama, 30 steps on 1 rank and on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/tied.log"); exported tied, copies equal, in transformers: $(head -1 "$work/tied.parity")"
 
 # shellcheck disable=SC2046
 must llama31-wide 6 $(model_settings "$work/hf/llama31") --set model.init_from="$work/hf/llama31" --set run.steps=$steps \
   --set train.grad_clip=1 --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 grep -q "llama3 factor 8" "$work/llama31-wide.log" || { cat "$work/llama31-wide.log"; fail "the run does not say its rotary scaling"; }
 losses llama31-wide
-"$python" "$here/train_parity.py" "$work/hf/llama31" "$work/batches.npy" "$work/llama31-wide/tiny/deck.resolved.ini" 1e-4 \
-  "$work/llama31-wide.losses" >"$work/llama31.log" 2>&1 || { cat "$work/llama31.log"; fail "Llama 3.1 training parity"; }
-echo "PASS 4: Llama 3.1's rotary scaling, 30 steps on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/llama31.log")"
+parity llama31 "$work/hf/llama31" "$work/llama31-wide/tiny/deck.resolved.ini" "$work/llama31-wide.losses"
 
 # shellcheck disable=SC2046
 must qwen3-wide 6 $(model_settings "$work/hf/qwen3") --set model.init_from="$work/hf/qwen3" --set run.steps=$steps \
   --set train.grad_clip=1 --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 losses qwen3-wide
-"$python" "$here/train_parity.py" "$work/hf/qwen3" "$work/batches.npy" "$work/qwen3-wide/tiny/deck.resolved.ini" 1e-4 \
-  "$work/qwen3-wide.losses" >"$work/qwen3.log" 2>&1 || { cat "$work/qwen3.log"; fail "Qwen 3 training parity"; }
-echo "PASS 5: Qwen 3's q/k norms and head_dim, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/qwen3.log")"
+parity qwen3 "$work/hf/qwen3" "$work/qwen3-wide/tiny/deck.resolved.ini" "$work/qwen3-wide.losses"
 
 for name in mixtral olmoe; do
   # shellcheck disable=SC2046
@@ -104,7 +107,17 @@ for name in mixtral olmoe; do
     --set plan.pipelines=2+1 --set fault.f=1
   grep -q "balance [0-9.]*  z [0-9.]*" "$work/$name-wide.log" || { cat "$work/$name-wide.log"; fail "$name: the log has no router losses"; }
   losses "$name-wide"
-  "$python" "$here/train_parity.py" "$work/hf/$name" "$work/batches.npy" "$work/$name-wide/tiny/deck.resolved.ini" 1e-4 \
-    "$work/$name-wide.losses" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name training parity"; }
+  parity "$name" "$work/hf/$name" "$work/$name-wide/tiny/deck.resolved.ini" "$work/$name-wide.losses"
 done
+
+"$python" "$here/train_parity.py" --jobs "$work/parity.jobs" >"$work/parity-jobs.log" 2>&1 || true
+parity_passed parity "training parity"
+echo "PASS 2: 30 steps of kiln (1 rank; 2+1 pipelines of 2-wide stages) and PyTorch agree: $(tail -1 "$work/parity.log")"
+parity_passed tied "tied training parity"
+echo "PASS 3: the tied llama, 30 steps on 1 rank and on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/tied.log"); exported tied, copies equal, in transformers: $(head -1 "$work/tied.parity")"
+parity_passed llama31 "Llama 3.1 training parity"
+echo "PASS 4: Llama 3.1's rotary scaling, 30 steps on 2+1 pipelines of 2-wide stages, agrees with PyTorch: $(tail -1 "$work/llama31.log")"
+parity_passed qwen3 "Qwen 3 training parity"
+echo "PASS 5: Qwen 3's q/k norms and head_dim, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/qwen3.log")"
+for name in mixtral olmoe; do parity_passed "$name" "$name training parity"; done
 echo "PASS 6: Mixtral and OLMoE with their routers' losses, 30 steps on 2+1 pipelines of 2-wide stages, agree with PyTorch: $(tail -1 "$work/mixtral.log"); $(tail -1 "$work/olmoe.log")"

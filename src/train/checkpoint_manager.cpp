@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <utility>
 
 namespace kiln::train {
 
@@ -29,12 +28,11 @@ void CheckpointManager::join() {
     if (writer_.joinable()) writer_.join();
 }
 
-std::optional<std::uint64_t> CheckpointManager::abandon() {
+void CheckpointManager::abandon() {
     join();
     pending_.reset();
     failure_ = nullptr;
     ended_ = true;
-    return std::exchange(inFlight_, std::nullopt);
 }
 
 CheckpointWrite CheckpointManager::write(MPI_Comm comm, std::uint64_t step, const Source& source, const Hooks& hooks) {
@@ -81,7 +79,6 @@ void CheckpointManager::start(MPI_Comm comm, std::uint64_t step, const Source& s
     }
     if (!ok) pending_.reset();
     comm::agreeOrThrow(comm, ok, "a checkpoint's state was copied");
-    inFlight_ = step;
     hooks_ = hooks;
     progress_ = CheckpointWrite{};
     progress_.step = step;
@@ -134,7 +131,6 @@ std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
     pending_.reset();
     if (ok && bad == 0 && rank == 0) publish(snapshot, store_.keep(), hooks_.beforeCommit);
     comm::agreeOrThrow(comm, ok, "a checkpoint was published");
-    inFlight_.reset();  // published, or dropped everywhere for a rank's write error (not a failure)
     if (bad > 0) {
         if (!problem.empty()) log::warn("checkpoint of step {} dropped: this rank could not write its part: {}", snapshot.step, problem);
         if (rank == 0)

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 namespace kiln::train {
@@ -37,9 +36,8 @@ public:
 
     bool pending() const { return manager_.pending(); }
     bool writeEnded() const { return manager_.writeEnded(); }
-    // A background write in progress given up (a failure): `latest` stays the previous one. The step of a
-    // checkpoint started and not yet published, when there was one.
-    std::optional<std::uint64_t> abandon() { return manager_.abandon(); }
+    // A background write in progress given up (a failure): `latest` stays the previous one.
+    void abandon() { manager_.abandon(); }
 
     // Collective over `comm`: checkpoint `step` written now by `holders` (a pending one published first).
     void write(MPI_Comm comm, std::uint64_t step, const LayerHolders& holders);

@@ -122,8 +122,8 @@ Recovery Trainer::State::recoverFromFailure(std::uint64_t step, double detectSec
     comm::setTrainingThreadLimit(clock.boundaryLimit());
     // A background checkpoint in progress is abandoned (its writer thread ended
     // first); `latest` stays the previous one, and its parts go below. The loop
-    // takes one again at the first boundary after the recovery.
-    if (const auto lost = checkpoints->abandon()) checkpointLost = std::max(checkpointLost, *lost);
+    // takes one again at the first boundary after the recovery (noticeLostCheckpoint).
+    checkpoints->abandon();
     Survivors survivors(*this, step, detectSeconds);
     // A recovery's deadline (issue 64). Open MPI 5.0's agreement and shrink can wait forever when a host lost
     // power or was cut off, and every survivor is then stuck alike: before the pump's limit ends one of them

@@ -308,14 +308,15 @@ private:
     // it was written) on the current layout and the loader returns to its step (RolledBack: the loop goes on from
     // loader->cursor().step); else those steps are kept and the log says so (Continue).
     Recovery rollBack(std::uint64_t at, std::uint64_t step);
-    // The newest checkpoint this job started (written, or begun in the background), and this rank's view of one
-    // that a failure kept from being published (0: none). A rank that abandoned a write in flight knows it; the
-    // new rank 0 after a recovery also compares the started one with `latest` on disk (rank 0 may have died
-    // publishing after every survivor agreed). The views ride the step's collective, and the first boundary
-    // after it takes a checkpoint of its own step, so that a failure does not cost a requeue a whole interval.
+    // The newest checkpoint this job started (written, or begun in the background), and one that a failure kept
+    // from being published (0: none). After every recovery the new rank 0 compares the started one with `latest`
+    // on disk: one rule for a writer that died in its write (abandoned by the survivors) and for rank 0 dying
+    // while it published after every survivor agreed (which they believe published). Rank 0's view rides the
+    // step's collective, and the first boundary after it takes a checkpoint of its own step, so that a failure
+    // does not cost a requeue a whole interval.
     std::uint64_t checkpointStarted = 0;
     std::uint64_t checkpointLost = 0;
-    // After a recovery: this rank's view of a checkpoint lost to it (above).
+    // After a recovery, on the new rank 0: a checkpoint lost to it (above).
     void noticeLostCheckpoint();
     // The step boundary at which every layer's copies last agreed (a comparison, the start, a rollback's checkpoint).
     std::uint64_t lastAgreed = 0;

@@ -10,8 +10,8 @@
 // step's own collective), and once every rank's write has ended, complete()
 // agrees that every part is in place and rank 0 publishes. A failure in the
 // meantime abandons it: the previous `latest` stays, and the parts are
-// removed with the temporaries after the recovery; abandon() says which step
-// was lost, and the trainer takes a checkpoint again after the recovery.
+// removed with the temporaries after the recovery, and the trainer takes a
+// checkpoint again (trainer_state.hpp, checkpointLost).
 #pragma once
 
 #include "kiln/train/checkpoint.hpp"
@@ -72,10 +72,8 @@ public:
     // its part makes every rank drop the checkpoint (a warning, not an error:
     // the next one may succeed). Throws ProcFailedError when a rank fails.
     std::optional<CheckpointWrite> complete(MPI_Comm comm);
-    // After a failure: waits for the writer thread and forgets the checkpoint. Returns the step of a
-    // checkpoint that was started and not yet published or dropped by every rank (the same on every
-    // survivor: it changes only at agreements), so that the caller can take it again.
-    std::optional<std::uint64_t> abandon();
+    // After a failure: waits for the writer thread and forgets the checkpoint.
+    void abandon();
 
 private:
     void join();
@@ -83,7 +81,6 @@ private:
     CheckpointStore& store_;
     bool parallel_;
     std::optional<CheckpointSnapshot> pending_;
-    std::optional<std::uint64_t> inFlight_;  // started, its outcome not yet agreed
     Hooks hooks_;
     CheckpointWrite progress_;
     std::thread writer_;

@@ -32,7 +32,21 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 hosts=$work/hosts
 rm -rf "$work"
 mkdir -p "$work"
-fail() { echo "FAIL: $*"; bash "$here/hosts.sh" down "$hosts"; exit 1; }
+name=""  # the case under way
+fail() {
+  echo "FAIL: $*"
+  # CI shows a failed test's output cut in the middle: the case's decisions come first, short.
+  local log
+  for log in "$work/$name.log" "$work/$name-requeue.log"; do
+    [ -n "$name" ] && [ -f "$log" ] || continue
+    echo "--- $log: kiln's and the launcher's decisions"
+    grep -aE "^kiln|FAILURE|LAUNCH_LOST|TEARDOWN|error|warn|exit 75|stands down|deadline|quorum" "$log" | cut -c1-400 | tail -30
+  done
+  [ -z "$name" ] || [ ! -f "$work/$name/tiny/diag.h5" ] || "$kiln" diag "$work/$name/tiny/diag.h5" --json 2>/dev/null |
+    python3 -c 'import json, sys; [print("row:", r) for r in json.load(sys.stdin).get("failures", [])]' 2>/dev/null | cut -c1-400
+  bash "$here/hosts.sh" down "$hosts"
+  exit 1
+}
 trap 'bash "$here/hosts.sh" down "$hosts" >/dev/null 2>&1' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps=16

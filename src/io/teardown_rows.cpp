@@ -1,5 +1,6 @@
 #include "kiln/io/teardown_rows.hpp"
 
+#include <set>
 #include <sstream>
 
 namespace kiln::io {
@@ -15,9 +16,13 @@ std::vector<std::size_t> retiredNodeIds(const std::string& text) {
 }
 
 std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& rows, double since,
-                                            const std::vector<std::string>& nodeHosts, const std::string& lostHost) {
+                                            const std::vector<std::string>& nodeHosts, const std::string& lostHosts) {
     std::vector<std::size_t> casualties;
-    if (lostHost.empty()) return casualties;
+    std::set<std::string> lost;
+    std::istringstream names(lostHosts);
+    for (std::string name; std::getline(names, name, ',');)
+        if (!name.empty()) lost.insert(name);
+    if (lost.empty()) return casualties;
     bool hostLost = false;
     for (std::size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].time < since) continue;
@@ -28,7 +33,7 @@ std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& ro
                 allKnown = false;
                 continue;
             }
-            if (nodeHosts[n] == lostHost) onLost = true;
+            if (lost.count(nodeHosts[n])) onLost = true;
         }
         if (onLost) {
             hostLost = true;

@@ -103,12 +103,14 @@ std::size_t RunReport::markTeardownCasualties(std::uint64_t step, const std::str
         file_->setFailureCause(i, "teardown");
         ranks.emplace_back(rows[i].failedRanks);
     }
+    const bool several = lostHost.find(',') != std::string::npos;
     if (!casualties.empty())
-        notice(step, "teardown", fmt::format("the lost attempt recorded rank{} {} as failed after host {} was lost; Open "
+        notice(step, "teardown", fmt::format("the lost attempt recorded rank{} {} as failed after host{} {} {} lost; Open "
                                              "MPI's runtime ends the whole job once it loses a host's daemon, so those "
                                              "rows now say cause 'teardown', not 'process'",
                                              ranks.size() == 1 && ranks[0].find(',') == std::string::npos ? "" : "s",
-                                             fmt::join(ranks, ", "), lostHost));
+                                             fmt::join(ranks, ", "), several ? "s" : "", lostHost,
+                                             several ? "were" : "was"));
     return casualties.size();
 }
 

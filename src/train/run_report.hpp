@@ -52,9 +52,9 @@ public:
     // written by failureReplayed (whoever holds diag.h5 by then), nothing
     // when none waits.
     void failureReplaying(const io::FailureRecord& record) { pending_ = record; }
-    // In a requeued attempt whose previous launch was lost with `lostHost`: the previous attempt's /failures rows
-    // that were Open MPI's teardown (io/teardown_rows.hpp) say cause "teardown", from the previous attempt's "hosts"
-    // event; a notice says which. Returns how many.
+    // In a requeued attempt whose previous launch was lost with `lostHost` (hosts, comma-separated): the previous
+    // attempt's /failures rows that were Open MPI's teardown (io/teardown_rows.hpp) say cause "teardown", from the
+    // previous attempt's "hosts" event; a notice says which. Returns how many.
     std::size_t markTeardownCasualties(std::uint64_t step, const std::string& lostHost);
     void failureReplayed(double replaySeconds);
     // A committed step's /steps row. Every rank keeps the last one: a holder

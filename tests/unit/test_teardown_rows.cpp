@@ -44,6 +44,13 @@ TEST(TeardownRows, NothingWithoutTheLostHostOrItsRow) {
     EXPECT_TRUE(teardownCasualties(rows, 50, hosts, "").empty()) << "the launcher named no host";
 }
 
+TEST(TeardownRows, SeveralLostHosts) {
+    // A partition took host3 and host4 (nodes 1, 2); then the teardown took host2's rank: only that row.
+    const std::vector<FailureRecord> rows = {row(100, "1"), row(100.2, "2"), row(100.4, "0")};
+    EXPECT_EQ(teardownCasualties(rows, 50, hosts, "host3,host4"), (std::vector<std::size_t>{2}));
+    EXPECT_EQ(teardownCasualties(rows, 50, hosts, "host4,"), (std::vector<std::size_t>{2}));
+}
+
 TEST(TeardownRows, RetiredNodeLists) {
     EXPECT_EQ(retiredNodeIds("0,12"), (std::vector<std::size_t>{0, 12}));
     EXPECT_TRUE(retiredNodeIds("").empty());

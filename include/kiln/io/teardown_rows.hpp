@@ -13,11 +13,12 @@
 namespace kiln::io {
 
 // The rows (indices into `rows`) of the attempt that started at `since` (seconds since the epoch) that come after
-// its first row retiring a node of `lostHost`, have cause "process", and retire only nodes of other hosts, all of
-// them named: those deaths followed the host's loss on hosts that lived. `nodeHosts`: that attempt's host of each
-// start-up node id. Rows before the host's first, rows naming an unknown node, and other causes stay as they are.
+// its first row retiring a node of a lost host, have cause "process", and retire only nodes of other hosts, all
+// of them named: those deaths followed the loss on hosts that lived. `lostHosts`: comma-separated (a partition
+// takes several; the jobscript names those that do not answer). `nodeHosts`: that attempt's host of each
+// start-up node id. Rows before the first lost host's, rows naming an unknown node, and other causes stay.
 std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& rows, double since,
-                                            const std::vector<std::string>& nodeHosts, const std::string& lostHost);
+                                            const std::vector<std::string>& nodeHosts, const std::string& lostHosts);
 
 // The node ids of a row's retired_nodes ("0,2"); empty when the text is not such a list.
 std::vector<std::size_t> retiredNodeIds(const std::string& text);

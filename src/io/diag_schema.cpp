@@ -233,6 +233,8 @@ const std::vector<DiagEventKind>& diagEventKinds() {
                         "was ended by kiln at a deadline: the host and the words; the requeued run records it"},
         {"hosts", "each node's host at the start of an attempt (node 0 first), for telling a lost host's teardown from "
                   "failures later"},
+        {"lost_host", "the launcher named a lost host that the requeued attempt runs on again (Open MPI's runtime names "
+                      "the first daemon it lost contact with): the hosts taken as lost instead"},
         {"teardown", "rows of the lost attempt that the requeued run marked as Open MPI's teardown after a host was "
                      "lost, not failures"},
         {"straggler", "a slow node retired from the pipelines, and the new layout"},

@@ -81,13 +81,15 @@ void RunReport::failure(const io::FailureRecord& record) {
     if (board_) board_->failure(record);
 }
 
-std::size_t RunReport::markTeardownCasualties(std::uint64_t step, const std::string& lostHost) {
-    if (!file_ || lostHost.empty()) return 0;
+RunReport::Teardown RunReport::markTeardownCasualties(std::uint64_t step, const std::string& namedHosts,
+                                                      const std::vector<std::string>& currentHosts) {
+    Teardown result{0, namedHosts};
+    if (!file_) return result;
     const auto events = file_->events();
     std::vector<double> starts;  // every attempt's start; this attempt's is the last
     for (const auto& e : events)
         if (std::string(e.kind) == "start" || std::string(e.kind) == "resume") starts.push_back(e.time);
-    if (starts.size() < 2) return 0;
+    if (starts.size() < 2) return result;
     const double since = starts[starts.size() - 2], until = starts.back();
     std::vector<std::string> nodeHosts;  // the lost attempt's host of each node, as its "hosts" event says
     for (const auto& e : events) {
@@ -96,6 +98,14 @@ std::size_t RunReport::markTeardownCasualties(std::uint64_t step, const std::str
         std::istringstream in(e.detail);
         for (std::string name; in >> name && name.find("...[+") == std::string::npos;) nodeHosts.push_back(name);
     }
+    result.lostHosts = io::lostHostsOf(namedHosts, nodeHosts, currentHosts);
+    if (result.lostHosts != namedHosts && !namedHosts.empty())
+        notice(step, "lost_host", fmt::format("the launcher named host {} lost, which this attempt runs on again; the "
+                                              "lost attempt's host{} this one lacks: {}",
+                                              namedHosts, result.lostHosts.find(',') == std::string::npos ? "" : "s",
+                                              result.lostHosts));
+    const std::string& lostHost = result.lostHosts;
+    if (lostHost.empty()) return result;
     const auto rows = file_->failures();
     const auto casualties = io::teardownCasualties(rows, since, nodeHosts, lostHost);
     std::vector<std::string> ranks;
@@ -111,7 +121,8 @@ std::size_t RunReport::markTeardownCasualties(std::uint64_t step, const std::str
                                              ranks.size() == 1 && ranks[0].find(',') == std::string::npos ? "" : "s",
                                              fmt::join(ranks, ", "), several ? "s" : "", lostHost,
                                              several ? "were" : "was"));
-    return casualties.size();
+    result.casualties = casualties.size();
+    return result;
 }
 
 void RunReport::failureReplayed(double replaySeconds) {

@@ -52,10 +52,16 @@ public:
     // written by failureReplayed (whoever holds diag.h5 by then), nothing
     // when none waits.
     void failureReplaying(const io::FailureRecord& record) { pending_ = record; }
-    // In a requeued attempt whose previous launch was lost with `lostHost` (hosts, comma-separated): the previous
-    // attempt's /failures rows that were Open MPI's teardown (io/teardown_rows.hpp) say cause "teardown", from the
-    // previous attempt's "hosts" event; a notice says which. Returns how many.
-    std::size_t markTeardownCasualties(std::uint64_t step, const std::string& lostHost);
+    // In a requeued attempt whose previous launch was lost: the hosts it lost (io::lostHostsOf, from the
+    // launcher's `namedHosts`, the previous attempt's "hosts" event and this attempt's `currentHosts`), and how many
+    // of its /failures rows were Open MPI's teardown (io/teardown_rows.hpp), which now say cause "teardown"; a
+    // notice says which.
+    struct Teardown {
+        std::size_t casualties;
+        std::string lostHosts;  // comma-separated
+    };
+    Teardown markTeardownCasualties(std::uint64_t step, const std::string& namedHosts,
+                                    const std::vector<std::string>& currentHosts);
     void failureReplayed(double replaySeconds);
     // A committed step's /steps row. Every rank keeps the last one: a holder
     // that dies between the commit and its row leaves it to the next.

@@ -109,20 +109,21 @@ namespace {
 
 // The previous attempt's launch ended without kiln's end record (a host lost whole: Open MPI 5.0's runtime
 // cannot survive it): the launcher said what it knew, and the run's history gets its row (cause "launch").
-void recordLaunchLoss(RunReport& report, std::uint64_t step) {
+void recordLaunchLoss(RunReport& report, std::uint64_t step, const std::vector<std::string>& hosts) {
     const auto lost = io::takeLaunchLoss();
     if (!lost) return;
+    // First: the lost hosts as this attempt knows them (the launcher can name a host that lived).
+    const std::string host = report.markTeardownCasualties(step, lost->host, hosts).lostHosts;
     io::FailureRecord row;
     row.step = step;
     row.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     io::fitText(row.cause, lost->kind);
-    io::fitText(row.layout, lost->host.empty() ? std::string("requeued") : "requeued without host " + lost->host);
+    io::fitText(row.layout, host.empty() ? std::string("requeued") : "requeued without host " + host);
     report.failure(row);
-    report.markTeardownCasualties(step, lost->host);
     const std::string detail =
         fmt::format("the previous attempt {}{}: {}; this attempt resumes at step {}",
                     lost->kind == "deadline" ? "was ended by kiln for a requeue" : "ended without kiln's end record",
-                    lost->host.empty() ? "" : fmt::format(" (host {} lost)", lost->host),
+                    host.empty() ? "" : fmt::format(" (host {} lost)", host),
                     lost->cause.empty() ? std::string("the launcher gave no reason") : lost->cause, step);
     report.notice(step, "launch_lost", detail);
 }
@@ -203,7 +204,7 @@ void Trainer::State::startJob() {
     if (world.rank() == 0) {
         // Each node's host, for a later attempt that must tell a lost host's teardown from failures (run_report.hpp).
         report.event(cursor.step, "hosts", fmt::format("{}", fmt::join(world.nodes().nodeNames, " ")));
-        recordLaunchLoss(report, cursor.step);
+        recordLaunchLoss(report, cursor.step, world.nodes().nodeNames);
     }
     if (!plan.sparesNote.empty()) report.event(cursor.step, "spares", plan.sparesNote);
     if (!plan.faultNote.empty()) report.event(cursor.step, "fault_f", plan.faultNote);

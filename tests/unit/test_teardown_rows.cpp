@@ -51,6 +51,16 @@ TEST(TeardownRows, SeveralLostHosts) {
     EXPECT_EQ(teardownCasualties(rows, 50, hosts, "host4,"), (std::vector<std::size_t>{2}));
 }
 
+TEST(TeardownRows, LostHostsAsTheNextAttemptKnowsThem) {
+    // The runtime named host3, which the requeue runs on again; host4 is the one it lacks.
+    EXPECT_EQ(lostHostsOf("host3", hosts, {"host2", "host3", "host5"}), "host4");
+    EXPECT_EQ(lostHostsOf("host4", hosts, {"host2", "host3", "host5"}), "host4") << "named right";
+    EXPECT_EQ(lostHostsOf("host3,host4", hosts, {"host2", "host3"}), "host4") << "of those named, the one gone";
+    EXPECT_EQ(lostHostsOf("", hosts, {"host2", "host3"}), "host4") << "named none";
+    EXPECT_EQ(lostHostsOf("host4", hosts, hosts), "host4") << "back in the job: the launcher's word stands";
+    EXPECT_EQ(lostHostsOf("host4", {}, {"host2"}), "host4") << "the lost attempt's hosts unknown";
+}
+
 TEST(TeardownRows, RetiredNodeLists) {
     EXPECT_EQ(retiredNodeIds("0,12"), (std::vector<std::size_t>{0, 12}));
     EXPECT_TRUE(retiredNodeIds("").empty());

@@ -20,6 +20,14 @@ namespace kiln::io {
 std::vector<std::size_t> teardownCasualties(const std::vector<FailureRecord>& rows, double since,
                                             const std::vector<std::string>& nodeHosts, const std::string& lostHosts);
 
+// The hosts the lost attempt lost, comma-separated, from the launcher's word `named` (comma-separated; Open MPI's
+// runtime names the first daemon it lost contact with, which can be a host that lived: under Slurm one srun step
+// carries every daemon, and ssh's tree spawn routes daemons through each other) and this attempt's hosts: the named
+// hosts this attempt does not run on; if every one named runs again, the lost attempt's hosts this one lacks; if
+// none, `named` as it is (a host back in the job after it was lost).
+std::string lostHostsOf(const std::string& named, const std::vector<std::string>& lostAttemptHosts,
+                        const std::vector<std::string>& currentHosts);
+
 // The node ids of a row's retired_nodes ("0,2"); empty when the text is not such a list.
 std::vector<std::size_t> retiredNodeIds(const std::string& text);
 

@@ -1,3 +1,4 @@
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/train/checkpoint.hpp"
 
 #include "kiln/train/layer_state.hpp"
@@ -287,6 +288,7 @@ std::filesystem::path CheckpointStore::save(MPI_Comm comm, std::uint64_t step, m
     // (serial HDF5): no MPI-IO, so a rank that fails meanwhile is an ordinary
     // MPI error on this communicator, and the previous checkpoint stays `latest`.
     if (rank != 0) {
+        const comm::PeerWait peers;  // rank 0 writes the file meanwhile: its wait is not this rank's hang
         sendLayersToRankZero(comm, rank, model, optimizer, writerOfLayer);
         gatherCursorRows(comm, rank, size, cursor);
         int done = 0;

@@ -123,6 +123,9 @@ std::optional<CheckpointWrite> CheckpointManager::complete(MPI_Comm comm) {
     KILN_MPI(MPI_Comm_rank(comm, &rank));
     bool ok = true;
     try {
+        // Waiting for a slower writer, or behind a slow link, is not this rank's hang (hosts_slow_link: a rank
+        // ended itself here after 15 s "outside MPI").
+        const comm::PeerWait peers;
         KILN_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, comm));
     } catch (const ProcFailedError&) {
         ok = false;

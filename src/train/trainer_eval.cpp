@@ -39,7 +39,10 @@ double Trainer::State::heldOutLossSum(std::uint64_t steps) {
     double mine[3] = {lossSum, 0.0, 0.0};
     comm::splitDigest(agreed.digest(), mine[1], mine[2]);
     std::vector<double> all(static_cast<std::size_t>(3 * s.world.size()));
-    KILN_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, s.world.control()));
+    {
+        const comm::PeerWait peers;  // waiting for the slowest rank is not this rank's hang
+        KILN_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, s.world.control()));
+    }
     double sum = 0.0;
     std::vector<std::uint64_t> digests;
     for (std::size_t r = 0; r < all.size(); r += 3) {

@@ -2,6 +2,7 @@
 // slowest rank, and at the end every rank's memory against the planner's bytes for its stage.
 #include "trainer_state.hpp"
 
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/base/error.hpp"
 #include "kiln/base/log.hpp"
 #include "kiln/base/startup_clock.hpp"
@@ -56,8 +57,11 @@ void Trainer::State::reportMemory(std::uint64_t step) {
     const int cudaDevice = device.is_cuda() ? device.index() : -1;
     const MemoryWatch::Row mine = memory.sinceBaseline(planned, cudaDevice);
     std::vector<double> all(MemoryWatch::kFields * static_cast<std::size_t>(world.size()));
-    KILN_MPI(MPI_Allgather(mine.data(), MemoryWatch::kFields, MPI_DOUBLE, all.data(), MemoryWatch::kFields, MPI_DOUBLE,
-                           world.control()));
+    {
+        const comm::PeerWait peers;  // waiting for the slowest rank is not this rank's hang
+        KILN_MPI(MPI_Allgather(mine.data(), MemoryWatch::kFields, MPI_DOUBLE, all.data(), MemoryWatch::kFields,
+                               MPI_DOUBLE, world.control()));
+    }
     if (!report.holds()) return;
     const bool gpu = model::deviceMemoryPeak(cudaDevice).known;
     if (const auto detail = MemoryWatch::summary(all, world.members(), gpu)) {

@@ -100,8 +100,11 @@ export KILN_TEST_SLURM=$dir
 munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
   --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed"
 
+# A name of its own: two test Slurms side by side number their jobs alike from 1, and a jobscript's files named by
+# cluster and job (.kiln-end.CLUSTER.JOB in the submit directory) must not meet.
+cluster_name=kiln$(printf '%s' "$dir" | md5sum | cut -c1-8)
 cat >"$dir/slurm.conf" <<CONF
-ClusterName=kilntest
+ClusterName=$cluster_name
 SlurmctldHost=$host
 SlurmctldPort=$base_port
 SlurmdPort=$((base_port + 1))

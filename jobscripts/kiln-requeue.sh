@@ -73,12 +73,12 @@ kiln_requeue_without() {
   fi
   kiln_scontrol requeue "$SLURM_JOB_ID" || return 1
   [ -n "$silent" ] || return 0
-  for _ in $(seq 300); do
+  for _ in $(seq 60); do  # twice a second: KillWait (30 s by default) ends this script first
     if scontrol update jobid="$SLURM_JOB_ID" ExcNodeList="$silent" >/dev/null 2>&1; then
       echo "kiln: host(s) $silent excluded from the requeued job"
       return 0
     fi
-    sleep 0.1
+    sleep 0.5
   done
   echo "kiln: could not leave host(s) $silent out of the requeued job; Slurm places it on nodes it finds up"
 }

@@ -1,6 +1,6 @@
-#include "kiln/comm/heartbeat.hpp"
 #include "kiln/train/checkpoint.hpp"
 
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/train/layer_state.hpp"
 
 #include "checkpoint_format.hpp"

@@ -148,8 +148,10 @@ grep -q '"kind": *"fault_f"' <<<"$("$build/kiln" diag "$work/beyond/tiny/diag.h5
 "$build/kiln" diag "$work/beyond/tiny/diag.h5" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
+# One recovery round, or more when the three kills land apart (a busy machine): each victim once, nothing else,
+# and the last round stops beyond f.
 rows = [sorted(int(r) for r in f["failed_ranks"].split(",")) for f in d["failures"]]
-assert rows == [[0, 2, 4]] and d["failures"][0]["layout"].startswith("stopped"), d["failures"]
+assert sorted(r for row in rows for r in row) == [0, 2, 4] and d["failures"][-1]["layout"].startswith("stopped"), d["failures"]
 survivors = [e["detail"] for e in d["events"] if e["kind"] == "survivors"]
 assert survivors == ["1,3,5", "0-3"], survivors
 ' || fail "beyond job: /failures must name ranks 0, 2, 4 and no other rank may end"

@@ -32,6 +32,7 @@ const Subcommand kSubcommands[] = {
     {"import", "check a Hugging Face model directory and print the deck's [model] section to start from it (model.init_from)", nullptr},
     {"deck", "list every deck key (--list) or check a deck and print it resolved (--check DECK)", kiln::apps::deckMain},
     {"reference", "print a page of the reference (deck keys, diag.h5, log lines) as Markdown: docs/reference", kiln::apps::referenceMain},
+    {"launch-relay", "Open MPI's ssh agent under kiln-mpirun: a host lost whole is recovered inside the job (not run by hand)", kiln::apps::launchRelayMain},
     {"version", "versions of kiln and of the MPI, ULFM, HDF5, libtorch and NCCL it was built with", kiln::apps::versionMain},
 };
 

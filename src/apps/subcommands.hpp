@@ -18,5 +18,6 @@ int checkpointMain(int argc, char** argv);
 int exportMain(int argc, char** argv);
 int importMain(int argc, char** argv);
 int referenceMain(int argc, char** argv);
+int launchRelayMain(int argc, char** argv);
 
 }  // namespace kiln::apps

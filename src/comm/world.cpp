@@ -75,6 +75,12 @@ MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     // ompi_comm_split_type under mca_coll_han_allreduce_intra). kiln's collectives are a few scalars: off,
     // unless the environment chooses the components itself.
     setenv("OMPI_MCA_coll", "^han", /*overwrite=*/0);
+    // Over TCP, a large message's receiver schedules the sender's "put" fragments; when the sender's host dies
+    // in that exchange, Open MPI 5.0.10's ob1 dereferences the dead peer's endpoint and the healthy receiver
+    // crashes (seen on emulated hosts: a segmentation fault in mca_pml_ob1_recv_request_schedule_once under
+    // mca_pml_ob1_send_fin, taking a second node with the one lost). Without the put flag, ob1 sends large
+    // messages in fragments the sender schedules, a path the failure takes cleanly.
+    setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum", /*overwrite=*/0);
     // With ULFM on, MPI_Finalize starts with a PMIx fence over the job's namespace, which after a failure
     // holds the dead process: the fence may never complete (seen in 4 runs of 34 of tests/fault/
     // spawn_after_failure.c; kiln's exit watchdog is there for such waits). ULFM's finalize flushes all

@@ -8,6 +8,8 @@
 # failed, the first launch must end 0 with no /failures row), split=GROUPS (a partition, e.g.
 # split=1,2|3,4; host1's group is the launcher's side; split alone takes SPLIT). Pass criterion for each fault:
 #   - the job never ends silently and never hangs: the first launch exits 0 with every step done, or 75;
+#   - a host killed whole is recovered inside the job (exit 0): kiln-mpirun starts the daemons through kiln
+#     launch-relay (KILN_SSH_AGENT: the harness's hosts-ssh behind it), which keeps the loss from Open MPI's runtime;
 #   - after 75, a relaunch on the hosts left (as the requeue excludes the lost ones) resumes and ends with 0;
 #   - the steps' losses equal the failure-free run's, step for step (1e-5), and diag.h5 records the failure;
 #   - at most one quorum witness per recovery names a side (no split brain), and no process is left on any
@@ -65,8 +67,8 @@ job() {
   ranks=$(( $(tr ',' '\n' <<<"$list" | wc -l) * per ))
   KILN_END_RECORD=$work/$name.end KILN_LAUNCHER_GRACE_S=10 \
     timeout 400 bash "$here/hosts.sh" exec "$hosts" 1 env KILN_HOSTS_DIR="$hosts" PATH="$PATH" \
-    KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=10 \
-    KILN_MPIRUN_ARGS="--host $list --prtemca plm_ssh_agent $here/hosts-ssh ${MPIRUN_EXTRA:-}" \
+    KILN_END_RECORD="$work/$name.end" KILN_LAUNCHER_GRACE_S=10 KILN_SSH_AGENT="$here/hosts-ssh" \
+    KILN_MPIRUN_ARGS="--host $list ${MPIRUN_EXTRA:-}" \
     "$launcher" -n "$ranks" "$kiln" run "${deck[@]}" --set run.out_dir="$work/$name" "$@"
 }
 losses() { "$kiln" diag "$work/$1/tiny/diag.h5" --losses; }
@@ -184,6 +186,10 @@ for fault in $faults; do
   for h in $lost; do bash "$here/hosts.sh" kill "$hosts" "$h"; bash "$here/hosts.sh" heal "$hosts" "$h"; done
   case $first in
     0)
+      # A host that dies whole is a failure recovered inside the job (issue 64, item 2): the daemon's link to
+      # mpirun goes through kiln launch-relay, which keeps the loss from Open MPI's runtime.
+      [ "$kind" != kill ] || [ "$late" = yes ] || grep -q "kiln launch-relay: host$victim: its daemon's link to mpirun ended" "$work/$name.log" ||
+        fail "kill: recovered, but the relay never said it kept host$victim's loss from the runtime"
       # Counted in diag.h5, not in the log: a side cut off from the launcher that went on (it held the quorum)
       # trained where the launcher could not hear it.
       [ "$(losses "$name" | wc -l)" = "$steps" ] || fail "$kind: exit 0 without $steps steps in diag.h5: a silent end"
@@ -191,6 +197,7 @@ for fault in $faults; do
       ;;
     75)
       grep -q "exit 75" "$work/$name.log" || fail "$kind: exit 75 with no word of why"
+      [ "$kind" != kill ] || fail "kill: a host lost whole ended the launch (75): the job was to recover inside it"
       # The requeue: the hosts left, the same end record (the lost launch recorded by the new attempt).
       requeued_at=$(date +%s.%N)
       job "$name" "$left" >"$work/$name-requeue.log" 2>&1

@@ -10,9 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -198,7 +196,7 @@ private:
         l.hidden = true;
         say(host_, "its daemon's link to mpirun ended (" +
                        (status ? "its session ended with status " + std::to_string(*status)
-                               : std::string("its session still open: the host is cut off or silent")) +
+                               : std::string("its session still open 5 s later")) +
                        "); mpirun is not told, so that the job goes on: the ranks' ULFM finds the host's ranks failed");
     }
 
@@ -229,14 +227,13 @@ std::vector<std::string> throughRelay(const std::vector<std::string>& args, int 
     return out;
 }
 
-std::vector<std::string> asSlurmStep(const std::vector<std::string>& args, int cpus) {
+std::vector<std::string> asSlurmStep(const std::vector<std::string>& args) {
     std::size_t at = 0;
     while (at < args.size() && !args[at].empty() && args[at][0] == '-') ++at;  // ssh's options: not srun's
     std::string command;
     for (std::size_t i = at + 1; i < args.size(); ++i) command += (command.empty() ? "" : " ") + args[i];
     return {"srun", "--overlap", "--quiet", "--nodes=1", "--ntasks=1", "--nodelist=" + (at < args.size() ? args[at] : ""),
-            "--kill-on-bad-exit=0", "--mpi=none", "--cpu-bind=none", "--cpus-per-task=" + std::to_string(cpus),
-            "/bin/sh", "-c", command};
+            "--whole", "--kill-on-bad-exit=0", "--mpi=none", "/bin/sh", "-c", command};
 }
 
 int runDaemonRelay(const std::vector<std::string>& agent, const std::vector<std::string>& args) {
@@ -252,8 +249,7 @@ int runDaemonRelay(const std::vector<std::string>& agent, const std::vector<std:
             return 255;
         }
         if (agent.size() == 1 && agent[0] == "srun") {
-            const char* cpus = std::getenv("SLURM_CPUS_ON_NODE");
-            command = asSlurmStep(throughRelay(args, port), cpus != nullptr ? std::max(1, std::atoi(cpus)) : 1);
+            command = asSlurmStep(throughRelay(args, port));
         } else {
             for (auto& a : throughRelay(args, port)) command.push_back(std::move(a));
         }

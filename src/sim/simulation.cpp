@@ -377,9 +377,11 @@ private:
         failedSinceStart_ += static_cast<std::uint32_t>(hit.size());
         const double detect = failure.hang ? costs_.detectHungAt(step_) : costs_.detectEnded.value;
         if (setup_.policy == Policy::CheckpointRestart) return requeue(detect, /*layersSurvive=*/false);
-        // A host lost whole ends the launch (Open MPI 5.0): requeued from the last committed checkpoint, nothing
-        // written on the way out.
-        if (failure.host) {
+        // A host lost whole: where it still answers (its processes and daemon ended, their connections reset),
+        // kiln's launch relay keeps the loss from Open MPI 5.0's runtime and the job recovers in place, as for a
+        // node. One gone silent (power, a cut link) is found only by the step's deadline, which ends the job for
+        // a requeue from the last committed checkpoint, nothing written on the way out.
+        if (failure.host && failure.hang) {
             ++result_.hostRequeues;
             return requeue(detect, false);
         }

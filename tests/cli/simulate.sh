@@ -13,8 +13,9 @@
 #     noticed and costs hours; the deck's checks (every step, copies compared every 100 steps) cost a small
 #     share of that; the rows are the ones asked for, the deck's marked.
 #  5. Hosts lost whole (--host-share 0.17: Llama 3's unplanned host maintenance, switches and cables, chassis
-#     and CPUs): each is a requeue, as Open MPI 5.0 ends the launch, about 17 % of the failures; the effective
-#     time falls below the run where every failure is survived in place.
+#     and CPUs): those gone silent (the hung share, 30 %) are requeues, about 5 % of the failures; those whose
+#     connections reset are recovered in place (kiln's launch relay); the effective time falls below the run
+#     where every failure is survived in place.
 set -euo pipefail
 kiln=$1 data=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -121,11 +122,11 @@ inplace = json.load(open(sys.argv[1]))["choices"][0]["seeds"][0]
 hosts = json.load(open(sys.argv[2]))["choices"][0]["seeds"][0]
 share = hosts["host_requeues"] / hosts["failures"]
 counts = {k: hosts[k] for k in ("failures", "survived_in_place", "requeues", "host_requeues")}
-assert 0.12 < share < 0.22, (share, counts)
+assert 0.02 < share < 0.09, (share, counts)  # 0.17 x 0.3 of the failures: the hosts gone silent
 assert hosts["requeues"] == hosts["host_requeues"], counts
 # A failure while the job waits in the queue or starts again is counted, but neither survived nor requeued.
 assert hosts["survived_in_place"] + hosts["requeues"] <= hosts["failures"], counts
 assert hosts["effective"] < inplace["effective"] - 0.005, (hosts["effective"], inplace["effective"])
-print("PASS 5: hosts lost whole: %d of %d failures requeued (%.0f %%); effective %.4f against %.4f with every failure "
+print("PASS 5: hosts lost whole and gone silent: %d of %d failures requeued (%.0f %%); effective %.4f against %.4f with every failure "
       "survived in place" % (hosts["host_requeues"], hosts["failures"], 100 * share, hosts["effective"], inplace["effective"]))
 PY

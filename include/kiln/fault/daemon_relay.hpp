@@ -30,10 +30,11 @@ std::optional<RuntimeContact> runtimeContactOf(const std::vector<std::string>& a
 // all of them) and every tcp6:// contact removed, so that the daemon can reach mpirun only through the relay.
 std::vector<std::string> throughRelay(const std::vector<std::string>& args, int relayPort);
 
-// Open MPI's ssh command line (ssh options, HOST, the remote shell's command) as a Slurm step of its own on HOST
-// with cpus CPUs: under Slurm, each daemon in a step of its own, so that a lost host ends only its own step (Open
-// MPI's own Slurm launch puts every daemon in one step, which a lost host ends whole).
-std::vector<std::string> asSlurmStep(const std::vector<std::string>& args, int cpus);
+// Open MPI's ssh command line (ssh options, HOST, the remote shell's command) as a Slurm step of its own on HOST,
+// with all of the job's CPUs there (--whole; the daemon's ranks run in its step): under Slurm, each daemon in a
+// step of its own, so that a lost host ends only its own step (Open MPI's own Slurm launch puts every daemon in
+// one step, which a lost host ends whole).
+std::vector<std::string> asSlurmStep(const std::vector<std::string>& args);
 
 // Runs `agent args...` (the site's ssh: agent is its argv; "srun" alone: asSlurmStep) with the daemon relayed,
 // until its session ends and mpirun has closed the link, or mpirun ends. Returns the exit status for Open MPI's launcher: the session's own

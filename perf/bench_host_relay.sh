@@ -4,8 +4,8 @@
 #
 # 1. Throughput of the failure-free run (6 blocks, d_model 256, 40 steps, nodes by host name) under Open MPI's own
 #    launch with the TCP transport's put (KILN_HOST_RELAY=0, btl_tcp_flags Open MPI's default) against kiln-mpirun's
-#    (daemons through kiln launch-relay, no put), alternated, REPEATS (default 2) each: the median tokens/s of the
-#    steps and the launch's wall seconds.
+#    (daemons through kiln launch-relay, no put), and the relay with put, alternated, REPEATS (default 3) each: the
+#    median step seconds (diag.h5) and the launch's wall seconds.
 # 2. host3 killed whole after step 6 (tests/hosts/host_faults.sh, FAULTS=kill, its pass criteria), with the relay and
 #    without: the first launch's exit, seconds from the fault to its end, the requeued launch's seconds.
 #
@@ -29,15 +29,17 @@ run() {  # run NAME RELAY FLAGS: one failure-free launch on the 3 hosts
     KILN_MPIRUN_ARGS="--host host1:2,host2:2,host3:2" \
     timeout 600 "$build/kiln-mpirun" -n 6 "$kiln" run "${deck[@]}" --set run.out_dir="$work/$name" >"$work/$name.log" 2>&1
   end=$(date +%s.%N)
-  grep -a "^step " "$work/$name.log" | tail -n +5 | awk -v name="$name" -v relay="$relay" -v flags="$flags" \
-    -v wall="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')" '
-    { for (i = 2; i <= NF; i++) if ($i == "tok/s") { v = $(i - 1); m = 1; if (v ~ /k$/) m = 1000; sub(/k$/, "", v); t[++n] = v * m } }
-    END { asort(t); printf "{\"bench\":\"host_relay_throughput\",\"run\":\"%s\",\"relay\":%s,\"btl_tcp_flags\":\"%s\",\"median_tokens_per_s\":%.0f,\"launch_wall_s\":%s}\n", name, relay, flags, t[int((n + 1) / 2)], wall }'
+  local step
+  step=$("$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["median_step_s"])')
+  printf '{"bench":"host_relay_throughput","run":"%s","relay":%s,"btl_tcp_flags":"%s","median_step_s":%.5f,"launch_wall_s":%.2f}\n' \
+    "$name" "$relay" "$flags" "$step" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
 }
-repeats=${REPEATS:-2}
+repeats=${REPEATS:-3}
+put=send,put,inplace,need-ack,need-csum,hetero-rdma noput=send,inplace,need-ack,need-csum
 for i in $(seq 1 "$repeats"); do
-  run "openmpi-$i" 0 "send,put,inplace,need-ack,need-csum,hetero-rdma"
-  run "kiln-$i" 1 "send,inplace,need-ack,need-csum"
+  run "openmpi-$i" 0 "$put"
+  run "relay-put-$i" 1 "$put"  # the relay alone
+  run "kiln-$i" 1 "$noput"
 done
 bash tests/hosts/hosts.sh down "$hosts" >/dev/null
 for relay in 1 0; do

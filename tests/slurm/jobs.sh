@@ -6,7 +6,7 @@
 # job's own log. Pass lines:
 #   PASS 1: MPI-parallel prep through kiln-prep.sbatch
 #   PASS 2: two node failures inside a job (one injected, one killed from outside) survived; Slurm says COMPLETED
-#   PASS 3: a deck whose ranks per node disagree with Slurm's is refused, naming the key
+#   PASS 3: a deck whose ranks per node disagree with Slurm's is refused, naming the key; a jobscript setting too
 #   PASS 4: beyond f: exit 75, requeued onto fewer nodes with fault.f lowered, resumed, losses as without failure
 #   PASS 5: the requeue bound (KILN_MAX_REQUEUES): not requeued, and Slurm shows exit code 75
 #   PASS 6: the time limit: stopped ahead of it with a checkpoint, requeued and resumed from it
@@ -112,7 +112,13 @@ await "$job" "COMPLETED|FAILED" 60
 [ "$(field "$job" JobState)" = FAILED ] || fail "the mismatched job should fail"
 grep -q "cluster.ranks_per_node = 2, but Slurm placed 1 rank on node n1" "$work/mismatch.out" \
   || fail "no clear message for the ranks-per-node mismatch"
-echo "PASS 3: a deck with cluster.ranks_per_node = 2 under --ntasks-per-node=1 is refused with a message naming the key"
+# A setting of the jobscript's own is refused by name before anything runs.
+job=$(KILN_PROBE_S=soon sbatch --parsable -N 1 --ntasks-per-node=1 -o "$work/probe.out" jobscripts/kiln-run.sbatch \
+      input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/probe") || fail "sbatch probe"
+await "$job" "COMPLETED|FAILED" 60
+[ "$(field "$job" JobState)" = FAILED ] || fail "KILN_PROBE_S=soon was accepted"
+grep -q "KILN_PROBE_S = 'soon' is not a whole number above 0" "$work/probe.out" || fail "KILN_PROBE_S=soon: not named"
+echo "PASS 3: a deck with cluster.ranks_per_node = 2 under --ntasks-per-node=1 is refused with a message naming the key; so is KILN_PROBE_S=soon"
 
 # 4. Beyond f onto fewer nodes: f = 2 on 3 nodes (1+1+1, the planner's choice); at step 12 every
 #    node loses a rank, so no replica is left: every survivor exits 75 and the job is requeued.

@@ -126,8 +126,9 @@ public:
             int raw = 0;
             if (!status && waitpid(session, &raw, WNOHANG) == session)
                 status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+            const std::size_t polled = links_.size();  // a link accepted now has no poll entry yet
             if (fds[1].revents & POLLIN) accept();
-            for (std::size_t i = 0; i < links_.size(); ++i) serve(links_[i], fds[2 + 2 * i], fds[3 + 2 * i]);
+            for (std::size_t i = 0; i < polled; ++i) serve(links_[i], fds[2 + 2 * i], fds[3 + 2 * i]);
             for (auto& l : links_) decide(l, status);
             std::erase_if(links_, [](const Link& l) { return l.mpirun < 0; });
             if (status) {

@@ -43,6 +43,7 @@ WaitMode waitModeNamed(const std::string& name) {
 void pollWithDeadline(const std::function<bool()>& test, const std::function<std::string()>& what) {
     using Clock = std::chrono::steady_clock;
     using Seconds = std::chrono::duration<double>;
+    const ProgressHere progress;
     const auto begun = Clock::now();
     auto lastSign = begun;
     for (std::uint64_t spins = 0; !test(); ++spins) {

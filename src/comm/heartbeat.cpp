@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <signal.h>
@@ -30,6 +31,8 @@ std::atomic<double> signLimit{0.0};
 std::atomic<double> lastLimit{0.0};     // the last limit > 0: how long a neighbour may stay stopped
 std::atomic<int> peerWaits{0};          // blocking MPI calls under way on the training thread
 std::atomic<int> backgroundWrites{0};   // checkpoint writes under way on other threads
+std::atomic<int> progressingElsewhere{0};  // ProgressHere scopes alive
+std::atomic<bool> pumpProbing{false};      // the pump is inside its MPI_Iprobe
 std::mutex neighboursMutex;
 std::vector<std::pair<long, int>> neighbours;  // watchHost()
 int ownRank = -1;
@@ -71,6 +74,14 @@ BackgroundWrite::~BackgroundWrite() {
     --backgroundWrites;
 }
 
+// Sequentially consistent, both sides: a scope begun while the pump decided to probe sees pumpProbing set and
+// waits out that probe (a non-blocking call), or the pump sees the scope and does not probe.
+ProgressHere::ProgressHere() {
+    ++progressingElsewhere;
+    while (pumpProbing.load()) std::this_thread::yield();
+}
+ProgressHere::~ProgressHere() { --progressingElsewhere; }
+
 PeerWait::PeerWait() { ++peerWaits; }
 PeerWait::~PeerWait() {
     trainingThreadAlive();  // the wait was not the thread's absence
@@ -89,9 +100,14 @@ void enableHeartbeatDetector(double timeoutSeconds) {
     // Open MPI's detector looks at its ring a tenth of a period apart, and a survivor's MPI_Finalize waits for
     // the rank it observes, so with a quarter of a 60 s timeout every process ending after a failure waited up to
     // 1.5 s for its observer to move past the dead rank. A heartbeat a second is a few bytes.
+    // The detector's verdict reaches every rank through the ranks' own reliable broadcast: without it Open MPI
+    // 5.0.10 passes the verdict to its runtime, which tells only the observer's host, and a host gone silent
+    // (power, a cut link) left the other hosts' ranks waiting for it in the agreement until the step's deadline
+    // ended the job for a requeue (docs/faults.md).
     const std::string period = fmt::format("{}", std::min(timeoutSeconds / 4, 1.0)),
                       timeout = fmt::format("{}", timeoutSeconds);
     for (const auto& [name, value] : {std::pair<const char*, std::string>{"OMPI_MCA_mpi_ft_detector", "true"},
+                                      {"OMPI_MCA_mpi_ft_propagator_with_rbcast", "true"},
                                       {"OMPI_MCA_mpi_ft_detector_thread", "false"},
                                       {"OMPI_MCA_mpi_ft_detector_period", period},
                                       {"OMPI_MCA_mpi_ft_detector_timeout", timeout}})
@@ -139,7 +155,9 @@ void HeartbeatPump::run(double intervalSeconds) {
         int flag = 0;
         MPI_Status status;
         // Errors (a failed peer elsewhere) are the training thread's to handle.
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_, &flag, &status);
+        pumpProbing = true;
+        if (progressingElsewhere.load() == 0) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_, &flag, &status);
+        pumpProbing = false;
         std::unique_lock<std::mutex> lock(wakeMutex_);
         wake_.wait_for(lock, interval, [this] { return stop_.load(); });
     }

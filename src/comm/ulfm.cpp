@@ -2,6 +2,7 @@
 
 #include "kiln/base/error.hpp"
 #include "kiln/comm/deadline.hpp"
+#include "kiln/comm/heartbeat.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <fmt/format.h>
@@ -110,6 +111,7 @@ bool ulfmActive() {
 #if KILN_HAVE_ULFM
 
 void revoke(MPI_Comm comm) {
+    const ProgressHere progress;
     // Revoking an already revoked communicator is harmless; its error code is not.
     const int rc = MPIX_Comm_revoke(comm);
     int errorClass = MPI_SUCCESS;
@@ -119,6 +121,7 @@ void revoke(MPI_Comm comm) {
 
 MPI_Comm shrink(MPI_Comm comm) {
     MPI_Comm survivors = MPI_COMM_NULL;
+    const ProgressHere progress;
     KILN_MPI(MPIX_Comm_shrink(comm, &survivors));
     KILN_MPI(MPI_Comm_set_errhandler(survivors, MPI_ERRORS_RETURN));
     return survivors;
@@ -131,6 +134,7 @@ int agree(MPI_Comm comm, int flag, bool* failureSeen) {
     // agreement that never completes (Open MPI #13915) ends this rank with
     // that said, instead of a job that waits forever.
     MPI_Request request = MPI_REQUEST_NULL;
+    const ProgressHere progress;  // from the agreement's start, not only its wait
     int rc = MPIX_Comm_iagree(comm, &flag, &request);
     if (rc == MPI_SUCCESS)
         rc = waitWithDeadline(request, nullptr, [] { return std::string("the agreement that commits the step or a recovery (MPIX_Comm_iagree)"); });

@@ -42,6 +42,21 @@ void enableHeartbeatDetector(double timeoutSeconds);
 // 0 lifts the limit (during a checkpoint write, say). Both also give a sign.
 void setTrainingThreadLimit(double seconds);
 void trainingThreadAlive();
+// A thread of kiln's inside MPI, waiting (a polled wait, a blocking call, an
+// agreement, a shrink): while any lives, that thread makes MPI's progress and
+// the pump below leaves MPI alone. Open MPI 5.0.10 handles a failure notice in
+// whichever thread makes progress, and its agreement (coll/ftagree) then walks
+// its tables of agreements under way without the lock its own message handlers
+// hold: a notice handled on the pump's probe while the training thread
+// completed an agreement crashed healthy ranks (perf/RESULTS.md). The
+// constructor waits for a probe of the pump's already under way to end.
+class ProgressHere {
+public:
+    ProgressHere();
+    ~ProgressHere();
+    ProgressHere(const ProgressHere&) = delete;
+    ProgressHere& operator=(const ProgressHere&) = delete;
+};
 // A blocking MPI call that waits for peers (a collective the step cannot poll):
 // the time inside it is not the training thread's absence.
 class PeerWait {
@@ -50,6 +65,9 @@ public:
     ~PeerWait();
     PeerWait(const PeerWait&) = delete;
     PeerWait& operator=(const PeerWait&) = delete;
+
+private:
+    ProgressHere progress_;
 };
 // A checkpoint written on another thread of this process (the background
 // writer), for as long as it lives: checkpoint writes are exempt from the

@@ -152,8 +152,9 @@ bool parseSimulateOptions(int argc, char** argv, Simulator& sim, SimulateOptions
          "the share of failures that leave processes hung (found after fault.hang_timeout_s)")
         ("host-share", po::value<double>(&o.hostShare)->default_value(0.0),
          "the share of failures that take a host whole, its launcher daemon with it: recovered in place where the "
-         "host's connections reset (kiln's launch relay), a requeue without the host where it went silent (those of "
-         "the hung share: found by the step's deadline; docs/faults.md)")
+         "host's connections reset (kiln's launch relay); where it went silent (those of the hung share), in place once "
+         "the heartbeat detector has declared all its ranks failed (the silent_host_s cost), or a requeue without "
+         "the host when the survivors' deadline comes first (docs/faults.md)")
         ("repair-hours", po::value<double>(&o.repairHours),
          "hours until a failed node can be admitted again (0: never; default: the repair_s cost)")
         ("seeds", po::value<std::uint32_t>(&o.seeds)->default_value(1), "independent failure schedules per choice")
@@ -221,7 +222,7 @@ std::vector<std::vector<sim::FailureEvent>> failureSchedules(SimulateOptions& o,
         "node MTBF {:.0f} h{} (the job: a failure every {:.2f} h), {} hung, {}{}{} seed{}", o.mtbf,
         o.mtbfGiven ? "" : fmt::format(" (Llama 3's rate for {} GPUs a node)", ranksPerNode), o.mtbf / sim.nodes,
         fmt::format("{:.0f} %", 100 * o.hangShare),
-        o.hostShare > 0 ? fmt::format("{:.0f} % taking the host whole (a requeue when it went silent), ", 100 * o.hostShare) : "",
+        o.hostShare > 0 ? fmt::format("{:.0f} % taking the host whole (in place; one gone silent is requeued when silent_host_s exceeds the survivors' deadline), ", 100 * o.hostShare) : "",
         o.groupShare > 0 ? fmt::format("{:.0f} % taking {} nodes at once, ", 100 * o.groupShare, o.groupNodes) : "",
         o.seeds, o.seeds == 1 ? "" : "s");
     return schedules;

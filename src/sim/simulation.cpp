@@ -375,15 +375,20 @@ private:
             steps_ = done;
         }
         failedSinceStart_ += static_cast<std::uint32_t>(hit.size());
-        const double detect = failure.hang ? costs_.detectHungAt(step_) : costs_.detectEnded.value;
+        double detect = failure.hang ? costs_.detectHungAt(step_) : costs_.detectEnded.value;
         if (setup_.policy == Policy::CheckpointRestart) return requeue(detect, /*layersSurvive=*/false);
         // A host lost whole: where it still answers (its processes and daemon ended, their connections reset),
         // kiln's launch relay keeps the loss from Open MPI 5.0's runtime and the job recovers in place, as for a
-        // node. One gone silent (power, a cut link) is found only by the step's deadline, which ends the job for
-        // a requeue from the last committed checkpoint, nothing written on the way out.
+        // node. One gone silent (power, a cut link) is recovered in place too once the heartbeat detector has
+        // declared all its ranks failed everywhere; if the survivors' wait reaches its deadline first, the job
+        // ends for a requeue from the last committed checkpoint, nothing written on the way out.
         if (failure.host && failure.hang) {
-            ++result_.hostRequeues;
-            return requeue(detect, false);
+            const double deadline = costs_.silentHostDeadlineAt(step_);
+            if (costs_.silentHost.value > deadline) {
+                ++result_.hostRequeues;
+                return requeue(deadline, false);
+            }
+            detect = costs_.silentHost.value;
         }
         if (!layersSurvive()) return requeue(detect, false);
         if (setup_.policy == Policy::FPerRun && failedSinceStart_ > plan_.f) return requeue(detect, true);

@@ -162,26 +162,35 @@ TEST(Simulation, KilnRecoversInPlaceWhatTheLayoutToleratesAndRequeuesBeyond) {
     EXPECT_EQ(r.layouts.back().layout, plan::sharesOf(last.instantiation));
 }
 
-TEST(Simulation, AHostLostWholeIsRecoveredInPlaceUnlessItWentSilent) {
+TEST(Simulation, AHostLostWholeIsRecoveredInPlaceUnlessItsVerdictComesAfterTheDeadline) {
     // A host whose processes and daemon ended (its connections reset) is recovered in place, as a node's
-    // processes are: kiln's launch relay keeps the loss from Open MPI 5.0's runtime. A host gone silent is found
-    // only by the step's deadline, which ends the launch: a requeue, the steps since the last checkpoint redone.
+    // processes are: kiln's launch relay keeps the loss from Open MPI 5.0's runtime. A host gone silent is
+    // recovered in place once the heartbeat detector has declared all its ranks failed everywhere (silent_host_s);
+    // when the survivors' wait reaches its deadline first (the step's, plus two heartbeat timeouts), the launch
+    // ends: a requeue, the steps since the last checkpoint redone.
     const auto p = smallPlan(6, 2);
     auto c = costs();
     c.repair = {0, "s", "test"};
+    c.heartbeatTimeout = 2;
     const auto setup = setupFor(p, sim::Policy::Kiln, 1000, 0);
     auto lost = at(100, {0});
     lost.host = true;
     auto r = sim::simulate(p, c, {lost}, setup);
     EXPECT_EQ(r.survivedInPlace, 1u);
     EXPECT_EQ(r.hostRequeues, 0u);
-    lost.hang = true;  // gone silent: found by the step's deadline (here the deck-free detect_hung_s)
+    lost.hang = true;  // gone silent: every rank found within 6 s, before the deadline of 5 + 2 x 2 s
+    c.silentHost = {6, "s", "test"};
+    r = sim::simulate(p, c, {lost}, setup);
+    EXPECT_EQ(r.survivedInPlace, 1u);
+    EXPECT_EQ(r.hostRequeues, 0u);
+    EXPECT_NEAR(r.lost.detection, 6.0, 1e-9);
+    c.silentHost = {10, "s", "test"};  // found only after the deadline
     r = sim::simulate(p, c, {lost}, setup);
     EXPECT_EQ(r.survivedInPlace, 0u);
     EXPECT_EQ(r.requeues, 1u);
     EXPECT_EQ(r.hostRequeues, 1u);
     EXPECT_NEAR(r.lost.redone, 100.0, 1.0);  // no checkpoint: everything again
-    EXPECT_NEAR(r.lost.detection, c.detectHung.value, 1e-9);
+    EXPECT_NEAR(r.lost.detection, c.detectHung.value + 2 * c.heartbeatTimeout, 1e-9);
 }
 
 TEST(Simulation, ASpareTakesTheFailedNodesPlaceAndRepairedNodesComeBack) {

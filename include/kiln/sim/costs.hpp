@@ -35,6 +35,7 @@ struct SimCosts {
     Cost hostCopyBandwidth;  // bytes/s per rank: a background checkpoint's copy to host memory
     Cost stepScale;          // measured over predicted step time (1: the planner's prediction)
     Cost repair;             // s until a failed node can be admitted again (0: never)
+    Cost silentHost;         // s: every rank of a host gone silent declared failed on every host (heartbeats)
     Cost firstStep;          // s: a start's first step beyond its layout's step (lazy initialisation, first-touch memory)
     // Silent corruption (silent_corruption.hpp):
     Cost checkShare;         // numerics.check's cost, a share of every step
@@ -49,6 +50,11 @@ struct SimCosts {
         if (hangDeadlineSteps <= 0 && hangDeadlineFloor <= 0) return detectHung.value;
         return std::max(hangDeadlineSteps * stepSeconds, hangDeadlineFloor) + detectEnded.value;
     }
+    // A host gone silent (power, a cut link): recovered in place once the heartbeat detector's verdict on all
+    // its ranks reached every rank (silentHost), unless the survivors' wait for it ends first at the step's
+    // deadline plus two heartbeat timeouts (heartbeat.hpp: communicationDeadline), which requeues the job.
+    double heartbeatTimeout = 0.0;
+    double silentHostDeadlineAt(double stepSeconds) const { return detectHungAt(stepSeconds) + 2 * heartbeatTimeout; }
     // Step seconds measured for layouts ("2:5+1:3", from --costs-from), in place of the planner's.
     std::map<std::string, double> measuredStepSeconds;
 

@@ -25,9 +25,10 @@ struct FailureEvent {
     double time = 0.0;  // seconds since the run started
     std::vector<std::uint32_t> nodes;
     bool hang = false;  // found by heartbeats (fault.hang_timeout_s), not by the process ending
-    // The host is lost whole, its launcher daemon with it: Open MPI 5.0's runtime then ends the job, which kiln
-    // turns into a requeue without the host (kiln-mpirun, exit 75). With `hang`: a host gone silent (power, a
-    // cut link), found by the step's deadline; without: killed, found at once.
+    // The host is lost whole, its launcher daemon with it: kiln's launch relay keeps the loss from Open MPI
+    // 5.0's runtime and the job recovers in place. With `hang`: a host gone silent (power, a cut link), recovered
+    // in place once the heartbeat detector has declared all its ranks failed (SimCosts::silentHost), or requeued
+    // when the step's deadline comes first; without: killed, found at once.
     bool host = false;
 };
 

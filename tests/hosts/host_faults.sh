@@ -22,7 +22,7 @@
 # "--map-by node": ranks round-robin over the hosts, so that Open MPI's detector ring crosses hosts).
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
-faults=${FAULTS:-kill power cut}
+faults=${FAULTS-kill power cut}  # set and empty: the failure-free run alone (a campaign's reference)
 count=${HOSTS:-3} per=${RANKS_PER_HOST:-2}
 victim=${VICTIM:-$count}  # the host that fails (host1 runs mpirun: a job whose launch host dies is the scheduler's)
 at=${AT_STEP:-6}          # it fails once this step is in the log

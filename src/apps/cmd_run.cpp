@@ -68,6 +68,18 @@ void reportWorld(const comm::World& world, const config::Deck& deck) {
         // packets stalls a connection for seconds; measured on emulated hosts, 50 ms and 5 % loss on one link
         // made Open MPI's detector call healthy ranks dead at 5 s and 15 s, not at 30 s or 60 s.
         const double hang = deck.real("fault.hang_timeout_s");
+        // Issue 64, item 5: how long a host gone silent takes to be declared, from the ranks' order.
+        if (hang > 0 && world.nodeSource() != comm::World::NodeSource::Emulated && world.nodes().numNodes() > 1) {
+            const int run = comm::longestRunOfOneNode(world.nodes());
+            if (run == 1)
+                log::info("  faults     a host gone silent: all its ranks declared failed within {:g} s (fault.hang_timeout_s: "
+                          "each is watched by Open MPI's detector from another host)", hang);
+            else
+                log::info("  faults     a host gone silent: all its ranks declared failed within {:g} s (fault.hang_timeout_s x "
+                          "{}: Open MPI's detector finds {} consecutive ranks of a host one at a time; ranked round-robin "
+                          "over the hosts, mpirun --rank-by node, they are found in one timeout)",
+                          hang * (2 * run - 1), 2 * run - 1, run);
+        }
         if (hang > 0 && hang < kLeastHangTimeoutAcrossHosts && world.nodeSource() != comm::World::NodeSource::Emulated &&
             world.nodes().numNodes() > 1 && log::speaksForJob())
             log::warn("{}: fault.hang_timeout_s = {:g} s across {} hosts: heartbeats wait behind data on a link that "

@@ -1,5 +1,6 @@
 #include "kiln/comm/node_map.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -33,6 +34,22 @@ NodeMap nodesByCount(int numRanks, int ranksPerNode) {
         map.ranksOfNode[node].push_back(rank);
     }
     return map;
+}
+
+int longestRunOfOneNode(const NodeMap& map) {
+    const int n = static_cast<int>(map.nodeOfRank.size());
+    if (n == 0) return 0;
+    if (map.numNodes() == 1) return n;
+    // Start just after a change of node, so that a run across the ring's end is counted whole.
+    int start = 0;
+    while (map.nodeOfRank[start] == map.nodeOfRank[(start + n - 1) % n]) ++start;
+    int longest = 0, run = 0;
+    for (int i = 0; i < n; ++i) {
+        const int rank = (start + i) % n, before = (rank + n - 1) % n;
+        run = i > 0 && map.nodeOfRank[rank] == map.nodeOfRank[before] ? run + 1 : 1;
+        longest = std::max(longest, run);
+    }
+    return longest;
 }
 
 }  // namespace kiln::comm

@@ -121,7 +121,8 @@ grep -q "KILN_PROBE_S = 'soon' is not a whole number above 0" "$work/probe.out" 
 echo "PASS 3: a deck with cluster.ranks_per_node = 2 under --ntasks-per-node=1 is refused with a message naming the key; so is KILN_PROBE_S=soon"
 
 # 4. Beyond f onto fewer nodes: f = 2 on 3 nodes (1+1+1, the planner's choice); at step 12 every
-#    node loses a rank, so no replica is left: every survivor exits 75 and the job is requeued.
+#    node loses its first stage's rank, so no replica is left: every survivor exits 75 and the job is requeued.
+#    The jobscript ranks round-robin over the nodes: node k holds ranks k and k + 3, its first stage on rank k.
 #    n3 is drained (as an administrator would after a node failure) and the waiting job is let
 #    down to 2 nodes (Slurm requeues with the node count a job had; an update applies only once
 #    it is pending, after the jobscript has ended, so the user or an administrator does it), so it
@@ -131,7 +132,7 @@ await_idle
 job=$(sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/beyond.out" jobscripts/kiln-run.sbatch \
       input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/beyond" --set run.steps=20 --set checkpoint.every=5 \
       --set train.grad_clip=0 --set fault.f=2 --set plan.pipelines= \
-      --set fault.inject=0:12:allreduce,2:12:allreduce,4:12:allreduce) || fail "sbatch beyond"
+      --set fault.inject=0:12:allreduce,1:12:allreduce,2:12:allreduce) || fail "sbatch beyond"
 await_log "$work/beyond.out" "attempt 1 on 3 nodes" 60
 scontrol update nodename=n3 state=drain reason="kiln test: a failed node" || fail "drain"
 await_log "$work/beyond.out" "requeueing job $job" 120
@@ -157,10 +158,10 @@ d = json.load(sys.stdin)
 # One recovery round, or more when the three kills land apart (a busy machine): each victim once, nothing else,
 # and the last round stops beyond f.
 rows = [sorted(int(r) for r in f["failed_ranks"].split(",")) for f in d["failures"]]
-assert sorted(r for row in rows for r in row) == [0, 2, 4] and d["failures"][-1]["layout"].startswith("stopped"), d["failures"]
+assert sorted(r for row in rows for r in row) == [0, 1, 2] and d["failures"][-1]["layout"].startswith("stopped"), d["failures"]
 survivors = [e["detail"] for e in d["events"] if e["kind"] == "survivors"]
-assert survivors == ["1,3,5", "0-3"], survivors
-' || fail "beyond job: /failures must name ranks 0, 2, 4 and no other rank may end"
+assert survivors == ["3-5", "0-3"], survivors
+' || fail "beyond job: /failures must name ranks 0, 1, 2 and no other rank may end"
 kiln-mpirun -n 2 "$build/kiln" run input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/clean" --set run.steps=20 \
   --set checkpoint.resume=false --set train.grad_clip=0 --set fault.f=0 --set plan.pipelines=1 >"$work/clean.log" 2>&1 \
   || fail "the failure-free run"
@@ -175,7 +176,7 @@ echo "PASS 4: beyond f (every node lost a rank, recorded, no other rank lost), j
 await_idle
 job=$(KILN_MAX_REQUEUES=0 sbatch --parsable -N 3 --ntasks-per-node=2 -o "$work/bound.out" jobscripts/kiln-run.sbatch \
       input/tiny-cpu.ini "${train[@]}" --set run.out_dir="$work/bound" --set run.steps=20 --set checkpoint.every=5 \
-      --set fault.f=2 --set plan.pipelines= --set fault.inject=0:7:allreduce,2:7:allreduce,4:7:allreduce) || fail "sbatch bound"
+      --set fault.f=2 --set plan.pipelines= --set fault.inject=0:7:allreduce,1:7:allreduce,2:7:allreduce) || fail "sbatch bound"
 await "$job" "COMPLETED|FAILED" 120
 [ "$(field "$job" JobState)" = FAILED ] && [ "$(field "$job" ExitCode)" = 75:0 ] && [ "$(field "$job" Restarts)" = 0 ] \
   || fail "bound job: $(field "$job" JobState) $(field "$job" ExitCode), $(field "$job" Restarts) restarts"

@@ -20,4 +20,12 @@ NodeMap nodesByHost(const std::vector<std::string>& hostOfRank);
 // Groups consecutive ranks, `ranksPerNode` at a time (the last node may hold fewer).
 NodeMap nodesByCount(int numRanks, int ranksPerNode);
 
+// The most ranks of one node that follow each other in the ring of all ranks
+// (rank n-1 followed by rank 0). Open MPI's heartbeat detector has each rank
+// watch the one before it, and not at all when that one shares its host: a
+// node gone silent is declared one rank of such a run at a time, the first
+// after one timeout and each next one two later. Ranks in a block per node
+// give the node's rank count; ranks round-robin over the nodes give 1.
+int longestRunOfOneNode(const NodeMap& map);
+
 }  // namespace kiln::comm

@@ -15,9 +15,10 @@
 #   - at most one quorum witness per recovery names a side (no split brain), and no process is left on any
 #     host; the harness leaves nothing behind.
 # VICTIM (2..HOSTS, default the last) is the host that fails, AT_STEP (default 6) the step after which it fails;
-# tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... first_exit=...
-# ended_after_s=... resumed=... steps_redone=... requeue_s=... exit=..." is a figure for perf/RESULTS.md (steps_redone:
-# steps the first launch had logged that the requeue trained again; requeue_s: the requeued launch's time). REFERENCE (a campaign's): the directory
+# tests/hosts/campaign.sh draws them. Each line "HOSTFAULT kind=... host=... step=... causes=... recovered_after_s=...
+# first_exit=... ended_after_s=... resumed=... steps_redone=... requeue_s=... exit=..." is a figure for perf/RESULTS.md
+# (recovered_after_s: from the fault to the end of the first recovery inside the job; steps_redone: steps the first
+# launch had logged that the requeue trained again; requeue_s: the requeued launch's time). REFERENCE (a campaign's): the directory
 # of a failure-free run on the same hosts, used instead of running one. MPIRUN_EXTRA: more mpirun flags (e.g.
 # "--map-by node": ranks round-robin over the hosts, so that Open MPI's detector ring crosses hosts).
 set -uo pipefail
@@ -222,6 +223,12 @@ for fault in $faults; do
   causes=$("$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
 import json, sys
 print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("failures", [])})))')
+  # From the fault to the end of the first recovery inside the job (its row's time; "-": none): detection, the
+  # agreement and the recovery itself.
+  recovered_after_s=$("$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
+import json, sys
+t = [r["time"] for r in json.load(sys.stdin).get("failures", []) if r.get("cause") == "process"]
+print("%.1f" % (min(t) - float(sys.argv[1])) if t else "-")' "$struck")
   if [ "$late" = yes ]; then
     [ "$first:$causes" = "0:" ] || fail "$kind: struck after the run ended, yet exit $first, causes '$causes'"
   elif [ "$kind" = lossy ]; then
@@ -233,21 +240,27 @@ print(" ".join(sorted({r.get("cause", "") for r in json.load(sys.stdin).get("fai
     esac
   fi
   # No collateral: every rank a row calls failed is on the hosts the fault cut away, or (a partition) every such
-  # rank is on one side of it, the side that did not go on. Ranks are placed in host order, RANKS_PER_HOST each.
+  # rank is on one side of it, the side that did not go on. A rank's host is the one kiln's start-up table names
+  # ("node N  hostH  ranks a,b": MPIRUN_EXTRA may place ranks round-robin), else host order, RANKS_PER_HOST each.
   sides=${split:-1}
   [ "$kind" = split ] || sides="$(seq -s, 1 "$count" | sed -E "s/(^|,)$victim(,|$)/\1\2/; s/,,/,/; s/^,|,$//g")|$victim"
   "$kiln" diag "$work/$name/tiny/diag.h5" --json | python3 -c '
-import json, sys
+import json, re, sys
 per, sides = int(sys.argv[1]), [set(map(int, g.split(","))) for g in sys.argv[2].split("|")]
+host_of = {}
+for line in open(sys.argv[3], errors="replace"):
+    m = re.match(r"\s+node \d+\s+host(\d+)\s+ranks ([\d,]+)\s*$", line)
+    if m:
+        host_of.update({int(r): int(m.group(1)) for r in m.group(2).split(",")})
 failed = set()
 for row in json.load(sys.stdin).get("failures", []):
     if row.get("cause") == "process" and row.get("failed_ranks"):
         failed |= {int(r) for r in row["failed_ranks"].split(",")}
-hosts = {r // per + 1 for r in failed}
+hosts = {host_of.get(r, r // per + 1) for r in failed}
 # The victims: all of one side (the hosts a fault took away), nothing of another.
 if failed and not any(hosts == side for side in sides):
     sys.exit(f"ranks {sorted(failed)} on hosts {sorted(hosts)} recorded as failed; the sides were {sys.argv[2]}")' \
-    "$per" "$sides" || fail "$kind: a healthy rank was recorded as failed (collateral)"
+    "$per" "$sides" "$work/$name.log" || fail "$kind: a healthy rank was recorded as failed (collateral)"
   # No split brain: every recovery's witness names one side, and no two witnesses name disjoint sides of the
   # same epoch (the file system keeps one per epoch; a second would have to be another name).
   witnesses=$(ls "$work/$name/tiny"/quorum-* 2>/dev/null | wc -l)
@@ -255,7 +268,7 @@ if failed and not any(hosts == side for side in sides):
   [ -z "$remaining" ] || fail "$kind: processes left on the hosts after the job: $remaining"
   speed=""
   [ "$kind" != lossy ] || speed=" link=${LINK_DELAY_MS:-50}ms,${LINK_LOSS:-0.05} tokps=$(tokps "$work/$name.log") clean_tokps=$(tokps "$work/clean.log")"
-  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed late=$late steps_redone=$redone requeue_s=$requeue_s exit=0"
+  echo "HOSTFAULT kind=$name host=${lost// /+}${speed} step=$at hosts=${count}x$per witnesses=$witnesses causes=${causes// /,} recovered_after_s=$recovered_after_s first_exit=$first ended_after_s=$(awk -v a="$struck" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') resumed=$resumed late=$late steps_redone=$redone requeue_s=$requeue_s exit=0"
   [ "$kind" != lossy ] || { echo "PASS: lossy: host$victim's link ${LINK_DELAY_MS:-50} ms slower each way, losing ${LINK_LOSS:-0.05} of its frames, the whole run: first launch exit 0, no failure recorded, failure-free losses,$speed"; continue; }
   echo "PASS: $name: host ${lost// /+} lost at step $at; first launch exit $first$([ "$resumed" = yes ] && echo ", requeued onto the other hosts and resumed"), failure-free losses"
 done

@@ -10,6 +10,9 @@
 #   - the job never ends silently and never hangs: the first launch exits 0 with every step done, or 75;
 #   - a host killed whole is recovered inside the job (exit 0): kiln-mpirun starts the daemons through kiln
 #     launch-relay (KILN_SSH_AGENT: the harness's hosts-ssh behind it), which keeps the loss from Open MPI's runtime;
+#     a host gone silent (power, cut) is recovered inside it too once Open MPI's detector has declared its ranks
+#     failed (its verdict broadcast to every rank), or requeued when the step's deadline comes first (the CI test
+#     requires exit 0, with ranks round-robin over the hosts: each watched from another host);
 #   - after 75, a relaunch on the hosts left (as the requeue excludes the lost ones) resumes and ends with 0;
 #   - the steps' losses equal the failure-free run's, step for step (1e-5), and diag.h5 records the failure;
 #   - at most one quorum witness per recovery names a side (no split brain), and no process is left on any

@@ -146,10 +146,11 @@ int finishRun(const train::TrainSummary& summary, const std::filesystem::path& r
                                        ? "requeue: a failure beyond what the layout tolerates"
                                    : summary.stopped == train::TrainSummary::Stop::Numerics
                                        ? "stopped: a step's numbers that its rerun repeats (the data or the model)"
-                                       : "requeue: stop requested (time limit ahead)");
+                                       : "requeue: stop requested (time limit ahead)",
+                         summary.nodeFailures);
         return status;
     }
-    io::writeEndRecord(0, fmt::format("finished: steps {} to {}", summary.firstStep, summary.lastStep));
+    io::writeEndRecord(0, fmt::format("finished: steps {} to {}", summary.firstStep, summary.lastStep), summary.nodeFailures);
     log::info("kiln run: steps {} to {} in {:.1f} s ({:.1f}k tokens/s), loss {:.4f} -> {:.4f}; diagnostics in {}",
               summary.firstStep, summary.lastStep, summary.seconds, summary.tokensPerSecond / 1e3, summary.firstLoss,
               summary.lastLoss, (runDir / "diag.h5").string());

@@ -52,11 +52,12 @@ Beacon& beacon() {
 
 }  // namespace
 
-void writeEndRecord(int status, const std::string& what) {
+void writeEndRecord(int status, const std::string& what, std::uint64_t nodeFailures) {
     const auto path = environment("KILN_END_RECORD");
     if (!path || !log::speaksForJob()) return;
     try {
-        writeFileAtomically(*path, fmt::format("kiln-end-record 1\nstatus {}\n{}\n", status, oneLine(what)));
+        writeFileAtomically(*path, fmt::format("kiln-end-record 1\nstatus {}\n{}\nnode_failures {}\n", status,
+                                               oneLine(what), nodeFailures));
         // Finished: what a side of this launch left at a deadline while this one held the quorum and went on
         // describes no lost launch (the launcher's own account, kind launch, stays: a launch it saw end).
         if (status == 0) {

@@ -22,13 +22,16 @@
 #pragma once
 
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kiln::io {
 
-// Writes the end record when KILN_END_RECORD is set and this process speaks for the job.
-void writeEndRecord(int status, const std::string& what);
+// Writes the end record when KILN_END_RECORD is set and this process speaks for the job. `nodeFailures`: the nodes
+// this run lost; the launcher then waits only a few seconds for mpirun, whose runtime may wait for ever on the
+// daemon of a host lost whole.
+void writeEndRecord(int status, const std::string& what, std::uint64_t nodeFailures = 0);
 
 // Ends the whole job for a requeue: a wait that no failure detector will end (a host that lost power or was
 // cut off, whose processes Open MPI never declares failed) leaves every survivor stuck alike, and one that ended

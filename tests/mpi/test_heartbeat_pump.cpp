@@ -4,6 +4,7 @@
 // here by defining MPI_Iprobe in front of Open MPI's (the profiling interface).
 #include "kiln/comm/deadline.hpp"
 #include "kiln/comm/heartbeat.hpp"
+#include "kiln/comm/mpi_check.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -67,6 +68,24 @@ TEST(HeartbeatPump, APolledWaitKeepsThePumpOut) {
         },
         [] { return std::string("a test's wait"); });
     EXPECT_EQ(during, 0) << "the pump probed during a polled wait";
+}
+
+TEST(HeartbeatPump, AKilnMpiCallKeepsThePumpOut) {
+    // Any call through KILN_MPI (a communicator's creation, a blocking receive): here a receive that waits 300 ms
+    // for a message another thread sends.
+    kiln::comm::HeartbeatPump pump(0.4);
+    std::thread sender([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        int value = 7;
+        MPI_Send(&value, 1, MPI_INT, 0, 11, MPI_COMM_SELF);
+    });
+    const long before = pumpProbes;
+    int value = 0;
+    KILN_MPI(MPI_Recv(&value, 1, MPI_INT, 0, 11, MPI_COMM_SELF, MPI_STATUS_IGNORE));
+    const long during = pumpProbes - before;
+    sender.join();
+    EXPECT_EQ(value, 7);
+    EXPECT_LE(during, 1) << "the pump probed while a KILN_MPI call waited";  // one may begin before the call
 }
 
 int main(int argc, char** argv) {

@@ -12,6 +12,8 @@
 // initialised with MPI_THREAD_MULTIPLE for it), a few times per period.
 #pragma once
 
+#include "kiln/comm/progress_here.hpp"
+
 #include <mpi.h>
 
 #include <atomic>
@@ -42,21 +44,6 @@ void enableHeartbeatDetector(double timeoutSeconds);
 // 0 lifts the limit (during a checkpoint write, say). Both also give a sign.
 void setTrainingThreadLimit(double seconds);
 void trainingThreadAlive();
-// A thread of kiln's inside MPI, waiting (a polled wait, a blocking call, an
-// agreement, a shrink): while any lives, that thread makes MPI's progress and
-// the pump below leaves MPI alone. Open MPI 5.0.10 handles a failure notice in
-// whichever thread makes progress, and its agreement (coll/ftagree) then walks
-// its tables of agreements under way without the lock its own message handlers
-// hold: a notice handled on the pump's probe while the training thread
-// completed an agreement crashed healthy ranks (perf/RESULTS.md). The
-// constructor waits for a probe of the pump's already under way to end.
-class ProgressHere {
-public:
-    ProgressHere();
-    ~ProgressHere();
-    ProgressHere(const ProgressHere&) = delete;
-    ProgressHere& operator=(const ProgressHere&) = delete;
-};
 // A blocking MPI call that waits for peers (a collective the step cannot poll):
 // the time inside it is not the training thread's absence.
 class PeerWait {

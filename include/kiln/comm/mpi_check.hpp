@@ -3,6 +3,8 @@
 // revoked communicator (ULFM) becomes ProcFailedError, which recovery catches.
 #pragma once
 
+#include "kiln/comm/progress_here.hpp"
+
 #include <mpi.h>
 
 namespace kiln::comm {
@@ -15,4 +17,5 @@ bool isProcessFailure(int errorClass);
 
 }  // namespace kiln::comm
 
-#define KILN_MPI(call) ::kiln::comm::checkMpi((call), #call, __FILE__, __LINE__)
+// The call runs with the heartbeat pump out of MPI (progress_here.hpp): the temporary lives until the check ends.
+#define KILN_MPI(call) ::kiln::comm::checkMpi((::kiln::comm::ProgressHere(), (call)), #call, __FILE__, __LINE__)

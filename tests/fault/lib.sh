@@ -63,3 +63,9 @@ memory_between() {
   echo "$budget"
 }
 json() { "$kiln" diag "$work/$1/tiny/diag.h5" --json; }
+# Speed-monitor thresholds out of the noise, for runs that check that kiln takes no action: beside two other
+# 6-rank runs on 2 cores, the tiny deck's node 2 read 4-5.6x slower than its share for 3-4 steps in a row in 3 runs
+# of 20 (wall-clock compute under contention), past the deck's rebalance_at = 3 and retire_at = 5, so a failure-free
+# run rebalanced or retired a node (fault_stragglers in CI). kiln was right to act on what it measured; what such a
+# run checks is that kiln does not act on one long step, which these still catch (a step 50x slower than the rest).
+straggler_out_of_noise=(--set straggler.rebalance_at=10 --set straggler.retire_at=12)

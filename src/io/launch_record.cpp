@@ -109,6 +109,19 @@ void endJobForRequeue(const std::string& why, const std::vector<std::string>& si
     ::_exit(75);  // MPI_Abort itself may wait for a runtime that lost a host
 }
 
+void markStoodDown(const std::filesystem::path& witness, double claimWithinSeconds, const std::string& why) {
+    const auto record = environment("KILN_END_RECORD");
+    if (!record) return;
+    try {
+        writeFileAtomically(*record + ".stood_down",
+                            fmt::format("kiln-stood-down 1\nstale_after_s {:.0f}\nwitness {}\n{}\n", claimWithinSeconds,
+                                        std::filesystem::absolute(witness).string(), oneLine(why)));
+    } catch (const std::exception& e) {
+        // The launcher then waits for the alive beacon's limit: later, not wrong.
+        log::warn("could not tell the launcher that this side stood down ({}): {}", *record + ".stood_down", e.what());
+    }
+}
+
 void startAliveBeacon(double staleAfterSeconds) {
     const auto record = environment("KILN_END_RECORD");
     if (!record) return;

@@ -20,10 +20,6 @@ namespace {
 
 constexpr const char* kHeader = "kiln-quorum-witness 1";
 
-std::filesystem::path witnessPath(const std::filesystem::path& dir, std::uint64_t epoch) {
-    return dir / fmt::format("quorum-{:08}", epoch);
-}
-
 // The start-up ranks a witness names; empty when it is not one.
 std::vector<int> readHolders(const std::filesystem::path& path) {
     std::ifstream in(path);
@@ -43,9 +39,13 @@ std::vector<int> readHolders(const std::filesystem::path& path) {
 
 }  // namespace
 
+std::filesystem::path quorumWitnessPath(const std::filesystem::path& dir, std::uint64_t epoch) {
+    return dir / fmt::format("quorum-{:08}", epoch);
+}
+
 QuorumClaim claimQuorum(const std::filesystem::path& dir, std::uint64_t epoch, const std::vector<int>& side) {
     QuorumClaim claim;
-    const auto target = witnessPath(dir, epoch);
+    const auto target = quorumWitnessPath(dir, epoch);
     // Written whole under a name of this process, then linked into place: the witness is never seen half written.
     const auto draft = dir / fmt::format(".quorum-{:08}.{}", epoch, ::getpid());
     const std::string content = fmt::format("{}\nranks {}\n", kHeader, fmt::join(side, ","));
@@ -85,7 +85,7 @@ QuorumClaim claimQuorum(const std::filesystem::path& dir, std::uint64_t epoch, c
 }
 
 bool quorumHeldElsewhere(const std::filesystem::path& dir, std::uint64_t epoch, int rank) {
-    const std::vector<int> holders = readHolders(witnessPath(dir, epoch));
+    const std::vector<int> holders = readHolders(quorumWitnessPath(dir, epoch));
     return !holders.empty() && std::find(holders.begin(), holders.end(), rank) == holders.end();
 }
 

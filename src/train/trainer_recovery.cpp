@@ -102,7 +102,14 @@ public:
         return comm::agree(s_.world.control(), held) == 1;
     }
     [[noreturn]] void standDown(const std::string& why) override {
-        if (s_.world.rank() == 0) log::warn("{}", why);
+        if (s_.world.rank() == 0) {
+            log::warn("{}", why);
+            // For the launcher: if no side claims this recovery's witness soon, none goes on. A side that can
+            // claim it does so right after its own agreement, which follows the failure's detection on its side:
+            // a few heartbeat timeouts of spread between the sides, and a margin.
+            io::markStoodDown(io::quorumWitnessPath(s_.runDir, epochAtStart_),
+                              std::max(60.0, 30.0 + 4.0 * comm::heartbeatTimeout()), why);
+        }
         std::fflush(stdout);
         std::fflush(stderr);
         comm::resetConnectionsOnExit();  // what it queued while cut off must not reach the other side on healing

@@ -13,6 +13,8 @@
 #     a host gone silent (power, cut) is recovered inside it too once Open MPI's detector has declared its ranks
 #     failed (its verdict broadcast to every rank), or requeued when the step's deadline comes first (the CI test
 #     requires exit 0, with ranks round-robin over the hosts: each watched from another host);
+#   - a partition whose every side is a minority: each side stands down, writing nothing, and kiln-mpirun ends the
+#     launch (75, its LAUNCHER line says why) once no side has claimed the quorum in the time the sides gave it;
 #   - after 75, a relaunch on the hosts left (as the requeue excludes the lost ones) resumes and ends with 0;
 #   - the steps' losses equal the failure-free run's, step for step (1e-5), and diag.h5 records the failure;
 #   - at most one quorum witness per recovery names a side (no split brain), and no process is left on any
@@ -23,7 +25,8 @@
 # (recovered_after_s: from the fault to the end of the first recovery inside the job; steps_redone: steps the first
 # launch had logged that the requeue trained again; requeue_s: the requeued launch's time). REFERENCE (a campaign's): the directory
 # of a failure-free run on the same hosts, used instead of running one. MPIRUN_EXTRA: more mpirun flags (e.g.
-# "--map-by node": ranks round-robin over the hosts, so that Open MPI's detector ring crosses hosts).
+# "--map-by node": ranks round-robin over the hosts, so that Open MPI's detector ring crosses hosts). STEP_TIMEOUT_S:
+# fault.step_timeout_s (default 15 s; the deadline for a silent peer adds twice the heartbeat's timeout).
 set -uo pipefail
 kiln=$1 launcher=$2 data=$3 work=$4
 faults=${FAULTS-kill power cut}  # set and empty: the failure-free run alone (a campaign's reference)
@@ -61,7 +64,7 @@ steps=16
 # 4-host failure-free run was declared failed at step 1 at 5 s (a false detection; the partition never came).
 deck=(input/tiny-cpu.ini --set data.dir="$data" --set data.mix=licenses:1 --set data.tokenizer=bytes
       --set cluster.ranks_per_node=0 --set cluster.waits=sleep --set plan.pipelines= --set fault.f=1 --set train.grad_clip=0 --set run.steps=$steps
-      --set checkpoint.every=4 --set fault.hang_timeout_s=${HANG_TIMEOUT_S:-10} --set fault.step_timeout_s=15
+      --set checkpoint.every=4 --set fault.hang_timeout_s=${HANG_TIMEOUT_S:-10} --set fault.step_timeout_s=${STEP_TIMEOUT_S:-15}
       --set fault.inject=$(for r in $(seq 0 $((count * per - 1))); do printf '%s' "${r:+$r:1-100:slow=0.03,}"; done))
 # Every rank alike 30 ms slower a microbatch (no straggler): steps long enough for a host to die inside one.
 # job NAME HOSTLIST [settings...]: kiln-mpirun on host1 over the hosts in HOSTLIST ("host1:2,host2:2,...").
@@ -160,7 +163,7 @@ for fault in $faults; do
     split)
       [ -n "$split" ] || fail "split needs SPLIT, e.g. 1,2|3,4"
       bash "$here/hosts.sh" partition "$hosts" "$split"
-      lost=$(tr '|' '\n' <<<"$split" | grep -v -E '(^|,)1(,|$)' | tr ',' ' ')
+      lost=$(tr '|' '\n' <<<"$split" | grep -v -E '(^|,)1(,|$)' | tr ',\n' '  ' | xargs)
       ;;
     lossy) lost="" ;;
     outage)
@@ -201,6 +204,7 @@ for fault in $faults; do
       ;;
     75)
       grep -q "exit 75" "$work/$name.log" || fail "$kind: exit 75 with no word of why"
+      grep -a "^kiln-mpirun: " "$work/$name.log" | cut -c1-300 | sed 's/^/LAUNCHER /'
       [ "$kind" != kill ] || [ "${KILN_HOST_RELAY:-1}" = 0 ] ||
         fail "kill: a host lost whole ended the launch (75): the job was to recover inside it"
       # The requeue: the hosts left, the same end record (the lost launch recorded by the new attempt).

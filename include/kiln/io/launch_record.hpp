@@ -15,14 +15,20 @@
 // says after how many silent seconds the launcher may take the job for hung
 // (no speaker left: every process dead behind a launcher that does not exit).
 //
+// A side that stands down after a failure (it does not hold the job's quorum) leaves KILN_END_RECORD.stood_down:
+// the quorum witness of its recovery and how long another side may take to claim it. No witness by then means
+// that no side goes on (every side that lived stood down, or the one that could hold the quorum died meanwhile),
+// and the launcher ends the job for a requeue then, not when the alive beacon's limit ends it (640 s and more).
+//
 // The launcher leaves what it learnt of a lost launch (the host, the runtime's
 // words) in KILN_END_RECORD.lost, and so does a job kiln ended for a requeue;
 // the next launch names it in KILN_LAUNCH_LOST, and the requeued run records
 // it in diag.h5's /failures (cause "launch" or "deadline") and removes it.
 #pragma once
 
-#include <optional>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +54,11 @@ void writeEndRecord(int status, const std::string& what, std::uint64_t nodeFailu
 // which the launcher may end the job. Nothing without KILN_END_RECORD.
 void startAliveBeacon(double staleAfterSeconds);
 void stopAliveBeacon();
+
+// Written by one process of a side that stands down, just before it ends (nothing without KILN_END_RECORD):
+// `witness`, the quorum witness another side would claim for this recovery; `claimWithinSeconds`, how long that
+// side may take to claim it; `why`, the side's own words.
+void markStoodDown(const std::filesystem::path& witness, double claimWithinSeconds, const std::string& why);
 
 struct LaunchLoss {
     std::string host;   // the host whose daemon the runtime lost ("" when it did not say)

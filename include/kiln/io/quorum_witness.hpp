@@ -24,6 +24,9 @@ struct QuorumClaim {
     std::string problem;    // why the file system gave no answer ("" when it did)
 };
 
+// The witness file of the recovery that began at `epoch` in `dir`.
+std::filesystem::path quorumWitnessPath(const std::filesystem::path& dir, std::uint64_t epoch);
+
 // Claims the witness of the recovery that began at `epoch` in `dir` for the
 // side of start-up ranks `side` (ascending). One process of the side calls it.
 QuorumClaim claimQuorum(const std::filesystem::path& dir, std::uint64_t epoch, const std::vector<int>& side);

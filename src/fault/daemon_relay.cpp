@@ -134,6 +134,8 @@ public:
             if (status) {
                 if (!connected_) return *status;  // the daemon never reached mpirun: a failed launch, as reported
                 if (links_.empty()) return 0;
+            } else if (connected_ && links_.empty()) {
+                endSessionOfGoneMpirun(session);
             }
         }
     }
@@ -179,6 +181,21 @@ private:
         }
     }
 
+    // mpirun closed every link (it ended, or was ended) and the session lives on: nothing is left to relay, and the
+    // session of a lost host can wait long after (srun for a step on a node cut off). Asked to end after the grace
+    // a daemon's own exit takes, then killed; the loop returns once it has ended.
+    void endSessionOfGoneMpirun(pid_t session) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!mpirunGoneAt_) mpirunGoneAt_ = now;
+        const auto waited = now - *mpirunGoneAt_;
+        if (waited > 2 * kSessionGrace) {
+            kill(session, SIGKILL);
+        } else if (waited > kSessionGrace && !sessionAsked_) {
+            kill(session, SIGTERM);
+            sessionAsked_ = true;
+        }
+    }
+
     void daemonEnded(Link& l) {
         closeFd(l.daemon);
         l.toDaemon.clear();
@@ -206,6 +223,8 @@ private:
     int listener_ = -1;
     bool connected_ = false;
     std::vector<Link> links_;
+    std::optional<std::chrono::steady_clock::time_point> mpirunGoneAt_;
+    bool sessionAsked_ = false;
 };
 
 }  // namespace

@@ -103,7 +103,7 @@ describe_stall() {  # what a run that stopped progressing was doing, into $1: ea
     for h in $(seq 1 "$count"); do
       echo "=== host$h"
       bash "$here/hosts.sh" exec "$hosts" "$h" ss -tino 2>&1 | head -60
-      bash "$here/hosts.sh" ps "$hosts" "$h" | while read -r pid name; do
+      bash "$here/hosts.sh" ps "$hosts" "$h" | while read -r pid name _; do
         echo "--- $name pid $pid state $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)"
         if [ "$name" = kiln ] && command -v gdb >/dev/null; then
           timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E '^(Thread|#)'

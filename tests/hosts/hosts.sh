@@ -10,7 +10,7 @@
 #
 #   hosts.sh up DIR N          start N hosts (host1..hostN, 10.231.0.11..); state and logs in DIR
 #   hosts.sh exec DIR H CMD..  run CMD on host H (a number)
-#   hosts.sh ps DIR H          the live processes on host H
+#   hosts.sh ps DIR H          the live processes on host H (pid, name, command line)
 #   hosts.sh kill DIR H        host H dies whole: every process on it, its daemon too
 #   hosts.sh power DIR H       host H loses power: its link goes first, then every process
 #   hosts.sh cut DIR H         host H's link goes down; its processes live on
@@ -114,10 +114,11 @@ case $cmd in
     enter "$h" "$@"
     ;;
   ps)
-    # The live processes on host H (pid and name), its namespace holder left out.
+    # The live processes on host H (pid, name and the start of its command line: which kiln command a leftover
+    # was), its namespace holder left out.
     for pid in $(processes_of "${3:?which host}"); do
       state=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) || continue
-      [ "$state" = Z ] || echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null)"
+      [ "$state" = Z ] || echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null) $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
     done
     ;;
   kill)

@@ -37,6 +37,30 @@ mkdir -p "$work"
 . "$(dirname "$0")/../fault/lib.sh"
 . "$(dirname "$0")/lib.sh"
 frozen=(--set train.lr=0 --set train.min_lr=0 --set run.steps=1)
+# The transformers checks are queued as the runs finish and run together at the end (one_way, both_ways); the PASS
+# lines that quote them are said then (said), in order.
+checks=() pass_lines=()
+queue() { [ ${#checks[@]} -eq 0 ] || checks+=(--); checks+=("$@"); }
+# NAME:ARCHITECTURE: transformers on the original directory gives the logits kiln computed from it.
+one_way() {
+  local name architecture
+  IFS=: read -r name architecture <<<"$1"
+  "$kiln" export "$work/$name/tiny/ckpt/step-00000001.h5" "$work/kiln-$name" >/dev/null
+  queue "$work/hf/$name" "$architecture" 1e-4 "$work/kiln-$name/kiln_reference.json"
+}
+# Both ways: transformers on the original directory and on kiln's export give the logits kiln computed. Each
+# NAME:ARCHITECTURE[:EXPORT_ARCHITECTURE] (the export's default LlamaForCausalLM): two checks.
+both_ways() {
+  local spec name architecture exported
+  for spec in "$@"; do
+    IFS=: read -r name architecture exported <<<"$spec"
+    "$kiln" export "$work/$name/tiny/ckpt/step-00000001.h5" "$work/kiln-$name" >/dev/null
+    queue "$work/hf/$name" "$architecture" 1e-4 "$work/kiln-$name/kiln_reference.json"
+    queue "$work/kiln-$name" "${exported:-LlamaForCausalLM}" 1e-4
+  done
+}
+check_line() { grep '^{' "$work/parity" | sed -n "${1}p"; }  # the Nth queued check's JSON line
+said() { pass_lines+=("$1"); }  # a PASS line, expanded once the checks have run
 
 "$kiln" import "$work/hf/llama" >"$work/import-llama.txt"
 grep -q "kv_heads = 2" "$work/import-llama.txt" && grep -q "rope_theta = 500000" "$work/import-llama.txt" ||
@@ -45,18 +69,14 @@ grep -q "kv_heads = 2" "$work/import-llama.txt" && grep -q "rope_theta = 500000"
 must llama 6 $(model_settings "$work/hf/llama") --set model.init_from="$work/hf/llama" "${frozen[@]}" \
   --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 grep -q "weights from .*hf/llama (Hugging Face LlamaForCausalLM)" "$work/llama.log" || { cat "$work/llama.log"; fail "the llama run does not say where its weights came from"; }
-"$kiln" export "$work/llama/tiny/ckpt/step-00000001.h5" "$work/kiln-llama" >/dev/null
-"$python" "$here/hf_logits.py" "$work/hf/llama" LlamaForCausalLM 1e-4 "$work/kiln-llama/kiln_reference.json" \
-  >"$work/llama.parity" 2>"$work/llama.stderr" || { cat "$work/llama.parity" "$work/llama.stderr"; fail "llama"; }
-echo "PASS 1: a transformers LlamaForCausalLM (GQA, 7 shards) started from on 2+1 pipelines of 2-wide stages: $(head -1 "$work/llama.parity")"
+one_way llama:LlamaForCausalLM
+said 'PASS 1: a transformers LlamaForCausalLM (GQA, 7 shards) started from on 2+1 pipelines of 2-wide stages: $(check_line 1)'
 
 # shellcheck disable=SC2046
 must gpt2 1 $(model_settings "$work/hf/gpt2") --set model.init_from="$work/hf/gpt2" "${frozen[@]}" \
   --set plan.pipelines= --set fault.f=0
-"$kiln" export "$work/gpt2/tiny/ckpt/step-00000001.h5" "$work/kiln-gpt2" >/dev/null
-"$python" "$here/hf_logits.py" "$work/hf/gpt2" GPT2LMHeadModel 1e-4 "$work/kiln-gpt2/kiln_reference.json" \
-  >"$work/gpt2.parity" 2>"$work/gpt2.stderr" || { cat "$work/gpt2.parity" "$work/gpt2.stderr"; fail "gpt2"; }
-echo "PASS 2: a transformers GPT2LMHeadModel with a tied head started from in kiln: $(head -1 "$work/gpt2.parity")"
+one_way gpt2:GPT2LMHeadModel
+said 'PASS 2: a transformers GPT2LMHeadModel with a tied head started from in kiln: $(check_line 2)'
 
 if "$kiln" import "$work/hf/llama-scaled" >"$work/scaled.txt" 2>&1; then fail "a config with dynamic rope scaling was accepted"; fi
 grep -q "llama-scaled/config.json: rope_scaling.rope_type = 'dynamic' .* kiln cannot start from this model" "$work/scaled.txt" ||
@@ -73,22 +93,6 @@ grep -q "model.kv_heads = 4 in the deck, num_key_value_heads = 2 in config.json"
   { cat "$work/mismatch.log"; fail "the mismatch is not named"; }
 echo "PASS 3: rope_scaling of type dynamic, a window on some layers only and a deck of another model are refused by name"
 
-# Both ways: transformers on the original directory and on kiln's export give the logits kiln computed. Each
-# NAME:ARCHITECTURE[:EXPORT_ARCHITECTURE] (the export's default LlamaForCausalLM), all in one transformers process
-# (its start takes 2 s); $work/both.parity holds a JSON line and a PASS line per check, in order.
-both_ways() {
-  local spec name architecture exported args=()
-  for spec in "$@"; do
-    IFS=: read -r name architecture exported <<<"$spec"
-    "$kiln" export "$work/$name/tiny/ckpt/step-00000001.h5" "$work/kiln-$name" >/dev/null
-    [ ${#args[@]} -eq 0 ] || args+=(--)
-    args+=("$work/hf/$name" "$architecture" 1e-4 "$work/kiln-$name/kiln_reference.json" --
-           "$work/kiln-$name" "${exported:-LlamaForCausalLM}" 1e-4)
-  done
-  "$python" "$here/hf_logits.py" "${args[@]}" >"$work/both.parity" 2>"$work/both.stderr" ||
-    { cat "$work/both.parity" "$work/both.stderr"; fail "both ways: $*"; }
-}
-check_line() { grep '^{' "$work/both.parity" | sed -n "${1}p"; }  # the Nth check's JSON line
 "$kiln" import "$work/hf/llama31" >"$work/import-llama31.txt"
 grep -q "rope_scaling = llama3" "$work/import-llama31.txt" && grep -q "rope_original_context = 64" "$work/import-llama31.txt" ||
   { cat "$work/import-llama31.txt"; fail "kiln import does not give Llama 3.1's rotary scaling"; }
@@ -102,7 +106,7 @@ c = json.load(open('$work/kiln-llama31/config.json'))
 r = c.get('rope_scaling') or {}
 sys.exit(0 if r.get('rope_type') == 'llama3' and r.get('factor') == 8 and r.get('original_max_position_embeddings') == 64 else 1)" ||
   fail "the export's config.json does not carry the llama3 scaling"
-echo "PASS 4: Llama 3.1's rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(check_line 1); exported: $(check_line 2)"
+said 'PASS 4: Llama 3.1'"'"'s rotary scaling on 2+1 pipelines of 2-wide stages, both ways: $(check_line 3); exported: $(check_line 4)'
 
 "$kiln" import "$work/hf/mistral-window" | grep -q "^sliding_window = 4" || fail "kiln import does not give the window"
 for name in llama-linear llama-yarn mistral mistral-window; do
@@ -112,7 +116,7 @@ for name in llama-linear llama-yarn mistral mistral-window; do
 done
 both_ways llama-linear:LlamaForCausalLM llama-yarn:LlamaForCausalLM mistral:MistralForCausalLM:MistralForCausalLM \
   mistral-window:MistralForCausalLM:MistralForCausalLM
-echo "PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(check_line 7)"
+said 'PASS 5: linear and YaRN scaling and a MistralForCausalLM with and without a sliding window, both ways: $(check_line 11)'
 
 "$kiln" import "$work/hf/qwen2" | grep -q "^qkv_bias = true" || fail "kiln import does not give Qwen 2's biases"
 "$kiln" import "$work/hf/qwen3" >"$work/import-qwen3.txt"
@@ -124,7 +128,7 @@ for name in qwen2 qwen3; do
     --set cluster.ranks_per_node=2 --set plan.stage_width=2 --set plan.pipelines=2+1 --set fault.f=1
 done
 both_ways qwen2:Qwen2ForCausalLM:Qwen2ForCausalLM qwen3:Qwen3ForCausalLM:Qwen3ForCausalLM
-echo "PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(check_line 3); exported: $(check_line 4)"
+said 'PASS 6: Qwen 2 (q/k/v biases) and Qwen 3 (q/k norms, head_dim 24) on 2+1 pipelines of 2-wide stages, both ways: $(check_line 15); exported: $(check_line 16)'
 "$kiln" import "$work/hf/olmoe" >"$work/import-olmoe.txt"
 grep -q "^experts = 8" "$work/import-olmoe.txt" && grep -q "^experts_per_token = 2" "$work/import-olmoe.txt" &&
   grep -q "^router_softmax = before_topk" "$work/import-olmoe.txt" && grep -q "^qk_norm_over = projection" "$work/import-olmoe.txt" ||
@@ -139,7 +143,7 @@ both_ways mixtral:MixtralForCausalLM:MixtralForCausalLM qwen3-moe:Qwen3MoeForCau
 "$python" -c "
 import json, sys
 from safetensors import safe_open
-names = set(safe_open('$work/kiln-mixtral/model.safetensors', 'pt').keys())
+names = set(safe_open('$work/kiln-mixtral/model.safetensors', 'np').keys())
 sys.exit(0 if 'model.layers.3.block_sparse_moe.experts.7.w2.weight' in names else 1)" ||
   fail "the Mixtral export does not hold one tensor per expert under transformers' names"
 cp -r "$work/hf/qwen3-moe" "$work/hf/qwen3-moe-dense"
@@ -152,4 +156,10 @@ json.dump(config, open(path, 'w'))" "$work/hf/qwen3-moe-dense"
 if "$kiln" import "$work/hf/qwen3-moe-dense" >"$work/dense.txt" 2>&1; then fail "a Qwen 3 MoE with dense layers was accepted"; fi
 grep -q "decoder_sparse_step = 2 (kiln's experts are in every block)" "$work/dense.txt" ||
   { cat "$work/dense.txt"; fail "decoder_sparse_step is not refused by name"; }
-echo "PASS 7: Mixtral, Qwen 3 MoE and OLMoE on 2+1 pipelines of 2-wide stages (experts spread over each stage's ranks), both ways: $(check_line 1); $(check_line 3); $(check_line 5)"
+said 'PASS 7: Mixtral, Qwen 3 MoE and OLMoE on 2+1 pipelines of 2-wide stages (experts spread over each stage'"'"'s ranks), both ways: $(check_line 17); $(check_line 19); $(check_line 21)'
+# Every check in one transformers process (importing torch and transformers costs about 5 CPU-s a process):
+# $work/parity holds a JSON line and a PASS or FAIL line per check, in the order they were queued.
+"$python" "$here/hf_logits.py" "${checks[@]}" >"$work/parity" 2>"$work/parity.stderr" ||
+  { cat "$work/parity" "$work/parity.stderr"; fail "transformers does not give kiln's logits (the FAIL lines above)"; }
+[ "$(grep -c '^{' "$work/parity")" = 22 ] || { cat "$work/parity"; fail "transformers ran $(grep -c '^{' "$work/parity") checks, not 22"; }
+for line in "${pass_lines[@]}"; do eval "echo \"$line\""; done

@@ -112,6 +112,10 @@ void endJobForRequeue(const std::string& why, const std::vector<std::string>& si
 void markStoodDown(const std::filesystem::path& witness, double claimWithinSeconds, const std::string& why) {
     const auto record = environment("KILN_END_RECORD");
     if (!record) return;
+    // Another side claimed the quorum: the launcher needs no word, and a side cut off that stands down late (after
+    // the job ended) would leave the file behind.
+    std::error_code missing;
+    if (std::filesystem::exists(witness, missing)) return;
     try {
         writeFileAtomically(*record + ".stood_down",
                             fmt::format("kiln-stood-down 1\nstale_after_s {:.0f}\nwitness {}\n{}\n", claimWithinSeconds,

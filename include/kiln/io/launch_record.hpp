@@ -55,7 +55,8 @@ void writeEndRecord(int status, const std::string& what, std::uint64_t nodeFailu
 void startAliveBeacon(double staleAfterSeconds);
 void stopAliveBeacon();
 
-// Written by one process of a side that stands down, just before it ends (nothing without KILN_END_RECORD):
+// Written by one process of a side that stands down, just before it ends (nothing without KILN_END_RECORD, nor
+// once another side has claimed the witness):
 // `witness`, the quorum witness another side would claim for this recovery; `claimWithinSeconds`, how long that
 // side may take to claim it; `why`, the side's own words.
 void markStoodDown(const std::filesystem::path& witness, double claimWithinSeconds, const std::string& why);

@@ -201,9 +201,9 @@ int runMain(int argc, char** argv) {
     const double hangTimeout = deck.real("fault.hang_timeout_s");
     watchStopSignal();  // before MPI starts: a signal during start-up is kept for the first step
     base::startupPhase("deck");
+    comm::setWaitMode(comm::waitModeNamed(deck.text("cluster.waits")));  // before MPI starts: it asks Open MPI to yield
     comm::MpiSession mpi(&argc, &argv, hangTimeout);
     base::startupPhase("mpi_init");
-    comm::setWaitMode(comm::waitModeNamed(deck.text("cluster.waits")));
     if (comm::spawnedIntoJob()) return joinRunningJob(deck);
     comm::World world(static_cast<int>(deck.integer("cluster.ranks_per_node")));
     // The launcher's sign that a speaker lives: silent longer than any recovery may take, the job is hung.

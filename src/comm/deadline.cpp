@@ -4,41 +4,15 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 namespace kiln::comm {
 namespace {
 
-constexpr double kSpinSeconds = 200e-6;  // a wait this short is a message in flight: spin for it
-constexpr double kLongestNap = 1e-3;
 constexpr double kSignInterval = 0.1;  // seconds between the training thread's signs of life while it waits
-std::atomic<bool> ranksShareCores{false};
-std::atomic<WaitMode> waitMode{WaitMode::Auto};
-
-bool sleepInLongWaits() {
-    switch (waitMode.load(std::memory_order_relaxed)) {
-        case WaitMode::Spin: return false;
-        case WaitMode::Sleep: return true;
-        case WaitMode::Auto: break;
-    }
-    return ranksShareCores.load(std::memory_order_relaxed);
-}
 
 }  // namespace
-
-void setRanksShareCores(bool shared) { ranksShareCores = shared; }
-
-void setWaitMode(WaitMode mode) { waitMode = mode; }
-
-WaitMode waitModeNamed(const std::string& name) {
-    if (name == "spin") return WaitMode::Spin;
-    if (name == "sleep") return WaitMode::Sleep;
-    return WaitMode::Auto;  // the deck's schema admits only these three
-}
 
 void pollWithDeadline(const std::function<bool()>& test, const std::function<std::string()>& what) {
     using Clock = std::chrono::steady_clock;
@@ -49,15 +23,11 @@ void pollWithDeadline(const std::function<bool()>& test, const std::function<std
     for (std::uint64_t spins = 0; !test(); ++spins) {
         const auto now = Clock::now();
         const double waited = Seconds(now - begun).count();
-        // A short wait spins, yielding, as Open MPI's own blocking waits do. Where ranks share cores a long one
-        // sleeps a tenth of what it has waited so far (at most 1 ms, so at most a tenth more than the wait
-        // itself) and gives its core to the ranks that compute: spinning for whole steps starved them (a 6-rank
-        // test on 2 cores spent 32 s of its 100 s of CPU in the kernel, yielding and polling sockets, and a
-        // rank's backward beside two such tests gave no sign of life for 15 s).
-        if (waited < kSpinSeconds || !sleepInLongWaits())
-            std::this_thread::yield();
-        else
-            std::this_thread::sleep_for(Seconds(std::min(kLongestNap, waited / 10)));
+        // A short wait spins; where ranks share cores a long one naps and gives its core to the ranks that compute
+        // (idle_wait.hpp): spinning for whole steps starved them (a 6-rank test on 2 cores spent 32 s of its 100 s
+        // of CPU in the kernel, yielding and polling sockets, and a rank's backward beside two such tests gave no
+        // sign of life for 15 s).
+        passIdleMoment(waited);
         if (Seconds(now - lastSign).count() < kSignInterval) continue;
         lastSign = now;
         trainingThreadAlive();

@@ -2,6 +2,7 @@
 
 #include "kiln/base/log.hpp"
 #include "kiln/base/thread_stack.hpp"
+#include "kiln/comm/idle_wait.hpp"
 #include "kiln/comm/mpi_check.hpp"
 
 #include <fmt/format.h>
@@ -79,8 +80,12 @@ BackgroundWrite::~BackgroundWrite() {
 ProgressHere::ProgressHere() {
     ++progressingElsewhere;
     while (pumpProbing.load()) std::this_thread::yield();
+    enteredMpi();  // from here its idle polls nap where waits sleep (idle_wait.hpp)
 }
-ProgressHere::~ProgressHere() { --progressingElsewhere; }
+ProgressHere::~ProgressHere() {
+    leftMpi();
+    --progressingElsewhere;
+}
 
 PeerWait::PeerWait() { ++peerWaits; }
 PeerWait::~PeerWait() {

@@ -3,6 +3,7 @@
 #include "kiln/comm/host_fence.hpp"
 #include "kiln/comm/broadcast.hpp"
 #include "kiln/comm/deadline.hpp"
+#include "kiln/comm/idle_wait.hpp"
 
 #include "kiln/comm/revoke_guard.h"
 
@@ -92,6 +93,7 @@ MpiSession::MpiSession(int* argc, char*** argv, double hangTimeoutSeconds) {
     // (seen under Slurm, where ranks of other nodes talk over TCP). Ignored, the
     // write fails with EPIPE and ULFM reports the dead peer.
     std::signal(SIGPIPE, SIG_IGN);
+    yieldInMpiWhereWaitsSleep();  // Open MPI's blocking calls then reach kiln's naps (idle_wait.hpp)
     armJoinDeadline();  // a process a running job spawned: MPI_Init may wait for a spawner that died
     int provided = 0;
     // Funneled: only the training thread calls MPI (the prefetch thread reads files), unless

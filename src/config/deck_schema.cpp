@@ -36,11 +36,13 @@ const std::vector<KeySpec>& deckSchema() {
          "a positive value groups consecutive ranks, to emulate several nodes on one machine.",
          atLeast(0)},
         {"cluster.waits", KeyType::Text, "auto",
-         "How a rank waits for its peers (pipeline transfers, the step's agreements and sums over MPI). spin: polls "
-         "without pause, the least latency where every rank has a core of its own; sleep: a wait past 200 us naps a "
-         "tenth of what it has waited so far (at most 1 ms) and leaves its core to the ranks that compute, for ranks "
-         "that share cores; auto: sleep where a host's ranks outnumber its cores, spin otherwise. Hosts emulated on "
-         "one machine (namespaces) want sleep: each counts the machine's cores as its own.",
+         "How a rank waits for its peers (pipeline transfers, the step's agreements and sums over MPI, and MPI's own "
+         "blocking calls: the step's all-gather, shrinks). spin: polls without pause, the least latency where every "
+         "rank has a core of its own; sleep: a wait past 200 us naps a tenth of what it has waited so far (at most "
+         "1 ms) and leaves its core to the ranks that compute, for ranks that share cores (kiln asks Open MPI to "
+         "yield when idle, mpi_yield_when_idle, and takes its yields for naps); auto: sleep where a host's ranks "
+         "outnumber its cores, spin otherwise. Hosts emulated on one machine (namespaces) want sleep: each counts the "
+         "machine's cores as its own.",
          oneOf({"auto", "spin", "sleep"})},
         {"cluster.spare_nodes", KeyType::Integer, "0",
          "Nodes held in reserve: they hold no stage and take no microbatches until a node fails, when one takes the "

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kiln/base/error.hpp"
+#include "kiln/comm/idle_wait.hpp"  // how its waits pass the time
 
 #include <mpi.h>
 
@@ -33,16 +34,6 @@ private:
 
 // The start-up ranks of ranks `peers` of `comm` (those not started with the job left out).
 std::vector<int> startupRanksOf(MPI_Comm comm, const std::vector<int>& peers);
-
-// How waits for peers pass the time (cluster.waits). Sleep: a wait longer
-// than a message in flight naps a tenth of what it has waited so far (at most
-// 1 ms) and leaves the core to the ranks that compute. Spin: it yields and
-// polls, as Open MPI's own waits do. Auto: sleep where this host's ranks
-// outnumber its cores (setRanksShareCores, from the world), spin otherwise.
-enum class WaitMode { Auto, Spin, Sleep };
-void setWaitMode(WaitMode mode);
-WaitMode waitModeNamed(const std::string& name);  // "auto", "spin", "sleep"
-void setRanksShareCores(bool shared);
 
 // Polls `test` (true once the wait is over) until it says so; gives signs of
 // life meanwhile. Throws CommunicationTimeout naming `what()` past the limit

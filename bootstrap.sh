@@ -41,9 +41,10 @@ pyarrow_version=26.0.1  # Parquet and Arrow inputs of kiln prep
 cuda_build=${KILN_CUDA_BUILD_DIR:-$root/build-cuda}
 cuda_arch=${KILN_CUDA_ARCH:-9.0}   # Hopper (H100, H200); TORCH_CUDA_ARCH_LIST syntax, e.g. "8.0;9.0"
 jobs=${KILN_JOBS:-$(nproc)}
-# ctest's slots: four per core, at least 8; a test takes two per process, at most half of them (tests wait far more
-# than they compute; tests/CMakeLists.txt says why).
-test_jobs=${KILN_TEST_JOBS:-$(( $(nproc) > 2 ? 4 * $(nproc) : 8 ))}
+# ctest's slots: four per core (at least 8), and 2 for the emulated-host harnesses, which mostly wait; a test takes
+# two per process, at most half the machine's four per core (tests wait far more than they compute; tests/CMakeLists.txt
+# says why).
+test_jobs=${KILN_TEST_JOBS:-$(( ($(nproc) > 2 ? 4 * $(nproc) : 8) + 2 ))}
 
 apt_packages=(
   ninja-build pkg-config ccache python3 python3-venv

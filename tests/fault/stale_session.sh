@@ -10,6 +10,8 @@
 #  3. kiln-mpirun ended by SIGTERM (as Slurm ends a job) forwards it, ends, and leaves nothing behind.
 #  4. Under the jobscript's supervision (KILN_END_RECORD), a launch without kiln's end record exits 75 and leaves
 #     nothing behind.
+#  5. With a session directory base set in the environment (as the test suite sets one) and the plant in it,
+#     kiln-mpirun launches inside a directory of its own there, exits 0 and leaves nothing behind.
 set -uo pipefail
 mpirun=$1 launcher=$2 work=$3
 rm -rf "$work"
@@ -17,8 +19,8 @@ mkdir -p "$work/tmp"
 export TMPDIR=$work/tmp
 unset PRTE_MCA_prte_tmpdir_base  # Open MPI's default place, in the private TMPDIR: where the stale directories are planted
 fail() { echo "FAIL: $*"; ls -la "$TMPDIR"; exit 1; }
-plant() {  # stale session directories, as a killed mpirun leaves them, for the next 400 PIDs
-  python3 - "$TMPDIR" "$(hostname)" <<'PY'
+plant() {  # [DIR]: stale session directories, as a killed mpirun leaves them, for the next 400 PIDs (in $TMPDIR)
+  python3 - "${1:-$TMPDIR}" "$(hostname)" <<'PY'
 import os, sys
 tmp, host = sys.argv[1], sys.argv[2]
 top = int(open("/proc/sys/kernel/pid_max").read())
@@ -62,3 +64,12 @@ status=$?
 [ "$status" = 75 ] || { cat "$work/supervised.log"; fail "a supervised launch without an end record exited $status, not 75"; }
 [ "$(own_dirs)" = 0 ] || fail "a supervised launch left its session directory"
 echo "PASS 4: a supervised launch without kiln's end record exits 75 and leaves nothing behind"
+
+# The test suite sets a base for its launches' session directories: kiln-mpirun's launch has its own inside it, so
+# that a launch it cut short (the host tests') leaves nothing there for another test's mpirun to draw.
+mkdir -p "$work/base"
+plant "$work/base"
+PRTE_MCA_prte_tmpdir_base=$work/base timeout -k 10 60 "$launcher" -n 1 true >"$work/base.log" 2>&1 \
+  || { cat "$work/base.log"; fail "kiln-mpirun did not start over session directories planted in the base the environment set"; }
+[ "$(find "$work/base" -maxdepth 1 -name 'kiln-mpirun.*' | wc -l)" = 0 ] || fail "kiln-mpirun left its session directory in the base"
+echo "PASS 5: in a base the environment sets, kiln-mpirun's launch has a directory of its own: it starts over the plant there and leaves nothing behind"

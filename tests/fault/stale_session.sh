@@ -55,7 +55,10 @@ wait "$pid"
 status=$?
 ((SECONDS - started < 30)) || fail "kiln-mpirun took $((SECONDS - started)) s to end after SIGTERM"
 [ "$status" != 0 ] || fail "kiln-mpirun ended by SIGTERM exited 0"
-pgrep -f "sleep 50" >/dev/null && fail "the launched process outlived kiln-mpirun"
+# mpirun ends its processes as it ends, and under load one may still be dying when kiln-mpirun has ended (seen
+# once beside the CUDA build's tests): gone within 5 s, not left running for its 50 s.
+for _ in $(seq 1 50); do pgrep -f "sleep 50" >/dev/null || break; sleep 0.1; done
+pgrep -f "sleep 50" >/dev/null && fail "the launched process outlived kiln-mpirun by 5 s"
 [ "$(own_dirs)" = 0 ] || fail "kiln-mpirun ended by SIGTERM left its session directory"
 echo "PASS 3: kiln-mpirun ended by SIGTERM (status $status) ends its launch and leaves nothing behind"
 

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdint>
 
 namespace kiln::comm {
 namespace {
@@ -20,14 +19,16 @@ void pollWithDeadline(const std::function<bool()>& test, const std::function<std
     const ProgressHere progress;
     const auto begun = Clock::now();
     auto lastSign = begun;
-    for (std::uint64_t spins = 0; !test(); ++spins) {
+    for (;;) {
+        const unsigned long idleBefore = idleMomentsOnThisThread();
+        if (test()) break;
         const auto now = Clock::now();
         const double waited = Seconds(now - begun).count();
         // A short wait spins; where ranks share cores a long one naps and gives its core to the ranks that compute
         // (idle_wait.hpp): spinning for whole steps starved them (a 6-rank test on 2 cores spent 32 s of its 100 s
         // of CPU in the kernel, yielding and polling sockets, and a rank's backward beside two such tests gave no
-        // sign of life for 15 s).
-        passIdleMoment(waited);
+        // sign of life for 15 s). Once only: an MPI_Test whose progress found nothing has yielded, or napped, already.
+        if (idleMomentsOnThisThread() == idleBefore) passIdleMoment(waited);
         if (Seconds(now - lastSign).count() < kSignInterval) continue;
         lastSign = now;
         trainingThreadAlive();

@@ -23,6 +23,7 @@ std::atomic<WaitMode> waitMode{WaitMode::Auto};
 // Plain integers: read by sched_yield on any thread, from the first instruction of a process on.
 thread_local int mpiDepth = 0;
 thread_local Clock::rep mpiSince = 0;
+thread_local unsigned long idleMoments = 0;
 
 // The kernel's yield itself: sched_yield is kiln's own below.
 void yieldCore() { syscall(SYS_sched_yield); }
@@ -30,6 +31,10 @@ void yieldCore() { syscall(SYS_sched_yield); }
 }  // namespace
 
 void setRanksShareCores(bool shared) { ranksShareCores = shared; }
+
+bool ranksOutnumberCores(long ranksOnHost) {
+    return ranksOnHost > static_cast<long>(std::max(1U, std::thread::hardware_concurrency()));
+}
 
 void setWaitMode(WaitMode mode) { waitMode = mode; }
 
@@ -55,18 +60,21 @@ void yieldInMpiWhereWaitsSleep() {
         case WaitMode::Sleep: sleeps = true; break;
         case WaitMode::Auto:
             if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-                sleeps = std::strtol(local, nullptr, 10) > static_cast<long>(std::max(1U, std::thread::hardware_concurrency()));
+                sleeps = ranksOutnumberCores(std::strtol(local, nullptr, 10));
             break;
     }
     if (sleeps) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
 }
 
 void passIdleMoment(double waitedSeconds) {
+    ++idleMoments;
     if (waitedSeconds < kSpinSeconds || !sleepInLongWaits())
         yieldCore();
     else
         std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kLongestNap, waitedSeconds / 10)));
 }
+
+unsigned long idleMomentsOnThisThread() { return idleMoments; }
 
 void enteredMpi() {
     if (mpiDepth++ == 0) mpiSince = Clock::now().time_since_epoch().count();

@@ -191,7 +191,7 @@ void World::watchHostMates() const {
     for (int m : members_)
         if (m != originalRank() && hosts_[static_cast<std::size_t>(m)] == host_) mates.emplace_back(pidOf(m), m);
     holdHostMates(mates);  // while they live: a fence later reaches them, never a reused process id
-    setRanksShareCores(mates.size() + 1 > std::max(1U, std::thread::hardware_concurrency()));
+    setRanksShareCores(ranksOutnumberCores(static_cast<long>(mates.size()) + 1));
     watchHost(originalRank(), std::move(mates));
 }
 

@@ -21,6 +21,7 @@ enum class WaitMode { Auto, Spin, Sleep };
 void setWaitMode(WaitMode mode);
 WaitMode waitModeNamed(const std::string& name);  // "auto", "spin", "sleep"
 void setRanksShareCores(bool shared);
+bool ranksOutnumberCores(long ranksOnHost);  // this machine's cores, as Auto counts them
 bool sleepInLongWaits();
 
 // Before MPI starts: asks Open MPI to yield in its idle polls (mpi_yield_when_idle, unless the environment sets it)
@@ -31,6 +32,9 @@ void yieldInMpiWhereWaitsSleep();
 
 // One idle moment of a wait that has lasted `waitedSeconds`: a nap or a yield, as the mode says.
 void passIdleMoment(double waitedSeconds);
+// Idle moments the calling thread has passed so far, Open MPI's yields inside MPI included: a polled wait whose
+// test already passed one (MPI_Test's progress found nothing and yielded) does not pass a second.
+unsigned long idleMomentsOnThisThread();
 
 // The calling thread entered or left MPI (ProgressHere): its yields inside are naps where waits sleep, timed from
 // the outermost entry.
